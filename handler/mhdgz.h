@@ -1,0 +1,492 @@
+/* mhdgz.h: HTTP response compression (gzip) for libmicrohttpd servers. */
+/*
+ * libmhdgz adds gzip content coding to an existing libmicrohttpd server by
+ * changing two calls:
+ *
+ *     MHD_create_response_from_buffer (size, buf, mode)
+ *  -> mhdgz_response_from_buffer (gz, size, buf, mode)
+ *
+ *     MHD_queue_response (connection, status, response)
+ *  -> mhdgz_queue_response (gz, connection, status, response)
+ *
+ * The response returned by mhdgz_response_from_buffer() is a real
+ * struct MHD_Response: add headers to it with MHD_add_response_header() in
+ * any order and destroy it with MHD_destroy_response() as usual. At queue
+ * time the library sees the request's Accept-Encoding, the status, every
+ * response header and the body together, decides (one decision function,
+ * every "no" a counted reason, see enum mhdgz_reason), and queues either
+ * the response itself or a gzip variant of it with the right headers
+ * (Content-Encoding, Vary, ETag; RFC 9110 sections 8.4, 12.5.3, 12.5.5,
+ * 8.8.3). The gzip variant is built once per response and reused when the
+ * same response is queued again.
+ *
+ * Compression is an optimisation: any failure (allocation, compressor
+ * error) or a compressed body that is not smaller yields the identity
+ * response with the original body, and is counted in the statistics.
+ *
+ * Thread-safety: a struct mhdgz handle may be used from any number of
+ * threads at once (libmicrohttpd's thread-per-connection and thread-pool
+ * modes). Functions that take a response must not race with the caller's
+ * own modifications of that response (the same rule libmicrohttpd has).
+ *
+ * Errors are negative MHDGZ_E* codes; mhdgz_strerror() names them. The
+ * library never aborts, exits or prints.
+ */
+#ifndef MHDGZ_H
+#define MHDGZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef MHDGZ_CORE_ONLY
+#include <microhttpd.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MHDGZ_BUILDING) && defined(MHDGZ_HAVE_VISIBILITY)
+#define MHDGZ_API __attribute__((visibility("default")))
+#else
+#define MHDGZ_API
+#endif
+
+/* ===================================================================== */
+/*                              Setup                                    */
+/* ===================================================================== */
+
+/** The one version source: configure.ac reads these three lines. */
+#define MHDGZ_VERSION_MAJOR 0
+#define MHDGZ_VERSION_MINOR 1
+#define MHDGZ_VERSION_PATCH 0
+#define MHDGZ_VERSION_STRING "0.1.0"
+
+/**
+ * The version of the library linked at run time, "MAJOR.MINOR.PATCH".
+ *
+ * @return a static string; never NULL. Thread-safe.
+ */
+MHDGZ_API const char *mhdgz_version(void);
+
+/**
+ * Compression backends. Each produces one RFC 1952 gzip member per body
+ * (MTIME 0, no file name, CRC-32 and ISIZE trailer) at its own native
+ * compression levels:
+ *
+ *  - MHDGZ_BACKEND_ZLIB: zlib deflate, levels 1-9 (default 6); whole
+ *    buffers and streaming.
+ *  - MHDGZ_BACKEND_LIBDEFLATE: libdeflate, levels 1-12 (default 6); whole
+ *    buffers only (libdeflate has no streaming interface). Faster than zlib
+ *    at every level with output no larger at the same level number.
+ *  - MHDGZ_BACKEND_ISAL: ISA-L igzip, levels 0-3 (default 1); whole buffers
+ *    and streaming; only when built with ISA-L (configure --with-isal).
+ *    The fastest, with ratios near zlib's levels 1-2.
+ *
+ * MHDGZ_BACKEND_DEFAULT (0) means libdeflate (the fastest compiled-in
+ * whole-buffer backend with zlib-level ratios).
+ */
+enum mhdgz_backend {
+	MHDGZ_BACKEND_DEFAULT = 0,
+	MHDGZ_BACKEND_ZLIB = 1,
+	MHDGZ_BACKEND_LIBDEFLATE = 2,
+	MHDGZ_BACKEND_ISAL = 3
+};
+
+/**
+ * Whether a backend was compiled in.
+ *
+ * @param backend a backend, or MHDGZ_BACKEND_DEFAULT
+ * @return 1 if available, 0 if not (or unknown). Thread-safe.
+ */
+MHDGZ_API int mhdgz_backend_available(enum mhdgz_backend backend);
+
+/**
+ * The backend's name: "zlib", "libdeflate" or "isal".
+ *
+ * @return a static string, or NULL for an unknown value. Thread-safe.
+ */
+MHDGZ_API const char *mhdgz_backend_name(enum mhdgz_backend backend);
+
+/**
+ * Parse a backend name as printed by mhdgz_backend_name().
+ *
+ * @param name NUL-terminated name, case-insensitive; borrowed.
+ * @param backend_ret receives the backend; untouched on error.
+ * @return 0, MHDGZ_EINVAL for NULL or an unknown name, MHDGZ_ENOTSUP for a
+ *         known backend that was not compiled in. Thread-safe.
+ */
+MHDGZ_API int mhdgz_backend_from_name(const char *name, enum mhdgz_backend *backend_ret);
+
+/**
+ * The backend's native level range and default level.
+ *
+ * @param backend a backend, or MHDGZ_BACKEND_DEFAULT
+ * @param min_ret, max_ret, default_ret receive the levels; each may be NULL.
+ * @return 0, or MHDGZ_ENOTSUP if the backend is not compiled in. Thread-safe.
+ */
+MHDGZ_API int mhdgz_backend_levels(enum mhdgz_backend backend, int *min_ret,
+				   int *max_ret, int *default_ret);
+
+/**
+ * What happens to a strong ETag on a gzip-coded response. A strong
+ * validator identifies one exact representation (RFC 9110 section 8.8.1),
+ * and the gzip representation differs from the identity one, so it must
+ * not share the identity's strong ETag.
+ */
+enum mhdgz_etag_policy {
+	/** W/"x": the gzip representation gets the weak form (default; what
+	 * Apache and nginx do). If-None-Match still matches (weak comparison). */
+	MHDGZ_ETAG_WEAKEN = 0,
+	/** "x-gzip": a distinct strong ETag; use mhdgz_etag_match() or
+	 * mhdgz_evaluate_preconditions() to evaluate If-None-Match/If-Match. */
+	MHDGZ_ETAG_SUFFIX = 1,
+	/** Remove the ETag from gzip responses. */
+	MHDGZ_ETAG_DROP = 2,
+	/** Leave the ETag unchanged (only correct if the compressed bytes are
+	 * deterministic and the ETag is never used for byte ranges). */
+	MHDGZ_ETAG_KEEP = 3
+};
+
+/** Flags of struct mhdgz_options. */
+/** The level field is set even if it is 0 (selects ISA-L level 0). */
+#define MHDGZ_F_LEVEL 0x1u
+/** Do not pool compressors: create one per compression (pass-through). */
+#define MHDGZ_F_NO_POOL 0x2u
+
+/** Default min_size in bytes: smaller bodies gain little and cost a round of
+ * compressor setup (RFC-free tradition; nginx uses 20, Go's gziphandler 1400,
+ * one TCP segment is ~1460). */
+#define MHDGZ_DEFAULT_MIN_SIZE 1024
+
+/**
+ * Options for mhdgz_new(). Zero-initialise, set size to
+ * sizeof(struct mhdgz_options), then set what you need: every zero field
+ * means its documented default, so the struct can grow without breaking
+ * callers compiled against an older header.
+ */
+struct mhdgz_options {
+	/** sizeof(struct mhdgz_options); a size the library does not know is
+	 * rejected with MHDGZ_EINVAL. */
+	size_t size;
+	/** Compression backend; 0 = MHDGZ_BACKEND_DEFAULT. */
+	enum mhdgz_backend backend;
+	/** Compression level in the backend's native range (see enum
+	 * mhdgz_backend); 0 = the backend's default unless MHDGZ_F_LEVEL is set.
+	 * Out of range: mhdgz_new() fails with MHDGZ_EINVAL (never clamped). */
+	int level;
+	/** MHDGZ_F_* flags. */
+	unsigned int flags;
+	/** Bodies smaller than this many bytes are served identity (with
+	 * Vary); 0 = MHDGZ_DEFAULT_MIN_SIZE. Use 1 to compress every non-empty
+	 * body. */
+	size_t min_size;
+	/** NULL-terminated list of media types to compress, replacing the
+	 * default list; NULL = default. Entries are "type/subtype", "type/*" or
+	 * "* /*+suffix" (written without the space), matched case-insensitively
+	 * against the Content-Type without parameters. The strings are copied. */
+	const char *const *compress_types;
+	/** NULL-terminated list of media types never compressed (checked before
+	 * compress_types), replacing the default list; NULL = default. */
+	const char *const *skip_types;
+	/** ETag policy for gzip responses; 0 = MHDGZ_ETAG_WEAKEN. */
+	enum mhdgz_etag_policy etag_policy;
+	/** Most compressors kept idle in the writer pool; 0 = default (16).
+	 * Each idle compressor holds the backend's state (see README). */
+	size_t pool_idle_cap;
+};
+
+/** A compression handler: configuration, writer pool, response table, stats. */
+struct mhdgz;
+
+/**
+ * Create a handler.
+ *
+ * @param opts options, or NULL for all defaults; borrowed (copied).
+ * @param gz_ret receives the handler; owned by the caller, release with
+ *        mhdgz_free(). Untouched on error.
+ * @return 0; MHDGZ_EINVAL for a NULL gz_ret, an unknown opts->size, an
+ *         unknown backend, a level out of range, an ETag policy out of range
+ *         or a malformed media type pattern; MHDGZ_ENOTSUP for a backend not
+ *         compiled in; MHDGZ_ENOMEM.
+ * @note Thread-safe (creates independent handlers).
+ */
+MHDGZ_API int mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret);
+
+/**
+ * Release a handler. Every response created through it must have been
+ * destroyed (and libmicrohttpd finished with it) first: stop the daemon,
+ * then call mhdgz_free(). NULL is a no-op. Not thread-safe with other uses
+ * of the same handler.
+ */
+MHDGZ_API void mhdgz_free(struct mhdgz *gz);
+
+/* ===================================================================== */
+/*                              Responses                                */
+/* ===================================================================== */
+
+#ifndef MHDGZ_CORE_ONLY
+
+/**
+ * Same as MHD_create_response_from_buffer(), and registers the body with the
+ * handler so mhdgz_queue_response() can compress it.
+ *
+ * @param gz the handler; must stay alive until the response is freed.
+ * @param size body size in bytes (0 allowed).
+ * @param buffer the body; NULL only if size is 0.
+ * @param mode as libmicrohttpd's: MHD_RESPMEM_PERSISTENT (borrowed, must
+ *        outlive the response), MHD_RESPMEM_MUST_COPY (copied now) or
+ *        MHD_RESPMEM_MUST_FREE (ownership passes to the library, which
+ *        releases it with free() when the response is freed, also on
+ *        failure).
+ * @return a response owned by the caller (MHD_destroy_response()), or NULL
+ *         on allocation failure or invalid arguments (a MUST_FREE buffer is
+ *         freed then too).
+ * @note Thread-safe.
+ */
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_buffer(struct mhdgz *gz, size_t size, void *buffer,
+			   enum MHD_ResponseMemoryMode mode);
+
+/**
+ * Same as MHD_queue_response(), choosing the content coding first.
+ *
+ * Reads every Accept-Encoding line of the request (RFC 9110 section
+ * 12.5.3), the status and the response's headers, then queues either
+ * @a response itself (identity) or its gzip variant. A response not
+ * created with mhdgz_response_from_buffer() is queued unchanged.
+ * HEAD requests need nothing special: libmicrohttpd sends the same headers
+ * (including the compressed Content-Length) without the body.
+ *
+ * On the first queue of a compressible response, "Vary: Accept-Encoding" is
+ * merged into the response's own Vary header (the identity variant must
+ * carry it too, RFC 9110 section 12.5.5); later queues do not modify it.
+ *
+ * @param gz the handler that created the response.
+ * @param connection, status_code, response as for MHD_queue_response();
+ *        the response stays owned by the caller.
+ * @return MHD_queue_response()'s result; MHD_NO also if an argument is
+ *         NULL. Failures of compression never fail the call: the identity
+ *         response is queued.
+ * @note Thread-safe; call from the access handler as libmicrohttpd requires.
+ */
+MHDGZ_API enum MHD_Result
+mhdgz_queue_response(struct mhdgz *gz, struct MHD_Connection *connection,
+		     unsigned int status_code, struct MHD_Response *response);
+
+/**
+ * Opt one response out of compression: it is always queued identity,
+ * unchanged (no Vary added). Counted as MHDGZ_SKIP_OPT_OUT.
+ *
+ * @return 0, MHDGZ_EINVAL if @a response was not created by @a gz.
+ * @note Thread-safe; call before the response is first queued.
+ */
+MHDGZ_API int mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response);
+
+/**
+ * Why a response was, or was not, compressed. The decision takes these
+ * early-outs in this order; each is counted in struct mhdgz_stats.
+ */
+enum mhdgz_reason {
+	MHDGZ_COMPRESSED = 0,        /**< gzip variant queued */
+	MHDGZ_SKIP_UNTRACKED,        /**< response not created by this handler */
+	MHDGZ_SKIP_OPT_OUT,          /**< mhdgz_response_set_identity() */
+	MHDGZ_SKIP_STATUS,           /**< 1xx, 204, 304: no content (RFC 9110 6.4.1) */
+	MHDGZ_SKIP_RANGE,            /**< 206 or a Content-Range header */
+	MHDGZ_SKIP_ENCODED,          /**< already has a Content-Encoding */
+	MHDGZ_SKIP_NO_TRANSFORM,     /**< Cache-Control: no-transform (RFC 9111 5.2.2.6) */
+	MHDGZ_SKIP_EMPTY,            /**< empty body */
+	MHDGZ_SKIP_TYPE,             /**< media type not compressible */
+	MHDGZ_SKIP_NOT_ACCEPTED,     /**< client does not accept gzip */
+	MHDGZ_SKIP_SMALL,            /**< body below min_size */
+	MHDGZ_SKIP_NOT_SMALLER,      /**< gzip output not smaller than the body */
+	MHDGZ_SKIP_ERROR,            /**< allocation or compressor failure */
+	MHDGZ_REASON_COUNT
+};
+
+/**
+ * A short lowercase name for a reason ("compressed", "not-accepted", ...).
+ *
+ * @return a static string; "unknown" for a value out of range.
+ */
+MHDGZ_API const char *mhdgz_reason_name(enum mhdgz_reason reason);
+
+/** A request as the decision sees it, without a connection. */
+struct mhdgz_request {
+	/** sizeof(struct mhdgz_request). */
+	size_t size;
+	/** The values of every Accept-Encoding header line of the request, in
+	 * order; borrowed. NULL with count 0 means the header is absent. */
+	const char *const *accept_encoding;
+	size_t accept_encoding_count;
+	/** MHDGZ_REQ_* flags. */
+	unsigned int flags;
+};
+
+/** Build a fresh gzip variant even if one is cached (benchmarks). */
+#define MHDGZ_REQ_NO_CACHE 0x1u
+
+/**
+ * The connection-free core of mhdgz_queue_response(): decide and return the
+ * response to queue. mhdgz_queue_response() is exactly this followed by
+ * MHD_queue_response(connection, status_code, *queue_ret).
+ *
+ * @param gz, status_code, response as for mhdgz_queue_response().
+ * @param req the request; borrowed.
+ * @param queue_ret receives @a response itself or its gzip variant. The
+ *        variant is owned by the library and valid until @a response is
+ *        freed (or until the next call with MHDGZ_REQ_NO_CACHE for the same
+ *        response, which replaces it); pass it to MHD_queue_response() and
+ *        do not destroy it.
+ * @param reason_ret receives the reason; may be NULL.
+ * @return 0, or MHDGZ_EINVAL for NULL arguments or an unknown req->size
+ *         (then *queue_ret is @a response). Compression failures return 0
+ *         with reason MHDGZ_SKIP_ERROR.
+ * @note Thread-safe.
+ */
+MHDGZ_API int mhdgz_select(struct mhdgz *gz, const struct mhdgz_request *req,
+			   unsigned int status_code, struct MHD_Response *response,
+			   struct MHD_Response **queue_ret, enum mhdgz_reason *reason_ret);
+
+#endif /* MHDGZ_CORE_ONLY */
+
+/* ===================================================================== */
+/*                     Accept-Encoding and validators                    */
+/* ===================================================================== */
+
+/**
+ * The q-value (RFC 9110 section 12.4.2) the request gives to gzip, in
+ * thousandths (0..1000), from all of its Accept-Encoding lines
+ * (RFC 9110 section 12.5.3): an explicit "gzip" or "x-gzip" wins over "*";
+ * codings and the "q" parameter are case-insensitive; a malformed element
+ * (bad q such as "abc", "-1", "1.0001" or four decimals) is ignored.
+ *
+ * @param lines the header values; borrowed; NULL entries are skipped.
+ * @param count number of lines; 0 means no Accept-Encoding header.
+ * @return q in thousandths; 0 if gzip is not acceptable or the header is
+ *         absent (identity only). Thread-safe, allocates nothing.
+ */
+MHDGZ_API unsigned int mhdgz_accept_gzip_q(const char *const *lines, size_t count);
+
+/**
+ * Whether an If-None-Match or If-Match field value matches an ETag,
+ * knowing the ETag transformations this library applies: a member that is
+ * the weak form W/"x" or the suffixed form "x-gzip" of the resource's
+ * "x" denotes the same resource state.
+ *
+ * @param field_value the header value (a list of entity-tags or "*");
+ *        borrowed; NULL or malformed elements never match.
+ * @param etag the resource's current ETag as the application sets it
+ *        ("x" or W/"x"); borrowed.
+ * @param weak nonzero for the weak comparison (If-None-Match, RFC 9110
+ *        section 13.1.2), zero for the strong comparison (If-Match,
+ *        section 13.1.1: a weak member or weak @a etag never matches, but a
+ *        "x-gzip" member matches a strong "x").
+ * @return 1 if it matches, 0 if not. Thread-safe.
+ */
+MHDGZ_API int mhdgz_etag_match(const char *field_value, const char *etag, int weak);
+
+#ifndef MHDGZ_CORE_ONLY
+/**
+ * Evaluate If-Match and If-None-Match of the request against the resource's
+ * current ETag (RFC 9110 section 13.2.2, steps 1 and 3), accepting the
+ * forms of the ETag mhdgz produced.
+ *
+ * @param connection the request; borrowed.
+ * @param method the request method ("GET", "HEAD", ...); borrowed.
+ * @param etag the resource's ETag ("x" or W/"x"), or NULL if it has none.
+ * @return 0 to proceed, 412 (Precondition Failed) or 304 (Not Modified, GET
+ *         and HEAD only). Thread-safe.
+ */
+MHDGZ_API unsigned int mhdgz_evaluate_preconditions(struct MHD_Connection *connection,
+						    const char *method, const char *etag);
+#endif
+
+/* ===================================================================== */
+/*                              Stats                                    */
+/* ===================================================================== */
+
+/** Counters since mhdgz_new(); all monotonic except pool_idle. */
+struct mhdgz_stats {
+	/** sizeof(struct mhdgz_stats), set by the caller. */
+	size_t size;
+	uint64_t responses;   /**< decisions made (queues and selects) */
+	uint64_t compressed;  /**< gzip variants queued (cache hits included) */
+	uint64_t reasons[MHDGZ_REASON_COUNT]; /**< per enum mhdgz_reason */
+	uint64_t bytes_in;    /**< body bytes of the responses decided, in bytes */
+	uint64_t bytes_out;   /**< body bytes of what was queued, in bytes */
+	uint64_t compressions; /**< gzip bodies built (cache misses) */
+	uint64_t failures;    /**< compressions that failed (served identity) */
+	uint64_t cache_hits;  /**< gzip variants reused */
+	uint64_t pool_gets;   /**< writer pool: compressors taken */
+	uint64_t pool_misses; /**< writer pool: compressors created */
+	uint64_t pool_idle;   /**< writer pool: compressors idle now */
+};
+
+/**
+ * Read the handler's counters.
+ *
+ * @param st caller's struct with st->size set; filled on success.
+ * @return 0, MHDGZ_EINVAL for NULL arguments or an unknown st->size.
+ * @note Thread-safe; each counter is read atomically, the set is not a
+ *       single snapshot.
+ */
+MHDGZ_API int mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st);
+
+/* ===================================================================== */
+/*                              Memory                                   */
+/* ===================================================================== */
+
+/**
+ * A replacement allocator for everything the library allocates, including
+ * zlib's, libdeflate's and ISA-L's compressor state (not libmicrohttpd's
+ * own allocations).
+ */
+struct mhdgz_allocator {
+	/** sizeof(struct mhdgz_allocator). */
+	size_t size;
+	/** Like malloc(); may return NULL (the library then fails cleanly). */
+	void *(*malloc_fn)(size_t nbytes, void *cls);
+	/** Like free(); never called with NULL. */
+	void (*free_fn)(void *ptr, void *cls);
+	/** Passed to both functions. */
+	void *cls;
+};
+
+/**
+ * Install an allocator process-wide, or restore malloc/free with NULL.
+ *
+ * @param alloc the allocator; copied. NULL restores the default.
+ * @return 0; MHDGZ_EINVAL for an unknown size or a NULL function;
+ *         MHDGZ_EBUSY if memory allocated through the current allocator is
+ *         still live (a block must be freed by the allocator that made it).
+ * @note Not thread-safe with any other mhdgz call: call it at start-up.
+ */
+MHDGZ_API int mhdgz_set_allocator(const struct mhdgz_allocator *alloc);
+
+/* ===================================================================== */
+/*                              Errors                                   */
+/* ===================================================================== */
+
+#define MHDGZ_OK 0
+#define MHDGZ_ENOMEM (-1)   /**< an allocation failed */
+#define MHDGZ_EINVAL (-2)   /**< an argument is invalid (level out of range, ...) */
+#define MHDGZ_EBACKEND (-3) /**< the compression library reported an error */
+#define MHDGZ_ENOSPC (-4)   /**< the output does not fit in the space given */
+#define MHDGZ_ENOTSUP (-5)  /**< backend or capability not compiled in */
+#define MHDGZ_EMHD (-6)     /**< libmicrohttpd refused a call */
+#define MHDGZ_EBUSY (-7)    /**< resource in use */
+
+/**
+ * A message for an MHDGZ_E* code.
+ *
+ * @return a static English string; "unknown error" for other values.
+ *         Thread-safe.
+ */
+MHDGZ_API const char *mhdgz_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MHDGZ_H */

@@ -1,0 +1,109 @@
+/* gz_backend.h: the backend-neutral compressor interface (vtable + registry). */
+#ifndef GZ_BACKEND_H
+#define GZ_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Capability bits of a backend. */
+#define GZ_CAP_ONESHOT 0x1u /* compress(): a whole buffer into one gzip member */
+#define GZ_CAP_STREAM 0x2u  /* stream(): incremental input/output, sync flush */
+
+/* Flush modes for stream(). */
+enum gz_flush {
+	GZ_FLUSH_NONE = 0, /* compress as input allows; output may lag input */
+	GZ_FLUSH_SYNC = 1, /* emit all input so far, ending on a byte boundary */
+	GZ_FLUSH_FINISH = 2 /* no more input: emit everything and the gzip trailer */
+};
+
+/* Normal (positive) event returned by stream(): the trailer has been written. */
+#define GZ_STREAM_END 1
+
+struct gz_backend;
+
+/*
+ * Common base of every compressor instance; each backend's instance struct
+ * embeds it as its first member, so a struct gz_compressor * can be cast to
+ * the backend's own type. The backend and level are fixed at creation.
+ */
+struct gz_compressor {
+	const struct gz_backend *be;
+	int level;
+	struct gz_compressor *pool_next; /* link while idle in a writer pool */
+};
+
+/*
+ * Streaming I/O window, same contract as zlib's z_stream next/avail fields:
+ * stream() consumes from in and writes to out, advancing the pointers and
+ * decrementing the lengths. out_cap may be as small as 1 byte; output that
+ * does not fit is kept inside the compressor until the next call.
+ */
+struct gz_io {
+	const uint8_t *in;
+	size_t in_len; /* bytes available at in */
+	uint8_t *out;
+	size_t out_cap; /* bytes of space at out */
+};
+
+/*
+ * A backend: a static const table. The core checks caps, never NULL pointers:
+ * a backend without GZ_CAP_STREAM has stream == NULL, and the caller must not
+ * call it.
+ */
+struct gz_backend {
+	const char *name;    /* "zlib", "libdeflate", "isal" */
+	unsigned int caps;   /* GZ_CAP_* */
+	int level_min;       /* native level range, inclusive */
+	int level_max;
+	int level_default;
+	size_t inst_nbytes;  /* sizeof the backend's instance struct */
+
+	/* Set up a zero-filled instance of inst_nbytes (base already filled in).
+	 * Returns 0 or MHDGZ_ENOMEM / MHDGZ_EBACKEND; on error fini is not
+	 * called, so init cleans up after itself. */
+	int (*init)(struct gz_compressor *c);
+	/* Release everything init and use allocated (not the instance itself). */
+	void (*fini)(struct gz_compressor *c);
+
+	/* Worst-case size in bytes of one gzip member for in_len input bytes. */
+	size_t (*bound)(const struct gz_compressor *c, size_t in_len);
+
+	/* GZ_CAP_ONESHOT: compress in[0..in_len) into one complete gzip member
+	 * (RFC 1952: MTIME 0, no name, CRC-32 and ISIZE trailer) at out.
+	 * Returns 0 and *out_len_ret, MHDGZ_ENOSPC if out_cap is too small, or
+	 * MHDGZ_EBACKEND / MHDGZ_ENOMEM. Leaves the compressor ready for reuse. */
+	int (*compress)(struct gz_compressor *c, const void *in, size_t in_len,
+			void *out, size_t out_cap, size_t *out_len_ret);
+
+	/* GZ_CAP_STREAM: start a new gzip member (discarding any stream state). */
+	int (*reset)(struct gz_compressor *c);
+	/* GZ_CAP_STREAM: advance the stream. Returns 0 (progress made or more
+	 * output space needed), GZ_STREAM_END once the trailer has been fully
+	 * written (only with GZ_FLUSH_FINISH), or a negative MHDGZ_E* code.
+	 * A sync flush is complete when the call returns with io->in_len == 0
+	 * and io->out_cap > 0. */
+	int (*stream)(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush);
+};
+
+/* The registry, in preference order. NULL-terminated. */
+extern const struct gz_backend *const gz_backends[];
+
+/* Look a backend up by name (case-sensitive); NULL if not compiled in. */
+const struct gz_backend *gz_backend_find(const char *name);
+
+/* Create a compressor of backend be at a native level. Returns 0 and
+ * *c_ret, MHDGZ_EINVAL for a level outside [level_min, level_max] (never
+ * clamped), MHDGZ_ENOMEM or MHDGZ_EBACKEND. The caller owns *c_ret and
+ * releases it with gz_compressor_free. */
+int gz_compressor_new(const struct gz_backend *be, int level, struct gz_compressor **c_ret);
+/* Release a compressor; NULL is a no-op. */
+void gz_compressor_free(struct gz_compressor *c);
+
+/* Convenience wrappers (no switch on the backend; they go through the table). */
+static inline size_t
+gz_bound(const struct gz_compressor *c, size_t in_len)
+{
+	return c->be->bound(c, in_len);
+}
+
+#endif /* GZ_BACKEND_H */
