@@ -30,6 +30,11 @@ struct gz_compressor {
 	const struct gz_backend *be;
 	int level;
 	struct gz_compressor *pool_next; /* link while idle in a writer pool */
+	/* Output scratch space kept with the compressor (and so across uses
+	 * in the writer pool): whole-buffer users compress into it and copy
+	 * the exact result out, so a warm compressor allocates nothing. */
+	uint8_t *scratch;
+	size_t scratch_cap; /* bytes at scratch */
 };
 
 /*
@@ -96,8 +101,11 @@ const struct gz_backend *gz_backend_find(const char *name);
  * clamped), MHDGZ_ENOMEM or MHDGZ_EBACKEND. The caller owns *c_ret and
  * releases it with gz_compressor_free. */
 int gz_compressor_new(const struct gz_backend *be, int level, struct gz_compressor **c_ret);
-/* Release a compressor; NULL is a no-op. */
+/* Release a compressor (and its scratch space); NULL is a no-op. */
 void gz_compressor_free(struct gz_compressor *c);
+/* Make c->scratch hold at least nbytes. Returns 0 or MHDGZ_ENOMEM (the old
+ * scratch, if any, is kept). */
+int gz_compressor_scratch(struct gz_compressor *c, size_t nbytes);
 
 /* Convenience wrappers (no switch on the backend; they go through the table). */
 static inline size_t
