@@ -58,9 +58,9 @@ void hnd_count(struct mhdgz *gz, enum hnd_counter which, uint64_t n);
 /* One compiled pattern: lowercase; kind says how to match. */
 enum hnd_pat_kind {
 	HND_PAT_EXACT,  /* "type/subtype" */
-	HND_PAT_TYPE,   /* "type/ *": any subtype */
-	HND_PAT_SUFFIX, /* "* /*+suffix": structured syntax suffix (RFC 6838 4.2.8) */
-	HND_PAT_ANY     /* "* /*" */
+	HND_PAT_TYPE,   /* type, slash, asterisk: any subtype */
+	HND_PAT_SUFFIX, /* asterisk/asterisk+suffix (RFC 6838 4.2.8) */
+	HND_PAT_ANY     /* asterisk/asterisk: everything */
 };
 
 struct hnd_pattern {

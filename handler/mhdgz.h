@@ -182,9 +182,13 @@ struct mhdgz_options {
 	 * body. */
 	size_t min_size;
 	/** NULL-terminated list of media types to compress, replacing the
-	 * default list; NULL = default. Entries are "type/subtype", "type/*" or
-	 * "* /*+suffix" (written without the space), matched case-insensitively
-	 * against the Content-Type without parameters. The strings are copied. */
+	 * default list; NULL = default. An entry is an exact "type/subtype"
+	 * ("application/json"); a whole type, written as the type, a slash and
+	 * an asterisk ("text/" followed by "*"); a structured syntax suffix
+	 * (RFC 6838 section 4.2.8), written as asterisk, slash, asterisk and
+	 * the suffix (matches "application/ld+json" for "+json"); or asterisk,
+	 * slash, asterisk alone for every type. Matching ignores case and
+	 * Content-Type parameters. The strings are copied. */
 	const char *const *compress_types;
 	/** NULL-terminated list of media types never compressed (checked before
 	 * compress_types), replacing the default list; NULL = default. */

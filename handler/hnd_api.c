@@ -1,0 +1,216 @@
+/* hnd_api.c: handler lifetime, options, statistics, version, backend and reason names. */
+#include <string.h>
+#include <strings.h>
+
+#include "gz_alloc.h"
+#include "hnd_internal.h"
+
+/* Public backend enum -> core registry name. */
+static const char *const hnd_backend_names[] = {
+	[MHDGZ_BACKEND_ZLIB] = "zlib",
+	[MHDGZ_BACKEND_LIBDEFLATE] = "libdeflate",
+	[MHDGZ_BACKEND_ISAL] = "isal",
+};
+
+#define HND_NBACKENDS (sizeof hnd_backend_names / sizeof hnd_backend_names[0])
+
+static const struct gz_backend *
+backend_of(enum mhdgz_backend b)
+{
+	if (b == MHDGZ_BACKEND_DEFAULT)
+		b = MHDGZ_BACKEND_LIBDEFLATE;
+	if ((unsigned int)b >= HND_NBACKENDS || !hnd_backend_names[b])
+		return NULL;
+	return gz_backend_find(hnd_backend_names[b]);
+}
+
+MHDGZ_API const char *
+mhdgz_version(void)
+{
+	return MHDGZ_VERSION_STRING;
+}
+
+MHDGZ_API int
+mhdgz_backend_available(enum mhdgz_backend backend)
+{
+	return backend_of(backend) != NULL;
+}
+
+MHDGZ_API const char *
+mhdgz_backend_name(enum mhdgz_backend backend)
+{
+	if (backend == MHDGZ_BACKEND_DEFAULT)
+		backend = MHDGZ_BACKEND_LIBDEFLATE;
+	if ((unsigned int)backend >= HND_NBACKENDS)
+		return NULL;
+	return hnd_backend_names[backend];
+}
+
+MHDGZ_API int
+mhdgz_backend_from_name(const char *name, enum mhdgz_backend *backend_ret)
+{
+	unsigned int b;
+
+	if (!name || !backend_ret)
+		return MHDGZ_EINVAL;
+	for (b = 1; b < HND_NBACKENDS; b++) {
+		if (hnd_backend_names[b] && strcasecmp(name, hnd_backend_names[b]) == 0) {
+			if (!backend_of((enum mhdgz_backend)b))
+				return MHDGZ_ENOTSUP;
+			*backend_ret = (enum mhdgz_backend)b;
+			return 0;
+		}
+	}
+	return MHDGZ_EINVAL;
+}
+
+MHDGZ_API int
+mhdgz_backend_levels(enum mhdgz_backend backend, int *min_ret, int *max_ret, int *default_ret)
+{
+	const struct gz_backend *be = backend_of(backend);
+
+	if (!be)
+		return MHDGZ_ENOTSUP;
+	if (min_ret)
+		*min_ret = be->level_min;
+	if (max_ret)
+		*max_ret = be->level_max;
+	if (default_ret)
+		*default_ret = be->level_default;
+	return 0;
+}
+
+static const char *const hnd_reason_names[MHDGZ_REASON_COUNT] = {
+	[MHDGZ_COMPRESSED] = "compressed",
+	[MHDGZ_SKIP_UNTRACKED] = "untracked",
+	[MHDGZ_SKIP_OPT_OUT] = "opt-out",
+	[MHDGZ_SKIP_STATUS] = "status",
+	[MHDGZ_SKIP_RANGE] = "range",
+	[MHDGZ_SKIP_ENCODED] = "encoded",
+	[MHDGZ_SKIP_NO_TRANSFORM] = "no-transform",
+	[MHDGZ_SKIP_EMPTY] = "empty",
+	[MHDGZ_SKIP_TYPE] = "type",
+	[MHDGZ_SKIP_NOT_ACCEPTED] = "not-accepted",
+	[MHDGZ_SKIP_SMALL] = "small",
+	[MHDGZ_SKIP_NOT_SMALLER] = "not-smaller",
+	[MHDGZ_SKIP_ERROR] = "error",
+};
+
+MHDGZ_API const char *
+mhdgz_reason_name(enum mhdgz_reason reason)
+{
+	if ((unsigned int)reason >= MHDGZ_REASON_COUNT)
+		return "unknown";
+	return hnd_reason_names[reason];
+}
+
+MHDGZ_API int
+mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
+{
+	struct mhdgz_options o;
+	struct mhdgz *gz;
+	int rc;
+
+	if (!gz_ret)
+		return MHDGZ_EINVAL;
+	memset(&o, 0, sizeof o);
+	if (opts) {
+		if (opts->size != sizeof o)
+			return MHDGZ_EINVAL;
+		o = *opts;
+	}
+	if ((unsigned int)o.backend >= HND_NBACKENDS ||
+	    (unsigned int)o.etag_policy > MHDGZ_ETAG_KEEP)
+		return MHDGZ_EINVAL;
+	gz_alloc_init();
+	gz = gz_calloc(1, sizeof *gz);
+	if (!gz)
+		return MHDGZ_ENOMEM;
+	gz->be = backend_of(o.backend);
+	if (!gz->be) {
+		rc = MHDGZ_ENOTSUP;
+		goto fail;
+	}
+	gz->level = (o.level != 0 || (o.flags & MHDGZ_F_LEVEL)) ? o.level : gz->be->level_default;
+	if (gz->level < gz->be->level_min || gz->level > gz->be->level_max) {
+		rc = MHDGZ_EINVAL;
+		goto fail;
+	}
+	if (!(gz->be->caps & GZ_CAP_ONESHOT)) {
+		rc = MHDGZ_ENOTSUP;
+		goto fail;
+	}
+	gz->min_size = o.min_size ? o.min_size : MHDGZ_DEFAULT_MIN_SIZE;
+	gz->etag_policy = o.etag_policy;
+	rc = hnd_typelist_init(&gz->compress_types,
+			       o.compress_types ? o.compress_types : hnd_default_compress_types);
+	if (rc < 0)
+		goto fail;
+	rc = hnd_typelist_init(&gz->skip_types,
+			       o.skip_types ? o.skip_types : hnd_default_skip_types);
+	if (rc < 0)
+		goto fail;
+	rc = gz_pool_new(gz->be, gz->level,
+			 (o.flags & MHDGZ_F_NO_POOL) ? 0
+			 : o.pool_idle_cap	     ? o.pool_idle_cap
+						     : HND_POOL_IDLE_CAP,
+			 &gz->pool);
+	if (rc < 0)
+		goto fail;
+	rc = hnd_table_init(&gz->table);
+	if (rc < 0)
+		goto fail;
+	*gz_ret = gz;
+	return 0;
+fail:
+	mhdgz_free(gz);
+	return rc;
+}
+
+MHDGZ_API void
+mhdgz_free(struct mhdgz *gz)
+{
+	if (!gz)
+		return;
+	if (gz->table.bucket)
+		hnd_table_fini(&gz->table);
+	gz_pool_free(gz->pool);
+	hnd_typelist_fini(&gz->compress_types);
+	hnd_typelist_fini(&gz->skip_types);
+	gz_free(gz);
+}
+
+static uint64_t
+sum(const struct mhdgz *gz, enum hnd_counter which)
+{
+	uint64_t n = 0;
+	unsigned int i;
+
+	for (i = 0; i < HND_STAT_STRIPES; i++)
+		n += atomic_load_explicit(&gz->stats[i].c[which], memory_order_relaxed);
+	return n;
+}
+
+MHDGZ_API int
+mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
+{
+	struct gz_pool_stats ps;
+	unsigned int i;
+
+	if (!gz || !st || st->size != sizeof *st)
+		return MHDGZ_EINVAL;
+	st->responses = sum(gz, HND_C_RESPONSES);
+	st->compressed = sum(gz, HND_C_COMPRESSED);
+	for (i = 0; i < MHDGZ_REASON_COUNT; i++)
+		st->reasons[i] = sum(gz, HND_C_REASON0 + i);
+	st->bytes_in = sum(gz, HND_C_BYTES_IN);
+	st->bytes_out = sum(gz, HND_C_BYTES_OUT);
+	st->compressions = sum(gz, HND_C_COMPRESSIONS);
+	st->failures = sum(gz, HND_C_FAILURES);
+	st->cache_hits = sum(gz, HND_C_CACHE_HITS);
+	gz_pool_get_stats(gz->pool, &ps);
+	st->pool_gets = ps.gets;
+	st->pool_misses = ps.misses;
+	st->pool_idle = ps.idle;
+	return 0;
+}

@@ -1,0 +1,106 @@
+/* hnd_decide.c: the one decision function: compress or not, and why. */
+#include <string.h>
+#include <strings.h>
+
+#include "hnd_internal.h"
+
+/* 1xx, 204 and 304 responses carry no content (RFC 9110 sections 6.4.1,
+ * 15.3.5, 15.4.5). */
+static bool
+status_has_no_content(unsigned int status)
+{
+	return (status >= 100 && status < 200) || status == 204 || status == 304;
+}
+
+/* Is the media type compressible? Skip list first, then compress list; a
+ * response without Content-Type is sniffed. */
+static bool
+type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_t *body,
+		  size_t body_len)
+{
+	const char *mt;
+	size_t len;
+
+	if (!content_type)
+		return body_len == 0 || hnd_sniff_text(body, body_len);
+	mt = hnd_media_type(content_type, &len);
+	if (len == 0)
+		return body_len == 0 || hnd_sniff_text(body, body_len);
+	if (hnd_typelist_match(&gz->skip_types, mt, len))
+		return false;
+	return hnd_typelist_match(&gz->compress_types, mt, len);
+}
+
+/*
+ * The decision. Early-outs in the order of enum mhdgz_reason; the first
+ * that applies is the reason. Alongside, whether the representation varies
+ * with Accept-Encoding (then both variants carry Vary: Accept-Encoding,
+ * RFC 9110 section 12.5.5): it does for every response that would be
+ * compressed for some client, i.e. that passes every check that does not
+ * look at the request or at the body size.
+ *
+ * A 304 has no content, but it stands for the 200 the client has cached:
+ * it carries the Vary and (for a gzip-accepting client) the ETag that 200
+ * would carry (RFC 9110 section 15.4.5). Its body and size say nothing, so
+ * only the header checks apply to it.
+ */
+void
+hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
+	   const struct hnd_facts *f, const uint8_t *body, size_t body_len,
+	   const struct hnd_accept *acc, struct hnd_decision *d)
+{
+	bool is_304 = status == 304;
+	bool encoded;
+
+	d->vary = false;
+	d->etag_only = false;
+	if (opt_out) {
+		d->reason = MHDGZ_SKIP_OPT_OUT;
+		return;
+	}
+	if (status_has_no_content(status) && !is_304) {
+		d->reason = MHDGZ_SKIP_STATUS;
+		return;
+	}
+	if (status == 206 || f->content_range) {
+		d->reason = MHDGZ_SKIP_RANGE;
+		return;
+	}
+	encoded = f->content_encoding && strcasecmp(f->content_encoding, "identity") != 0;
+	if (encoded) {
+		d->reason = MHDGZ_SKIP_ENCODED;
+		return;
+	}
+	if (f->no_transform) {
+		d->reason = MHDGZ_SKIP_NO_TRANSFORM;
+		return;
+	}
+	if (is_304) {
+		if (f->content_type && !type_compressible(gz, f->content_type, NULL, 0)) {
+			d->reason = MHDGZ_SKIP_STATUS;
+			return;
+		}
+		d->vary = true;
+		d->etag_only = f->etag != NULL && hnd_accept_wants_gzip(acc);
+		d->reason = MHDGZ_SKIP_STATUS;
+		return;
+	}
+	if (body_len == 0) {
+		d->reason = MHDGZ_SKIP_EMPTY;
+		return;
+	}
+	if (!type_compressible(gz, f->content_type, body, body_len)) {
+		d->reason = MHDGZ_SKIP_TYPE;
+		return;
+	}
+	d->vary = true;
+	if (!hnd_accept_wants_gzip(acc)) {
+		d->reason = MHDGZ_SKIP_NOT_ACCEPTED;
+		return;
+	}
+	if (body_len < gz->min_size) {
+		d->reason = MHDGZ_SKIP_SMALL;
+		return;
+	}
+	d->reason = MHDGZ_COMPRESSED;
+}

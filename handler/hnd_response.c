@@ -1,0 +1,684 @@
+/* hnd_response.c: buffer responses: the response table, gzip variants, select and queue. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gz_alloc.h"
+#include "hnd_internal.h"
+
+/* Longest ETag rewritten; longer ones are dropped from gzip variants
+ * (dropping a validator is always safe, only less efficient). */
+#ifndef HND_ETAG_MAX
+#define HND_ETAG_MAX 256
+#endif
+
+/* Most Vary field lines merged into one; more are left as they are and
+ * Accept-Encoding is added as a field of its own. */
+#ifndef HND_VARY_MAX
+#define HND_VARY_MAX 8
+#endif
+
+/* First size of the response table (buckets, power of two). */
+#ifndef HND_TABLE_MIN
+#define HND_TABLE_MIN 64
+#endif
+
+/*
+ * What the library remembers of a response it created: the body (which
+ * libmicrohttpd cannot give back) and its gzip variants. Created by
+ * mhdgz_response_from_buffer, freed by libmicrohttpd's free callback when the
+ * response's last reference goes. The variants are responses of our own,
+ * holding their own body; our reference to them is dropped with the entry,
+ * and libmicrohttpd keeps its own while a connection still sends one.
+ */
+struct hnd_entry {
+	struct hnd_entry *next; /* table chain */
+	struct mhdgz *gz;
+	struct MHD_Response *response;
+	const uint8_t *body;
+	size_t body_len;
+	void *owned_libc; /* MHD_RESPMEM_MUST_FREE buffer: free() */
+	void *owned_gz;   /* MHD_RESPMEM_MUST_COPY copy: gz_free() */
+
+	pthread_mutex_t lock; /* guards everything below */
+	bool opt_out;
+	bool queued;      /* queued at least once: headers are now read-only */
+	bool vary_done;   /* Vary: Accept-Encoding merged into the response */
+	bool not_smaller; /* gzip was tried and did not shrink the body */
+	struct MHD_Response *gz_variant;  /* gzip body, with headers */
+	size_t gz_variant_len;            /* its body length in bytes */
+	struct MHD_Response *etag_variant; /* no body, gzip ETag (304) */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                               */
+
+static _Thread_local unsigned int hnd_stripe_id = ~0u;
+static atomic_uint hnd_stripe_next;
+
+void
+hnd_count(struct mhdgz *gz, enum hnd_counter which, uint64_t n)
+{
+	if (hnd_stripe_id == ~0u)
+		hnd_stripe_id = atomic_fetch_add(&hnd_stripe_next, 1) % HND_STAT_STRIPES;
+	atomic_fetch_add_explicit(&gz->stats[hnd_stripe_id].c[which], n, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The response table: response pointer -> entry                            */
+
+static size_t
+table_slot(const struct hnd_table *t, const void *key)
+{
+	uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ull;
+	return (size_t)(h >> 32) & (t->nbuckets - 1);
+}
+
+int
+hnd_table_init(struct hnd_table *t)
+{
+	t->bucket = gz_calloc(HND_TABLE_MIN, sizeof *t->bucket);
+	if (!t->bucket)
+		return MHDGZ_ENOMEM;
+	t->nbuckets = HND_TABLE_MIN;
+	t->count = 0;
+	if (pthread_mutex_init(&t->lock, NULL) != 0) {
+		gz_free(t->bucket);
+		return MHDGZ_ENOMEM;
+	}
+	return 0;
+}
+
+void
+hnd_table_fini(struct hnd_table *t)
+{
+	pthread_mutex_destroy(&t->lock);
+	gz_free(t->bucket);
+	t->bucket = NULL;
+}
+
+/* Double the bucket array; on allocation failure keep the old one (longer
+ * chains are slower, not wrong). Called with the lock held. */
+static void
+table_grow(struct hnd_table *t)
+{
+	size_t i, old_n = t->nbuckets;
+	struct hnd_entry **old = t->bucket, **nb = gz_calloc(old_n * 2, sizeof *nb);
+
+	if (!nb)
+		return;
+	t->bucket = nb;
+	t->nbuckets = old_n * 2;
+	for (i = 0; i < old_n; i++) {
+		struct hnd_entry *e = old[i], *next;
+		for (; e; e = next) {
+			size_t s = table_slot(t, e->response);
+			next = e->next;
+			e->next = nb[s];
+			nb[s] = e;
+		}
+	}
+	gz_free(old);
+}
+
+static void
+table_insert(struct hnd_table *t, struct hnd_entry *e)
+{
+	size_t s;
+
+	pthread_mutex_lock(&t->lock);
+	if (t->count >= t->nbuckets)
+		table_grow(t);
+	s = table_slot(t, e->response);
+	e->next = t->bucket[s];
+	t->bucket[s] = e;
+	t->count++;
+	pthread_mutex_unlock(&t->lock);
+}
+
+static void
+table_remove(struct hnd_table *t, struct hnd_entry *e)
+{
+	struct hnd_entry **pp;
+
+	pthread_mutex_lock(&t->lock);
+	for (pp = &t->bucket[table_slot(t, e->response)]; *pp; pp = &(*pp)->next) {
+		if (*pp == e) {
+			*pp = e->next;
+			t->count--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+static struct hnd_entry *
+table_lookup(struct hnd_table *t, const struct MHD_Response *r)
+{
+	struct hnd_entry *e;
+
+	pthread_mutex_lock(&t->lock);
+	for (e = t->bucket[table_slot(t, r)]; e; e = e->next)
+		if (e->response == r)
+			break;
+	pthread_mutex_unlock(&t->lock);
+	return e;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Creating and freeing tracked responses                                   */
+
+static void
+entry_free(struct hnd_entry *e)
+{
+	if (e->gz_variant)
+		MHD_destroy_response(e->gz_variant);
+	if (e->etag_variant)
+		MHD_destroy_response(e->etag_variant);
+	free(e->owned_libc); /* the caller's malloc'd MUST_FREE buffer */
+	gz_free(e->owned_gz);
+	pthread_mutex_destroy(&e->lock);
+	gz_free(e);
+}
+
+/* libmicrohttpd's free callback of a tracked response: its last reference
+ * is gone. */
+static void
+entry_release(void *cls)
+{
+	struct hnd_entry *e = cls;
+
+	if (e->response) /* NULL if MHD_create_* itself failed */
+		table_remove(&e->gz->table, e);
+	entry_free(e);
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_buffer(struct mhdgz *gz, size_t size, void *buffer,
+			   enum MHD_ResponseMemoryMode mode)
+{
+	struct hnd_entry *e = NULL;
+	struct MHD_Response *r;
+
+	if (!gz || (size > 0 && !buffer))
+		goto fail;
+	if (mode != MHD_RESPMEM_PERSISTENT && mode != MHD_RESPMEM_MUST_COPY &&
+	    mode != MHD_RESPMEM_MUST_FREE)
+		goto fail;
+	e = gz_calloc(1, sizeof *e);
+	if (!e)
+		goto fail;
+	if (pthread_mutex_init(&e->lock, NULL) != 0) {
+		gz_free(e);
+		e = NULL;
+		goto fail;
+	}
+	e->gz = gz;
+	e->body_len = size;
+	if (mode == MHD_RESPMEM_MUST_COPY && size > 0) {
+		e->owned_gz = gz_malloc(size);
+		if (!e->owned_gz)
+			goto fail;
+		memcpy(e->owned_gz, buffer, size);
+		e->body = e->owned_gz;
+	} else {
+		if (mode == MHD_RESPMEM_MUST_FREE)
+			e->owned_libc = buffer;
+		e->body = buffer;
+	}
+	/* The response reads the body from the entry's copy (or the caller's
+	 * persistent buffer); the free callback releases both together. */
+	r = MHD_create_response_from_buffer_with_free_callback_cls(size, (void *)e->body,
+								   entry_release, e);
+	if (!r)
+		goto fail;
+	e->response = r;
+	table_insert(&gz->table, e);
+	return r;
+fail:
+	if (e)
+		entry_free(e); /* frees a MUST_FREE buffer too */
+	else if (mode == MHD_RESPMEM_MUST_FREE)
+		free(buffer);
+	return NULL;
+}
+
+MHDGZ_API int
+mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response)
+{
+	struct hnd_entry *e;
+
+	if (!gz || !response)
+		return MHDGZ_EINVAL;
+	e = table_lookup(&gz->table, response);
+	if (!e)
+		return MHDGZ_EINVAL;
+	pthread_mutex_lock(&e->lock);
+	e->opt_out = true;
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading and rewriting response headers                                   */
+
+struct facts_ctx {
+	struct hnd_facts *f;
+	const char *vary[HND_VARY_MAX];
+};
+
+static enum MHD_Result
+facts_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct facts_ctx *c = cls;
+	struct hnd_facts *f = c->f;
+
+	if (kind != MHD_HEADER_KIND || !value)
+		return MHD_YES;
+	if (!f->content_type && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
+		f->content_type = value;
+	else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0) {
+		/* Several lines: any non-identity one means already encoded. */
+		if (!f->content_encoding || strcasecmp(value, "identity") != 0)
+			f->content_encoding = value;
+	} else if (!f->etag && strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0)
+		f->etag = value;
+	else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_RANGE) == 0)
+		f->content_range = true;
+	else if (strcasecmp(key, MHD_HTTP_HEADER_CACHE_CONTROL) == 0) {
+		if (hnd_list_has_token(value, "no-transform"))
+			f->no_transform = true;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0) {
+		if (hnd_list_has_token(value, "accept-encoding") || hnd_list_has_token(value, "*"))
+			f->vary_has_ae = true;
+		if (f->vary_count < HND_VARY_MAX)
+			c->vary[f->vary_count] = value;
+		f->vary_count++;
+	}
+	return MHD_YES;
+}
+
+static void
+read_facts(struct MHD_Response *r, struct hnd_facts *f, struct facts_ctx *c)
+{
+	memset(f, 0, sizeof *f);
+	c->f = f;
+	MHD_get_response_headers(r, facts_iter, c);
+}
+
+/*
+ * Merge "Accept-Encoding" into the response's Vary (RFC 9110 section
+ * 12.5.5): one field "existing, Accept-Encoding", never a duplicate. Only
+ * before the response is first queued: afterwards libmicrohttpd may be
+ * reading its headers on another thread.
+ */
+static int
+merge_vary(struct MHD_Response *r, const struct hnd_facts *f, const struct facts_ctx *c)
+{
+	char *copy[HND_VARY_MAX], *merged = NULL;
+	size_t i, n = f->vary_count, len = sizeof "Accept-Encoding";
+	int rc = MHDGZ_ENOMEM;
+
+	if (f->vary_has_ae)
+		return 0;
+	if (n == 0 || n > HND_VARY_MAX)
+		return MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding") == MHD_YES
+			       ? 0
+			       : MHDGZ_EMHD;
+	/* Copy the old values first: deleting a field frees its strings. */
+	memset(copy, 0, sizeof copy);
+	for (i = 0; i < n; i++) {
+		copy[i] = gz_strndup(c->vary[i], strlen(c->vary[i]));
+		if (!copy[i])
+			goto out;
+		len += strlen(copy[i]) + 2;
+	}
+	merged = gz_malloc(len);
+	if (!merged)
+		goto out;
+	merged[0] = '\0';
+	for (i = 0; i < n; i++) {
+		if (copy[i][0] == '\0')
+			continue;
+		strcat(merged, copy[i]);
+		strcat(merged, ", ");
+	}
+	strcat(merged, "Accept-Encoding");
+	rc = MHDGZ_EMHD;
+	for (i = 0; i < n; i++)
+		if (MHD_del_response_header(r, MHD_HTTP_HEADER_VARY, copy[i]) != MHD_YES)
+			goto out;
+	if (MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, merged) != MHD_YES) {
+		/* Put the old fields back: better the old Vary than none. */
+		for (i = 0; i < n; i++)
+			(void)MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, copy[i]);
+		goto out;
+	}
+	rc = 0;
+out:
+	for (i = 0; i < n; i++)
+		gz_free(copy[i]);
+	gz_free(merged);
+	return rc;
+}
+
+struct copy_ctx {
+	struct MHD_Response *to;
+	bool failed;
+};
+
+/* Copy every field of the identity response to a gzip variant, except the
+ * ones the coding changes: Content-Encoding, Content-Length (set by
+ * libmicrohttpd from the new body), ETag (rewritten) and Accept-Ranges
+ * (byte ranges of the identity body do not apply to the gzip body). */
+static enum MHD_Result
+copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct copy_ctx *c = cls;
+	enum MHD_Result ok;
+
+	if (!value)
+		return MHD_YES;
+	if (kind == MHD_FOOTER_KIND) {
+		ok = MHD_add_response_footer(c->to, key, value);
+	} else if (kind == MHD_HEADER_KIND) {
+		if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
+		    strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0 ||
+		    strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
+		    strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0)
+			return MHD_YES;
+		ok = MHD_add_response_header(c->to, key, value);
+	} else {
+		return MHD_YES;
+	}
+	if (ok != MHD_YES) {
+		c->failed = true;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+static void
+body_free(void *cls)
+{
+	gz_free(cls);
+}
+
+/*
+ * Build a variant of r: the given body (ownership passes in; NULL for none),
+ * r's fields, Content-Encoding: gzip when coded, and the ETag per policy.
+ */
+static int
+build_variant(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
+	      uint8_t *body, size_t body_len, bool coded, struct MHD_Response **ret)
+{
+	struct MHD_Response *v;
+	struct copy_ctx c;
+	char buf[HND_ETAG_MAX];
+	const char *etag;
+
+	v = MHD_create_response_from_buffer_with_free_callback_cls(body_len, body,
+								   body ? body_free : NULL, body);
+	if (!v) {
+		gz_free(body);
+		return MHDGZ_ENOMEM;
+	}
+	c.to = v;
+	c.failed = false;
+	MHD_get_response_headers(r, copy_iter, &c);
+	if (c.failed)
+		goto fail;
+	if (coded && MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") != MHD_YES)
+		goto fail;
+	etag = hnd_etag_for_gzip(gz->etag_policy, f->etag, buf, sizeof buf);
+	if (etag && MHD_add_response_header(v, MHD_HTTP_HEADER_ETAG, etag) != MHD_YES)
+		goto fail;
+	*ret = v;
+	return 0;
+fail:
+	MHD_destroy_response(v); /* frees body through body_free */
+	return MHDGZ_EMHD;
+}
+
+/*
+ * Compress body into a new exactly-sized buffer. The compressor's scratch
+ * space (kept across uses in the writer pool) takes the worst-case output,
+ * so a pooled compressor allocates only the result.
+ */
+static int
+compress_body(struct mhdgz *gz, const uint8_t *body, size_t body_len, uint8_t **out_ret,
+	      size_t *out_len_ret)
+{
+	struct gz_compressor *c;
+	size_t bound, out_len = 0;
+	uint8_t *out = NULL;
+	int rc;
+
+	rc = gz_pool_get(gz->pool, &c);
+	if (rc < 0)
+		return rc;
+	bound = gz_bound(c, body_len);
+	rc = gz_compressor_scratch(c, bound);
+	if (rc < 0)
+		goto out;
+	rc = c->be->compress(c, body, body_len, c->scratch, bound, &out_len);
+	if (rc < 0)
+		goto out;
+	if (out_len >= body_len) {
+		rc = MHDGZ_ENOSPC; /* not smaller: the caller serves identity */
+		goto out;
+	}
+	out = gz_malloc(out_len);
+	if (!out) {
+		rc = MHDGZ_ENOMEM;
+		goto out;
+	}
+	memcpy(out, c->scratch, out_len);
+	*out_ret = out;
+	*out_len_ret = out_len;
+out:
+	gz_pool_put(gz->pool, c);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Select and queue                                                         */
+
+/* The gzip variant of e, built or reused. Returns 0 and the variant, or the
+ * reason it could not be had (NOT_SMALLER, ERROR). Called with e->lock. */
+static enum mhdgz_reason
+gzip_variant(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, bool no_cache,
+	     struct MHD_Response **v_ret)
+{
+	uint8_t *out;
+	size_t out_len;
+	struct MHD_Response *v;
+	int rc;
+
+	if (!no_cache) {
+		if (e->not_smaller)
+			return MHDGZ_SKIP_NOT_SMALLER;
+		if (e->gz_variant) {
+			hnd_count(gz, HND_C_CACHE_HITS, 1);
+			*v_ret = e->gz_variant;
+			return MHDGZ_COMPRESSED;
+		}
+	}
+	hnd_count(gz, HND_C_COMPRESSIONS, 1);
+	rc = compress_body(gz, e->body, e->body_len, &out, &out_len);
+	if (rc == MHDGZ_ENOSPC) {
+		e->not_smaller = true;
+		return MHDGZ_SKIP_NOT_SMALLER;
+	}
+	if (rc == 0)
+		rc = build_variant(gz, e->response, f, out, out_len, true, &v);
+	if (rc < 0) {
+		hnd_count(gz, HND_C_FAILURES, 1);
+		return MHDGZ_SKIP_ERROR;
+	}
+	if (e->gz_variant)
+		MHD_destroy_response(e->gz_variant);
+	e->gz_variant = v;
+	e->gz_variant_len = out_len;
+	*v_ret = v;
+	return MHDGZ_COMPRESSED;
+}
+
+static int
+select_parsed(struct mhdgz *gz, const struct hnd_accept *acc, unsigned int flags,
+	      unsigned int status, struct MHD_Response *response, struct MHD_Response **queue_ret,
+	      enum mhdgz_reason *reason_ret)
+{
+	struct hnd_entry *e;
+	struct hnd_facts f;
+	struct facts_ctx fc;
+	struct hnd_decision d;
+	size_t out_len = 0;
+
+	*queue_ret = response;
+	hnd_count(gz, HND_C_RESPONSES, 1);
+	e = table_lookup(&gz->table, response);
+	if (!e) {
+		d.reason = MHDGZ_SKIP_UNTRACKED;
+		goto done;
+	}
+	out_len = e->body_len;
+	pthread_mutex_lock(&e->lock);
+	read_facts(response, &f, &fc);
+	hnd_decide(gz, e->opt_out, status, &f, e->body, e->body_len, acc, &d);
+	if (d.vary && !e->vary_done && !e->queued) {
+		if (merge_vary(response, &f, &fc) == 0)
+			e->vary_done = true;
+		read_facts(response, &f, &fc); /* the merge freed the old values */
+	}
+	e->queued = true;
+	if (d.reason == MHDGZ_COMPRESSED) {
+		struct MHD_Response *v;
+		d.reason = gzip_variant(gz, e, &f, flags & MHDGZ_REQ_NO_CACHE, &v);
+		if (d.reason == MHDGZ_COMPRESSED) {
+			*queue_ret = v;
+			out_len = e->gz_variant_len;
+		}
+	} else if (d.etag_only && gz->etag_policy != MHDGZ_ETAG_KEEP) {
+		/* A 304 for a gzip-accepting client: the ETag of the gzip 200. */
+		if (!e->etag_variant &&
+		    build_variant(gz, response, &f, NULL, 0, false, &e->etag_variant) < 0)
+			hnd_count(gz, HND_C_FAILURES, 1);
+		if (e->etag_variant)
+			*queue_ret = e->etag_variant;
+	}
+	pthread_mutex_unlock(&e->lock);
+	hnd_count(gz, HND_C_BYTES_IN, e->body_len);
+	hnd_count(gz, HND_C_BYTES_OUT, out_len);
+	if (d.reason == MHDGZ_COMPRESSED)
+		hnd_count(gz, HND_C_COMPRESSED, 1);
+done:
+	hnd_count(gz, HND_C_REASON0 + d.reason, 1);
+	if (reason_ret)
+		*reason_ret = d.reason;
+	return 0;
+}
+
+MHDGZ_API int
+mhdgz_select(struct mhdgz *gz, const struct mhdgz_request *req, unsigned int status_code,
+	     struct MHD_Response *response, struct MHD_Response **queue_ret,
+	     enum mhdgz_reason *reason_ret)
+{
+	struct hnd_accept acc;
+
+	if (queue_ret)
+		*queue_ret = response;
+	if (!gz || !req || !response || !queue_ret || req->size != sizeof *req)
+		return MHDGZ_EINVAL;
+	hnd_accept_parse(req->accept_encoding, req->accept_encoding_count, &acc);
+	return select_parsed(gz, &acc, req->flags, status_code, response, queue_ret, reason_ret);
+}
+
+/* Parse every Accept-Encoding line as libmicrohttpd hands them over. */
+static enum MHD_Result
+accept_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct hnd_accept *acc = cls;
+	struct hnd_accept one;
+	const char *lines[1] = {value};
+
+	(void)kind;
+	if (!value || strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_ENCODING) != 0)
+		return MHD_YES;
+	hnd_accept_parse(lines, 1, &one);
+	acc->present = true;
+	if (one.gzip > acc->gzip)
+		acc->gzip = one.gzip;
+	if (one.identity > acc->identity)
+		acc->identity = one.identity;
+	if (one.star > acc->star)
+		acc->star = one.star;
+	return MHD_YES;
+}
+
+MHDGZ_API enum MHD_Result
+mhdgz_queue_response(struct mhdgz *gz, struct MHD_Connection *connection,
+		     unsigned int status_code, struct MHD_Response *response)
+{
+	struct hnd_accept acc;
+	struct MHD_Response *q = response;
+
+	if (!connection || !response)
+		return MHD_NO;
+	if (gz) {
+		hnd_accept_parse(NULL, 0, &acc);
+		MHD_get_connection_values(connection, MHD_HEADER_KIND, accept_iter, &acc);
+		(void)select_parsed(gz, &acc, 0, status_code, response, &q, NULL);
+	}
+	return MHD_queue_response(connection, status_code, q);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Conditional requests                                                     */
+
+struct precond_ctx {
+	const char *etag;
+	bool if_match, if_match_ok;
+	bool if_none_match, if_none_match_hit;
+};
+
+static enum MHD_Result
+precond_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct precond_ctx *c = cls;
+
+	(void)kind;
+	if (!value)
+		return MHD_YES;
+	/* Several lines of a list field form one list: any member counts. */
+	if (strcasecmp(key, MHD_HTTP_HEADER_IF_MATCH) == 0) {
+		c->if_match = true;
+		if (mhdgz_etag_match(value, c->etag ? c->etag : "", 0))
+			c->if_match_ok = true;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_IF_NONE_MATCH) == 0) {
+		c->if_none_match = true;
+		if (mhdgz_etag_match(value, c->etag ? c->etag : "", 1))
+			c->if_none_match_hit = true;
+	}
+	return MHD_YES;
+}
+
+MHDGZ_API unsigned int
+mhdgz_evaluate_preconditions(struct MHD_Connection *connection, const char *method,
+			     const char *etag)
+{
+	struct precond_ctx c = {.etag = etag};
+
+	if (!connection || !method)
+		return 0;
+	MHD_get_connection_values(connection, MHD_HEADER_KIND, precond_iter, &c);
+	/* RFC 9110 section 13.2.2: If-Match first, then If-None-Match. A
+	 * resource without ETag matches only "*" (handled by etag_match). */
+	if (c.if_match && !c.if_match_ok)
+		return MHD_HTTP_PRECONDITION_FAILED;
+	if (c.if_none_match && c.if_none_match_hit)
+		return (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+			       ? MHD_HTTP_NOT_MODIFIED
+			       : MHD_HTTP_PRECONDITION_FAILED;
+	return 0;
+}
