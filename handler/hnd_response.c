@@ -490,9 +490,9 @@ static enum mhdgz_reason
 gzip_variant(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, bool no_cache,
 	     struct MHD_Response **v_ret)
 {
-	uint8_t *out;
-	size_t out_len;
-	struct MHD_Response *v;
+	uint8_t *out = NULL;
+	size_t out_len = 0;
+	struct MHD_Response *v = NULL;
 	int rc;
 
 	if (!no_cache) {

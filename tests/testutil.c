@@ -198,3 +198,12 @@ tu_alloc_failed(void)
 {
 	return atomic_load(&tu_fired);
 }
+
+void
+tu_alloc_fail_at(uint64_t k)
+{
+	atomic_store(&tu_fail_at, 0);
+	atomic_store(&tu_fired, 0);
+	if (k)
+		atomic_store(&tu_fail_at, atomic_load(&tu_count) + k);
+}
