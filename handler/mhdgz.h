@@ -352,6 +352,82 @@ MHDGZ_API int mhdgz_select(struct mhdgz *gz, const struct mhdgz_request *req,
 			   unsigned int status_code, struct MHD_Response *response,
 			   struct MHD_Response **queue_ret, enum mhdgz_reason *reason_ret);
 
+/* ===================================================================== */
+/*                              Streaming                                */
+/* ===================================================================== */
+
+/**
+ * Same as MHD_create_response_from_callback(): a body produced by the
+ * caller's content reader, registered with the handler so that
+ * mhdgz_queue_response() can compress it on the fly.
+ *
+ * When the response is compressed, each connection gets its own gzip
+ * stream (a streaming compressor taken from the writer pool, returned as
+ * soon as the gzip trailer is produced or the connection goes away), the
+ * body is sent with chunked transfer coding (its compressed size is not
+ * known in advance), and the reader is called at positions 0, 1, ... just
+ * as libmicrohttpd would call it. Output per call never exceeds
+ * libmicrohttpd's buffer. MHD_CONTENT_READER_END_OF_STREAM ends the body
+ * with a complete gzip member; MHD_CONTENT_READER_END_WITH_ERROR ends the
+ * response with an error (no trailer is faked). A reader returning 0 is
+ * called again later, without empty chunks being sent.
+ *
+ * A response of known size below min_size is served identity; one of
+ * unknown size (MHD_SIZE_UNKNOWN) is compressed when its type allows.
+ * Bulk streams are not flushed per chunk (ratio matters); use
+ * mhdgz_response_set_low_latency() for streams whose every chunk must
+ * reach the client at once (text/event-stream responses are treated so
+ * automatically).
+ *
+ * With a whole-buffer-only backend (libdeflate), streams are compressed
+ * by zlib at the level nearest in effect (see README "Streaming").
+ *
+ * @param gz the handler; must outlive the response.
+ * @param size, block_size, crc, crc_cls, crfc as for
+ *        MHD_create_response_from_callback(). crfc(crc_cls) runs exactly
+ *        once, after the response and every stream made from it are done.
+ * @return a response owned by the caller, or NULL on failure (then crfc
+ *         is not called).
+ * @note Thread-safe.
+ */
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_callback(struct mhdgz *gz, uint64_t size, size_t block_size,
+			     MHD_ContentReaderCallback crc, void *crc_cls,
+			     MHD_ContentReaderFreeCallback crfc);
+
+/**
+ * Same as MHD_create_response_from_fd_at_offset64(): a file body. The
+ * identity response keeps libmicrohttpd's own file path (sendfile where
+ * available); a gzip response reads the file with pread() from its own
+ * duplicate of @a fd and compresses it as a stream.
+ *
+ * @param gz the handler.
+ * @param size bytes of the file to send.
+ * @param fd open file descriptor; ownership passes to the response (closed
+ *        when it is freed, also on failure).
+ * @param offset byte offset in the file where the body starts.
+ * @return a response owned by the caller, or NULL on failure.
+ * @note Thread-safe.
+ */
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_fd_at_offset64(struct mhdgz *gz, uint64_t size, int fd, uint64_t offset);
+
+/**
+ * Same as MHD_create_response_from_fd(): mhdgz_response_from_fd_at_offset64()
+ * with offset 0.
+ */
+MHDGZ_API struct MHD_Response *mhdgz_response_from_fd(struct mhdgz *gz, size_t size, int fd);
+
+/**
+ * Mark a streaming response low-latency: every chunk its reader produces is
+ * compressed and sync-flushed (RFC 1951 empty stored block) before the
+ * reader is asked for more, so it reaches the client at once.
+ *
+ * @return 0, MHDGZ_EINVAL if @a response is not a streaming response of
+ *         @a gz. Call before the response is first queued.
+ */
+MHDGZ_API int mhdgz_response_set_low_latency(struct mhdgz *gz, struct MHD_Response *response);
+
 #endif /* MHDGZ_CORE_ONLY */
 
 /* ===================================================================== */
