@@ -15,7 +15,7 @@ uint8_t *tu_payload(size_t len, enum tu_kind kind, uint32_t seed);
 
 /*
  * Decode one gzip member with zlib inflate (window bits 31), independent of
- * the code under test. Returns 0 and a malloc'd *out/*out_len on success
+ * the code under test. Returns 0 and a malloc'd *out and *out_len on success
  * (inflate returned Z_STREAM_END and consumed every input byte), -1 on any
  * error (including trailing garbage).
  */
