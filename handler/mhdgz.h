@@ -287,6 +287,11 @@ mhdgz_queue_response(struct mhdgz *gz, struct MHD_Connection *connection,
  */
 MHDGZ_API int mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response);
 
+#endif /* MHDGZ_CORE_ONLY */
+
+/* enum mhdgz_reason needs no libmicrohttpd type, and struct mhdgz_stats
+ * (visible to core-only users) is sized by MHDGZ_REASON_COUNT. */
+
 /**
  * Why a response was, or was not, compressed. The decision takes these
  * early-outs in this order; each is counted in struct mhdgz_stats.
@@ -314,6 +319,8 @@ enum mhdgz_reason {
  * @return a static string; "unknown" for a value out of range.
  */
 MHDGZ_API const char *mhdgz_reason_name(enum mhdgz_reason reason);
+
+#ifndef MHDGZ_CORE_ONLY
 
 /** A request as the decision sees it, without a connection. */
 struct mhdgz_request {
