@@ -76,24 +76,43 @@ struct gz_backend {
 	/* GZ_CAP_ONESHOT: compress in[0..in_len) into one complete gzip member
 	 * (RFC 1952: MTIME 0, no name, CRC-32 and ISIZE trailer) at out.
 	 * Returns 0 and *out_len_ret, MHDGZ_ENOSPC if out_cap is too small, or
-	 * MHDGZ_EBACKEND / MHDGZ_ENOMEM. Leaves the compressor ready for reuse. */
+	 * MHDGZ_EBACKEND / MHDGZ_ENOMEM. Never writes beyond out + out_cap and
+	 * allocates nothing. Leaves the compressor ready for another compress();
+	 * any stream in progress is abandoned, and stream() returns
+	 * MHDGZ_EINVAL until reset() is called. */
 	int (*compress)(struct gz_compressor *c, const void *in, size_t in_len,
 			void *out, size_t out_cap, size_t *out_len_ret);
 
-	/* GZ_CAP_STREAM: start a new gzip member (discarding any stream state). */
+	/* GZ_CAP_STREAM: start a new gzip member (discarding any stream state).
+	 * A compressor fresh from gz_compressor_new is already at the start of
+	 * a member. */
 	int (*reset)(struct gz_compressor *c);
 	/* GZ_CAP_STREAM: advance the stream. Returns 0 (progress made or more
 	 * output space needed), GZ_STREAM_END once the trailer has been fully
-	 * written (only with GZ_FLUSH_FINISH), or a negative MHDGZ_E* code.
+	 * written (only with GZ_FLUSH_FINISH; later calls keep returning it and
+	 * write nothing), or a negative MHDGZ_E* code (MHDGZ_EINVAL for a flush
+	 * value outside enum gz_flush). Never writes beyond out + out_cap and
+	 * allocates nothing.
 	 * A sync flush is complete when the call returns with io->in_len == 0
-	 * and io->out_cap > 0. */
+	 * and io->out_cap > 0: every byte consumed so far can then be decoded
+	 * from the output. Repeating GZ_FLUSH_SYNC with no new input after that
+	 * writes nothing, so a caller may always loop "until in_len == 0 and
+	 * out_cap > 0", even with a 1-byte window. */
 	int (*stream)(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush);
 };
 
-/* The registry, in preference order. NULL-terminated. */
+/* The backend tables, one per gz_backend_<name>.c; gz_backend_isal exists
+ * only under HAVE_ISAL. Prefer the registry and gz_backend_find. */
+extern const struct gz_backend gz_backend_zlib;
+extern const struct gz_backend gz_backend_libdeflate;
+extern const struct gz_backend gz_backend_isal;
+
+/* The registry, in preference order: libdeflate, isal (if compiled in),
+ * zlib. NULL-terminated. */
 extern const struct gz_backend *const gz_backends[];
 
-/* Look a backend up by name (case-sensitive); NULL if not compiled in. */
+/* Look a backend up by name (case-sensitive); NULL if not compiled in or
+ * name is NULL. */
 const struct gz_backend *gz_backend_find(const char *name);
 
 /* Create a compressor of backend be at a native level. Returns 0 and
