@@ -104,6 +104,32 @@ mhdgz_reason_name(enum mhdgz_reason reason)
 	return hnd_reason_names[reason];
 }
 
+/*
+ * Streams need a streaming compressor. A backend that has none (libdeflate
+ * works on whole buffers only) hands streams to zlib at the same level
+ * number, capped at zlib's 9: libdeflate's levels were designed to track
+ * zlib's ratios level for level, and 10-12 (its slow optimal parsing) have
+ * no zlib counterpart.
+ */
+static int
+stream_pool_new(struct mhdgz *gz, const struct mhdgz_options *o)
+{
+	const struct gz_backend *zlib;
+	size_t cap = (o->flags & MHDGZ_F_NO_POOL) ? 0
+		     : o->pool_idle_cap	      ? o->pool_idle_cap
+						      : HND_POOL_IDLE_CAP;
+
+	if (gz->be->caps & GZ_CAP_STREAM) {
+		gz->stream_pool = gz->pool;
+		return 0;
+	}
+	zlib = gz_backend_find("zlib");
+	if (!zlib)
+		return MHDGZ_ENOTSUP;
+	return gz_pool_new(zlib, gz->level > zlib->level_max ? zlib->level_max : gz->level, cap,
+			   &gz->stream_pool);
+}
+
 MHDGZ_API int
 mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 {
@@ -157,6 +183,9 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 			 &gz->pool);
 	if (rc < 0)
 		goto fail;
+	rc = stream_pool_new(gz, &o);
+	if (rc < 0)
+		goto fail;
 	rc = hnd_table_init(&gz->table);
 	if (rc < 0)
 		goto fail;
@@ -174,6 +203,8 @@ mhdgz_free(struct mhdgz *gz)
 		return;
 	if (gz->table.bucket)
 		hnd_table_fini(&gz->table);
+	if (gz->stream_pool != gz->pool)
+		gz_pool_free(gz->stream_pool);
 	gz_pool_free(gz->pool);
 	hnd_typelist_fini(&gz->compress_types);
 	hnd_typelist_fini(&gz->skip_types);

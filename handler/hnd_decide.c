@@ -15,17 +15,16 @@ status_has_no_content(unsigned int status)
 /* Is the media type compressible? Skip list first, then compress list; a
  * response without Content-Type is sniffed. */
 static bool
-type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_t *body,
-		  size_t body_len)
+type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_t *sniff,
+		  size_t sniff_len)
 {
 	const char *mt;
-	size_t len;
+	size_t len = 0;
 
-	if (!content_type)
-		return body_len == 0 || hnd_sniff_text(body, body_len);
-	mt = hnd_media_type(content_type, &len);
-	if (len == 0)
-		return body_len == 0 || hnd_sniff_text(body, body_len);
+	if (content_type)
+		mt = hnd_media_type(content_type, &len);
+	if (len == 0) /* untyped: sniff, or refuse what cannot be sniffed */
+		return sniff && hnd_sniff_text(sniff, sniff_len);
 	if (hnd_typelist_match(&gz->skip_types, mt, len))
 		return false;
 	return hnd_typelist_match(&gz->compress_types, mt, len);
@@ -43,10 +42,15 @@ type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_
  * it carries the Vary and (for a gzip-accepting client) the ETag that 200
  * would carry (RFC 9110 section 15.4.5). Its body and size say nothing, so
  * only the header checks apply to it.
+ *
+ * sniff/sniff_len are the first bytes of the body for the content sniff of
+ * an untyped response (NULL when they cannot be known in advance, as for a
+ * content reader: then an untyped response is not compressed). body_len is
+ * MHD_SIZE_UNKNOWN for a stream of unknown length (never small or empty).
  */
 void
 hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
-	   const struct hnd_facts *f, const uint8_t *body, size_t body_len,
+	   const struct hnd_facts *f, const uint8_t *sniff, size_t sniff_len, uint64_t body_len,
 	   const struct hnd_accept *acc, struct hnd_decision *d)
 {
 	bool is_304 = status == 304;
@@ -76,7 +80,7 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
 		return;
 	}
 	if (is_304) {
-		if (f->content_type && !type_compressible(gz, f->content_type, NULL, 0)) {
+		if (f->content_type && !type_compressible(gz, f->content_type, (const uint8_t *)"", 0)) {
 			d->reason = MHDGZ_SKIP_STATUS;
 			return;
 		}
@@ -89,7 +93,7 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
 		d->reason = MHDGZ_SKIP_EMPTY;
 		return;
 	}
-	if (!type_compressible(gz, f->content_type, body, body_len)) {
+	if (!type_compressible(gz, f->content_type, sniff, sniff_len)) {
 		d->reason = MHDGZ_SKIP_TYPE;
 		return;
 	}

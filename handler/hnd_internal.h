@@ -86,8 +86,10 @@ extern const char *const hnd_default_skip_types[];
 /* The handle                                                               */
 
 struct hnd_entry;
+struct hnd_facts;
 
 struct hnd_table {
+	/* Maps a struct MHD_Response * to its entry. */
 	pthread_mutex_t lock;
 	struct hnd_entry **bucket;
 	size_t nbuckets; /* power of two */
@@ -104,10 +106,86 @@ struct mhdgz {
 	enum mhdgz_etag_policy etag_policy;
 	struct hnd_typelist compress_types;
 	struct hnd_typelist skip_types;
-	struct gz_pool *pool;
+	struct gz_pool *pool;        /* whole-buffer compressors */
+	struct gz_pool *stream_pool; /* streaming compressors (== pool if it streams) */
 	struct hnd_table table;
 	struct hnd_stripe stats[HND_STAT_STRIPES];
 };
+
+/* ------------------------------------------------------------------------ */
+/* Tracked responses                                                        */
+
+enum hnd_kind {
+	HND_BUFFER,   /* mhdgz_response_from_buffer */
+	HND_CALLBACK, /* mhdgz_response_from_callback */
+	HND_FD        /* mhdgz_response_from_fd* */
+};
+
+/*
+ * What the library remembers of a response it created: the body (which
+ * libmicrohttpd cannot give back) and its variants. The user's response is
+ * created with our free callback; when its last reference goes, the entry
+ * leaves the table (the pointer may be reused by a new response) and drops
+ * its own reference. Streams made from a callback response hold a
+ * reference too, because they call the user's reader; the user's free
+ * callback runs when the last reference goes.
+ *
+ * Variants are responses of our own with their own body (or their own
+ * duplicate of the file descriptor); our reference to a cached variant is
+ * dropped with the entry, and libmicrohttpd keeps its own while a
+ * connection still sends it.
+ */
+struct hnd_entry {
+	struct hnd_entry *next; /* table chain */
+	struct mhdgz *gz;
+	struct MHD_Response *response;
+	enum hnd_kind kind;
+	atomic_uint refs;
+	uint64_t body_len; /* bytes; MHD_SIZE_UNKNOWN for an unknown-size stream */
+
+	/* HND_BUFFER */
+	const uint8_t *body;
+	void *owned_libc; /* MHD_RESPMEM_MUST_FREE buffer: free() */
+	void *owned_gz;   /* MHD_RESPMEM_MUST_COPY copy: gz_free() */
+
+	/* HND_CALLBACK */
+	MHD_ContentReaderCallback crc;
+	void *crc_cls;
+	MHD_ContentReaderFreeCallback crfc;
+	size_t block_size;
+	/* HND_FD */
+	int fd;
+	uint64_t offset;
+
+	pthread_mutex_t lock; /* guards everything below */
+	bool opt_out;
+	bool low_latency;
+	bool queued;      /* queued at least once: headers are now read-only */
+	bool vary_done;   /* Vary: Accept-Encoding merged into the response */
+	bool not_smaller; /* gzip was tried and did not shrink the body */
+	int sniffed;      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
+	struct MHD_Response *gz_variant;   /* gzip body, with headers */
+	size_t gz_variant_len;             /* its body length in bytes */
+	struct MHD_Response *etag_variant; /* no body, gzip ETag (304) */
+	struct MHD_Response *fd_variant;   /* HND_FD identity: sendfile path */
+};
+
+/* Register a new entry (its response set) in the handler's table. */
+void hnd_entry_register(struct mhdgz *gz, struct hnd_entry *e);
+/* Drop a reference; the last one frees the entry and runs the user's free
+ * callback (or closes the file). */
+void hnd_entry_unref(struct hnd_entry *e);
+/* Copy the fields of r to v; coded: a gzip variant (Content-Encoding set,
+ * Content-Length and Accept-Ranges dropped, ETag per policy). Returns 0 or
+ * MHDGZ_EMHD (v is left for the caller to destroy). */
+int hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
+		     const struct hnd_facts *f, bool coded);
+
+/* hnd_stream.c: a per-connection gzip stream of a streaming entry, as a
+ * response of unknown size. Takes a reference on e. NULL on failure. */
+struct MHD_Response *hnd_stream_variant(struct mhdgz *gz, struct hnd_entry *e, bool low_latency);
+/* hnd_stream.c: the identity reader of a streaming entry's own response. */
+ssize_t hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max);
 
 /* ------------------------------------------------------------------------ */
 /* Negotiation (hnd_negotiate.c): pure functions, no allocation.           */
@@ -157,8 +235,8 @@ struct hnd_decision {
 };
 
 void hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
-		const struct hnd_facts *facts, const uint8_t *body, size_t body_len,
-		const struct hnd_accept *acc, struct hnd_decision *d);
+		const struct hnd_facts *facts, const uint8_t *sniff, size_t sniff_len,
+		uint64_t body_len, const struct hnd_accept *acc, struct hnd_decision *d);
 
 /* The ETag a gzip response carries under the policy. Writes a NUL-terminated
  * tag to buf (cap bytes) and returns it, returns etag itself when unchanged,

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "gz_alloc.h"
 #include "hnd_internal.h"
@@ -22,33 +23,6 @@
 #ifndef HND_TABLE_MIN
 #define HND_TABLE_MIN 64
 #endif
-
-/*
- * What the library remembers of a response it created: the body (which
- * libmicrohttpd cannot give back) and its gzip variants. Created by
- * mhdgz_response_from_buffer, freed by libmicrohttpd's free callback when the
- * response's last reference goes. The variants are responses of our own,
- * holding their own body; our reference to them is dropped with the entry,
- * and libmicrohttpd keeps its own while a connection still sends one.
- */
-struct hnd_entry {
-	struct hnd_entry *next; /* table chain */
-	struct mhdgz *gz;
-	struct MHD_Response *response;
-	const uint8_t *body;
-	size_t body_len;
-	void *owned_libc; /* MHD_RESPMEM_MUST_FREE buffer: free() */
-	void *owned_gz;   /* MHD_RESPMEM_MUST_COPY copy: gz_free() */
-
-	pthread_mutex_t lock; /* guards everything below */
-	bool opt_out;
-	bool queued;      /* queued at least once: headers are now read-only */
-	bool vary_done;   /* Vary: Accept-Encoding merged into the response */
-	bool not_smaller; /* gzip was tried and did not shrink the body */
-	struct MHD_Response *gz_variant;  /* gzip body, with headers */
-	size_t gz_variant_len;            /* its body length in bytes */
-	struct MHD_Response *etag_variant; /* no body, gzip ETag (304) */
-};
 
 /* ------------------------------------------------------------------------ */
 /* Statistics                                                               */
@@ -175,14 +149,27 @@ entry_free(struct hnd_entry *e)
 		MHD_destroy_response(e->gz_variant);
 	if (e->etag_variant)
 		MHD_destroy_response(e->etag_variant);
+	if (e->fd_variant)
+		MHD_destroy_response(e->fd_variant);
 	free(e->owned_libc); /* the caller's malloc'd MUST_FREE buffer */
 	gz_free(e->owned_gz);
+	if (e->kind == HND_CALLBACK && e->crfc)
+		e->crfc(e->crc_cls);
+	if (e->kind == HND_FD && e->fd >= 0)
+		close(e->fd);
 	pthread_mutex_destroy(&e->lock);
 	gz_free(e);
 }
 
+void
+hnd_entry_unref(struct hnd_entry *e)
+{
+	if (atomic_fetch_sub(&e->refs, 1) == 1)
+		entry_free(e);
+}
+
 /* libmicrohttpd's free callback of a tracked response: its last reference
- * is gone. */
+ * is gone, and its address may be reused by the next response. */
 static void
 entry_release(void *cls)
 {
@@ -190,7 +177,32 @@ entry_release(void *cls)
 
 	if (e->response) /* NULL if MHD_create_* itself failed */
 		table_remove(&e->gz->table, e);
-	entry_free(e);
+	hnd_entry_unref(e);
+}
+
+void
+hnd_entry_register(struct mhdgz *gz, struct hnd_entry *e)
+{
+	table_insert(&gz->table, e);
+}
+
+/* A new entry holding one reference (the response's). */
+static struct hnd_entry *
+entry_new(struct mhdgz *gz, enum hnd_kind kind)
+{
+	struct hnd_entry *e = gz_calloc(1, sizeof *e);
+
+	if (!e)
+		return NULL;
+	if (pthread_mutex_init(&e->lock, NULL) != 0) {
+		gz_free(e);
+		return NULL;
+	}
+	e->gz = gz;
+	e->kind = kind;
+	e->fd = -1;
+	atomic_init(&e->refs, 1);
+	return e;
 }
 
 MHDGZ_API struct MHD_Response *
@@ -205,15 +217,9 @@ mhdgz_response_from_buffer(struct mhdgz *gz, size_t size, void *buffer,
 	if (mode != MHD_RESPMEM_PERSISTENT && mode != MHD_RESPMEM_MUST_COPY &&
 	    mode != MHD_RESPMEM_MUST_FREE)
 		goto fail;
-	e = gz_calloc(1, sizeof *e);
+	e = entry_new(gz, HND_BUFFER);
 	if (!e)
 		goto fail;
-	if (pthread_mutex_init(&e->lock, NULL) != 0) {
-		gz_free(e);
-		e = NULL;
-		goto fail;
-	}
-	e->gz = gz;
 	e->body_len = size;
 	if (mode == MHD_RESPMEM_MUST_COPY && size > 0) {
 		e->owned_gz = gz_malloc(size);
@@ -241,6 +247,90 @@ fail:
 	else if (mode == MHD_RESPMEM_MUST_FREE)
 		free(buffer);
 	return NULL;
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_callback(struct mhdgz *gz, uint64_t size, size_t block_size,
+			     MHD_ContentReaderCallback crc, void *crc_cls,
+			     MHD_ContentReaderFreeCallback crfc)
+{
+	struct hnd_entry *e;
+	struct MHD_Response *r;
+
+	if (!gz || !crc || block_size == 0)
+		return NULL;
+	e = entry_new(gz, HND_CALLBACK);
+	if (!e)
+		return NULL;
+	e->body_len = size;
+	e->crc = crc;
+	e->crc_cls = crc_cls;
+	e->block_size = block_size;
+	/* Our reader forwards to the user's, so the free callback gets the
+	 * entry; the user's crfc runs when the entry's last reference goes. */
+	r = MHD_create_response_from_callback(size, block_size, hnd_entry_read, e, entry_release);
+	if (!r) {
+		entry_free(e); /* crfc not set yet: not called, as documented */
+		return NULL;
+	}
+	e->crfc = crfc;
+	e->response = r;
+	table_insert(&gz->table, e);
+	return r;
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_fd_at_offset64(struct mhdgz *gz, uint64_t size, int fd, uint64_t offset)
+{
+	struct hnd_entry *e = NULL;
+	struct MHD_Response *r;
+
+	if (!gz || fd < 0 || size == MHD_SIZE_UNKNOWN || offset > (uint64_t)INT64_MAX ||
+	    size > (uint64_t)INT64_MAX - offset)
+		goto fail;
+	e = entry_new(gz, HND_FD);
+	if (!e)
+		goto fail;
+	e->body_len = size;
+	e->fd = fd;
+	e->offset = offset;
+	/* The tracked response reads the file itself (pread) so its lifetime is
+	 * visible to us; identity queues use an fd response of libmicrohttpd's
+	 * (sendfile) on a duplicate of fd, built at queue time. */
+	r = MHD_create_response_from_callback(size, 32 * 1024, hnd_entry_read, e, entry_release);
+	if (!r)
+		goto fail;
+	e->response = r;
+	table_insert(&gz->table, e);
+	return r;
+fail:
+	if (e)
+		entry_free(e); /* closes fd */
+	else if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_fd(struct mhdgz *gz, size_t size, int fd)
+{
+	return mhdgz_response_from_fd_at_offset64(gz, size, fd, 0);
+}
+
+MHDGZ_API int
+mhdgz_response_set_low_latency(struct mhdgz *gz, struct MHD_Response *response)
+{
+	struct hnd_entry *e;
+
+	if (!gz || !response)
+		return MHDGZ_EINVAL;
+	e = table_lookup(&gz->table, response);
+	if (!e || e->kind == HND_BUFFER)
+		return MHDGZ_EINVAL;
+	pthread_mutex_lock(&e->lock);
+	e->low_latency = true;
+	pthread_mutex_unlock(&e->lock);
+	return 0;
 }
 
 MHDGZ_API int
@@ -364,12 +454,13 @@ out:
 
 struct copy_ctx {
 	struct MHD_Response *to;
+	bool coded;
 	bool failed;
 };
 
-/* Copy every field of the identity response to a gzip variant, except the
- * ones the coding changes: Content-Encoding, Content-Length (set by
- * libmicrohttpd from the new body), ETag (rewritten) and Accept-Ranges
+/* Copy the fields of the identity response to a variant. A gzip variant
+ * drops the ones the coding changes: Content-Encoding, Content-Length (set
+ * by libmicrohttpd from the new body), ETag (rewritten) and Accept-Ranges
  * (byte ranges of the identity body do not apply to the gzip body). */
 static enum MHD_Result
 copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
@@ -382,10 +473,11 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 	if (kind == MHD_FOOTER_KIND) {
 		ok = MHD_add_response_footer(c->to, key, value);
 	} else if (kind == MHD_HEADER_KIND) {
-		if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
-		    strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0 ||
-		    strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
-		    strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0)
+		if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+			return MHD_YES;
+		if (c->coded && (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
+				 strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
+				 strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0))
 			return MHD_YES;
 		ok = MHD_add_response_header(c->to, key, value);
 	} else {
@@ -398,6 +490,25 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 	return MHD_YES;
 }
 
+int
+hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
+		 const struct hnd_facts *f, bool coded)
+{
+	struct copy_ctx c = {.to = v, .coded = coded, .failed = false};
+	char buf[HND_ETAG_MAX];
+	const char *etag;
+
+	MHD_get_response_headers(r, copy_iter, &c);
+	if (c.failed)
+		return MHDGZ_EMHD;
+	if (!coded)
+		return 0;
+	etag = hnd_etag_for_gzip(gz->etag_policy, f->etag, buf, sizeof buf);
+	if (etag && MHD_add_response_header(v, MHD_HTTP_HEADER_ETAG, etag) != MHD_YES)
+		return MHDGZ_EMHD;
+	return 0;
+}
+
 static void
 body_free(void *cls)
 {
@@ -405,17 +516,15 @@ body_free(void *cls)
 }
 
 /*
- * Build a variant of r: the given body (ownership passes in; NULL for none),
- * r's fields, Content-Encoding: gzip when coded, and the ETag per policy.
+ * Build a buffer variant of r: the given body (ownership passes in; NULL
+ * for none), r's fields, Content-Encoding: gzip when coded (the 304 variant
+ * has the gzip ETag but no coded body), the ETag per policy.
  */
 static int
 build_variant(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
 	      uint8_t *body, size_t body_len, bool coded, struct MHD_Response **ret)
 {
 	struct MHD_Response *v;
-	struct copy_ctx c;
-	char buf[HND_ETAG_MAX];
-	const char *etag;
 
 	v = MHD_create_response_from_buffer_with_free_callback_cls(body_len, body,
 								   body ? body_free : NULL, body);
@@ -423,15 +532,9 @@ build_variant(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *
 		gz_free(body);
 		return MHDGZ_ENOMEM;
 	}
-	c.to = v;
-	c.failed = false;
-	MHD_get_response_headers(r, copy_iter, &c);
-	if (c.failed)
+	if (hnd_copy_headers(gz, r, v, f, true) < 0)
 		goto fail;
 	if (coded && MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") != MHD_YES)
-		goto fail;
-	etag = hnd_etag_for_gzip(gz->etag_policy, f->etag, buf, sizeof buf);
-	if (etag && MHD_add_response_header(v, MHD_HTTP_HEADER_ETAG, etag) != MHD_YES)
 		goto fail;
 	*ret = v;
 	return 0;
@@ -524,6 +627,62 @@ gzip_variant(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, b
 	return MHDGZ_COMPRESSED;
 }
 
+/* The identity response of a file entry: libmicrohttpd's own fd response
+ * (sendfile) on a duplicate of the file descriptor, cached. NULL on
+ * failure: the caller then queues the tracked response, which reads the
+ * file itself. Called with e->lock. */
+static struct MHD_Response *
+fd_identity(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f)
+{
+	struct MHD_Response *v;
+	int fd;
+
+	if (e->fd_variant)
+		return e->fd_variant;
+	fd = dup(e->fd);
+	if (fd < 0)
+		return NULL;
+	v = MHD_create_response_from_fd_at_offset64(e->body_len, fd, e->offset);
+	if (!v) {
+		close(fd);
+		return NULL;
+	}
+	if (hnd_copy_headers(gz, e->response, v, f, false) < 0) {
+		MHD_destroy_response(v);
+		return NULL;
+	}
+	e->fd_variant = v;
+	return v;
+}
+
+/* First bytes of a file entry for the sniff of an untyped file, read once. */
+static bool
+fd_sniff(struct hnd_entry *e, uint8_t *buf, size_t *len)
+{
+	size_t want = e->body_len < HND_SNIFF_NBYTES ? (size_t)e->body_len : HND_SNIFF_NBYTES;
+	ssize_t n = pread(e->fd, buf, want, (off_t)e->offset);
+
+	if (n < 0)
+		return false;
+	*len = (size_t)n;
+	return true;
+}
+
+/* Is this stream one whose every chunk must reach the client at once? */
+static bool
+is_low_latency(const struct hnd_entry *e, const struct hnd_facts *f)
+{
+	const char *mt;
+	size_t len;
+
+	if (e->low_latency)
+		return true;
+	if (!f->content_type)
+		return false;
+	mt = hnd_media_type(f->content_type, &len);
+	return len == 17 && strncasecmp(mt, "text/event-stream", 17) == 0;
+}
+
 static int
 select_parsed(struct mhdgz *gz, const struct hnd_accept *acc, unsigned int flags,
 	      unsigned int status, struct MHD_Response *response, struct MHD_Response **queue_ret,
@@ -533,7 +692,11 @@ select_parsed(struct mhdgz *gz, const struct hnd_accept *acc, unsigned int flags
 	struct hnd_facts f;
 	struct facts_ctx fc;
 	struct hnd_decision d;
-	size_t out_len = 0;
+	uint8_t sniff_buf[HND_SNIFF_NBYTES];
+	const uint8_t *sniff = NULL;
+	size_t sniff_len = 0;
+	uint64_t in_len = 0, out_len = 0;
+	int release = 0;
 
 	*queue_ret = response;
 	hnd_count(gz, HND_C_RESPONSES, 1);
@@ -542,22 +705,46 @@ select_parsed(struct mhdgz *gz, const struct hnd_accept *acc, unsigned int flags
 		d.reason = MHDGZ_SKIP_UNTRACKED;
 		goto done;
 	}
-	out_len = e->body_len;
 	pthread_mutex_lock(&e->lock);
 	read_facts(response, &f, &fc);
-	hnd_decide(gz, e->opt_out, status, &f, e->body, e->body_len, acc, &d);
+	if (e->kind == HND_BUFFER) {
+		sniff = e->body;
+		sniff_len = e->body_len;
+	} else if (e->kind == HND_FD && !f.content_type && fd_sniff(e, sniff_buf, &sniff_len)) {
+		sniff = sniff_buf;
+	}
+	hnd_decide(gz, e->opt_out, status, &f, sniff, sniff_len, e->body_len, acc, &d);
 	if (d.vary && !e->vary_done && !e->queued) {
 		if (merge_vary(response, &f, &fc) == 0)
 			e->vary_done = true;
 		read_facts(response, &f, &fc); /* the merge freed the old values */
 	}
 	e->queued = true;
-	if (d.reason == MHDGZ_COMPRESSED) {
+	if (e->body_len != MHD_SIZE_UNKNOWN)
+		in_len = out_len = e->body_len;
+	if (d.reason == MHDGZ_COMPRESSED && e->kind == HND_BUFFER) {
 		struct MHD_Response *v;
 		d.reason = gzip_variant(gz, e, &f, flags & MHDGZ_REQ_NO_CACHE, &v);
 		if (d.reason == MHDGZ_COMPRESSED) {
 			*queue_ret = v;
 			out_len = e->gz_variant_len;
+		}
+	} else if (d.reason == MHDGZ_COMPRESSED) {
+		/* Streams: a fresh gzip stream per queue (per connection); the
+		 * bytes are counted as they are produced. */
+		struct MHD_Response *v = hnd_stream_variant(gz, e, is_low_latency(e, &f));
+		if (v && hnd_copy_headers(gz, response, v, &f, true) == 0 &&
+		    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") == MHD_YES) {
+			*queue_ret = v;
+			/* Our creation reference goes to the caller, who drops it
+			 * after queueing (libmicrohttpd then holds its own). */
+			release = MHDGZ_RELEASE;
+			in_len = out_len = 0;
+		} else {
+			if (v)
+				MHD_destroy_response(v);
+			hnd_count(gz, HND_C_FAILURES, 1);
+			d.reason = MHDGZ_SKIP_ERROR;
 		}
 	} else if (d.etag_only && gz->etag_policy != MHDGZ_ETAG_KEEP) {
 		/* A 304 for a gzip-accepting client: the ETag of the gzip 200. */
@@ -567,8 +754,13 @@ select_parsed(struct mhdgz *gz, const struct hnd_accept *acc, unsigned int flags
 		if (e->etag_variant)
 			*queue_ret = e->etag_variant;
 	}
+	if (*queue_ret == response && e->kind == HND_FD) {
+		struct MHD_Response *v = fd_identity(gz, e, &f);
+		if (v)
+			*queue_ret = v;
+	}
 	pthread_mutex_unlock(&e->lock);
-	hnd_count(gz, HND_C_BYTES_IN, e->body_len);
+	hnd_count(gz, HND_C_BYTES_IN, in_len);
 	hnd_count(gz, HND_C_BYTES_OUT, out_len);
 	if (d.reason == MHDGZ_COMPRESSED)
 		hnd_count(gz, HND_C_COMPRESSED, 1);
@@ -576,7 +768,7 @@ done:
 	hnd_count(gz, HND_C_REASON0 + d.reason, 1);
 	if (reason_ret)
 		*reason_ret = d.reason;
-	return 0;
+	return release;
 }
 
 MHDGZ_API int
@@ -622,15 +814,21 @@ mhdgz_queue_response(struct mhdgz *gz, struct MHD_Connection *connection,
 {
 	struct hnd_accept acc;
 	struct MHD_Response *q = response;
+	enum MHD_Result ret;
+	int release = 0;
 
 	if (!connection || !response)
 		return MHD_NO;
+
 	if (gz) {
 		hnd_accept_parse(NULL, 0, &acc);
 		MHD_get_connection_values(connection, MHD_HEADER_KIND, accept_iter, &acc);
-		(void)select_parsed(gz, &acc, 0, status_code, response, &q, NULL);
+		release = select_parsed(gz, &acc, 0, status_code, response, &q, NULL);
 	}
-	return MHD_queue_response(connection, status_code, q);
+	ret = MHD_queue_response(connection, status_code, q);
+	if (release == MHDGZ_RELEASE)
+		MHD_destroy_response(q);
+	return ret;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -46,7 +46,7 @@
 extern "C" {
 #endif
 
-#if defined(MHDGZ_BUILDING) && defined(MHDGZ_HAVE_VISIBILITY)
+#if defined(MHDGZ_BUILDING) && defined(__GNUC__)
 #define MHDGZ_API __attribute__((visibility("default")))
 #else
 #define MHDGZ_API
@@ -337,6 +337,9 @@ struct mhdgz_request {
 /** Build a fresh gzip variant even if one is cached (benchmarks). */
 #define MHDGZ_REQ_NO_CACHE 0x1u
 
+/** mhdgz_select() result: the caller owns a reference to *queue_ret. */
+#define MHDGZ_RELEASE 1
+
 /**
  * The connection-free core of mhdgz_queue_response(): decide and return the
  * response to queue. mhdgz_queue_response() is exactly this followed by
@@ -344,15 +347,19 @@ struct mhdgz_request {
  *
  * @param gz, status_code, response as for mhdgz_queue_response().
  * @param req the request; borrowed.
- * @param queue_ret receives @a response itself or its gzip variant. The
- *        variant is owned by the library and valid until @a response is
- *        freed (or until the next call with MHDGZ_REQ_NO_CACHE for the same
- *        response, which replaces it); pass it to MHD_queue_response() and
- *        do not destroy it.
+ * @param queue_ret receives @a response itself or a variant of it. A
+ *        variant of a buffer response is owned by the library and valid
+ *        until @a response is freed (or until the next call with
+ *        MHDGZ_REQ_NO_CACHE for the same response, which replaces it):
+ *        pass it to MHD_queue_response() and do not destroy it. A gzip
+ *        stream of a streaming response is new for each call and comes
+ *        with a reference for the caller (return value MHDGZ_RELEASE).
  * @param reason_ret receives the reason; may be NULL.
- * @return 0, or MHDGZ_EINVAL for NULL arguments or an unknown req->size
- *         (then *queue_ret is @a response). Compression failures return 0
- *         with reason MHDGZ_SKIP_ERROR.
+ * @return 0; MHDGZ_RELEASE when the caller must call
+ *         MHD_destroy_response(*queue_ret) once it has queued it (or
+ *         decided not to); MHDGZ_EINVAL for NULL arguments or an unknown
+ *         req->size (then *queue_ret is @a response). Compression failures
+ *         return 0 with reason MHDGZ_SKIP_ERROR.
  * @note Thread-safe.
  */
 MHDGZ_API int mhdgz_select(struct mhdgz *gz, const struct mhdgz_request *req,
