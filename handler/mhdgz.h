@@ -342,8 +342,10 @@ struct mhdgz_request {
 
 /**
  * The connection-free core of mhdgz_queue_response(): decide and return the
- * response to queue. mhdgz_queue_response() is exactly this followed by
- * MHD_queue_response(connection, status_code, *queue_ret).
+ * response to queue. mhdgz_queue_response() is exactly this, with the
+ * request's Accept-Encoding lines, followed by
+ * MHD_queue_response(connection, status_code, *queue_ret) and, when this
+ * returned MHDGZ_RELEASE, MHD_destroy_response(*queue_ret).
  *
  * @param gz, status_code, response as for mhdgz_queue_response().
  * @param req the request; borrowed.
