@@ -61,6 +61,12 @@ struct gz_zlib {
 	int synced;
 	/* compress() used the stream; stream() refuses until reset(). */
 	int need_reset;
+	/* zlib's stream is at the start of a member (deflateInit2 or
+	 * deflateReset done, deflate not called since). Kept true whenever no
+	 * member is in progress: deflateBound counts the 18-byte gzip wrapper
+	 * only then (a finished stream gets 6, zlib's wrapper size), and
+	 * reset() can skip a redundant deflateReset (which clears 64 KiB). */
+	int fresh;
 	uint8_t stage[GZ_ZLIB_STAGE_NBYTES];
 };
 
@@ -80,6 +86,19 @@ gz_zlib_init(struct gz_compressor *c)
 		return MHDGZ_ENOMEM;
 	if (rc != Z_OK)
 		return MHDGZ_EBACKEND;
+	z->fresh = 1;
+	return 0;
+}
+
+/* Back to the start of a member. */
+static int
+gz_zlib_rewind(struct gz_zlib *z)
+{
+	if (deflateReset(&z->zs) != Z_OK) {
+		z->fresh = 0;
+		return MHDGZ_EBACKEND;
+	}
+	z->fresh = 1;
 	return 0;
 }
 
@@ -100,31 +119,22 @@ gz_zlib_bound(const struct gz_compressor *c, size_t in_len)
 	if (in_len > ULONG_MAX)
 		return SIZE_MAX;
 	/* deflateBound only reads the stream; it needs it to see the gzip
-	 * wrapper and memLevel, which make the bound tight. */
+	 * wrapper and memLevel, which make the bound tight. The stream is
+	 * never left finished (see fresh), so the wrapper is counted. */
 	b = deflateBound((z_streamp)&z->zs, (uLong)in_len);
 	if (b < in_len || b > SIZE_MAX)
 		return SIZE_MAX;
 	return (size_t)b;
 }
 
+/* Deflate all of in into out as one member, from a fresh stream. */
 static int
-gz_zlib_compress(struct gz_compressor *c, const void *in, size_t in_len, void *out,
-		 size_t out_cap, size_t *out_len_ret)
+gz_zlib_deflate_buf(struct gz_zlib *z, const void *in, size_t in_len, void *out, size_t out_cap,
+		    size_t *out_len_ret)
 {
-	struct gz_zlib *z = (struct gz_zlib *)c;
 	size_t in_left = in_len, out_left = out_cap;
 	int rc;
 
-	/* Every member is at least 18 bytes; zlib would also reject a NULL
-	 * next_out as a stream error rather than a space problem. */
-	if (out_cap == 0)
-		return MHDGZ_ENOSPC;
-	if (deflateReset(&z->zs) != Z_OK)
-		return MHDGZ_EBACKEND;
-	z->stage_len = 0;
-	z->ended = 0;
-	z->synced = 0;
-	z->need_reset = 1;
 	z->zs.next_in = in;
 	z->zs.next_out = out;
 	/* avail_in/avail_out are 32-bit: feed windows of at most UINT_MAX
@@ -153,6 +163,32 @@ gz_zlib_compress(struct gz_compressor *c, const void *in, size_t in_len, void *o
 }
 
 static int
+gz_zlib_compress(struct gz_compressor *c, const void *in, size_t in_len, void *out,
+		 size_t out_cap, size_t *out_len_ret)
+{
+	struct gz_zlib *z = (struct gz_zlib *)c;
+	int rc;
+
+	/* Every member is at least 18 bytes; zlib would also reject a NULL
+	 * next_out as a stream error rather than a space problem. */
+	if (out_cap == 0)
+		return MHDGZ_ENOSPC;
+	if (!z->fresh && (rc = gz_zlib_rewind(z)) < 0)
+		return rc;
+	z->fresh = 0;
+	z->stage_len = 0;
+	z->ended = 0;
+	z->synced = 0;
+	z->need_reset = 1;
+	rc = gz_zlib_deflate_buf(z, in, in_len, out, out_cap, out_len_ret);
+	/* Rewind now rather than on the next use, whatever happened: one
+	 * deflateReset per call either way, and bound() stays exact. A
+	 * failure here is retried by the next compress() or reset(). */
+	(void)gz_zlib_rewind(z);
+	return rc;
+}
+
+static int
 gz_zlib_reset(struct gz_compressor *c)
 {
 	struct gz_zlib *z = (struct gz_zlib *)c;
@@ -162,7 +198,7 @@ gz_zlib_reset(struct gz_compressor *c)
 	z->ended = 0;
 	z->synced = 0;
 	z->need_reset = 0;
-	return deflateReset(&z->zs) == Z_OK ? 0 : MHDGZ_EBACKEND;
+	return z->fresh ? 0 : gz_zlib_rewind(z);
 }
 
 /* Copy staged output to the caller's window. */
@@ -210,6 +246,7 @@ gz_zlib_stream(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush)
 	if (zflush == Z_SYNC_FLUSH && io->in_len == 0 && z->synced)
 		return 0;
 
+	z->fresh = 0;
 	for (;;) {
 		int staged = io->out_cap < GZ_ZLIB_STAGE_NBYTES;
 		uInt in_win = io->in_len > UINT_MAX ? UINT_MAX : (uInt)io->in_len;
@@ -246,7 +283,10 @@ gz_zlib_stream(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush)
 		}
 
 		if (rc == Z_STREAM_END) {
+			/* All output is out of zlib (in io->out or the stage),
+			 * so the stream can rewind at once (see fresh). */
 			z->ended = 1;
+			(void)gz_zlib_rewind(z);
 			return z->stage_len ? 0 : GZ_STREAM_END;
 		}
 		/* No progress possible (nothing to do, or a repeated flush): a
