@@ -354,7 +354,8 @@ mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response)
 
 struct facts_ctx {
 	struct hnd_facts *f;
-	const char *vary[HND_VARY_MAX];
+	const char *vary[HND_VARY_MAX];     /* values of the Vary fields */
+	const char *vary_key[HND_VARY_MAX]; /* their names, as the user spelled them */
 };
 
 static enum MHD_Result
@@ -381,8 +382,10 @@ facts_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *valu
 	} else if (strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0) {
 		if (hnd_list_has_token(value, "accept-encoding") || hnd_list_has_token(value, "*"))
 			f->vary_has_ae = true;
-		if (f->vary_count < HND_VARY_MAX)
+		if (f->vary_count < HND_VARY_MAX) {
 			c->vary[f->vary_count] = value;
+			c->vary_key[f->vary_count] = key;
+		}
 		f->vary_count++;
 	}
 	return MHD_YES;
@@ -405,7 +408,7 @@ read_facts(struct MHD_Response *r, struct hnd_facts *f, struct facts_ctx *c)
 static int
 merge_vary(struct MHD_Response *r, const struct hnd_facts *f, const struct facts_ctx *c)
 {
-	char *copy[HND_VARY_MAX], *merged = NULL;
+	char *copy[HND_VARY_MAX], *key[HND_VARY_MAX], *merged = NULL;
 	size_t i, n = f->vary_count, len = sizeof "Accept-Encoding";
 	int rc = MHDGZ_ENOMEM;
 
@@ -415,11 +418,14 @@ merge_vary(struct MHD_Response *r, const struct hnd_facts *f, const struct facts
 		return MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding") == MHD_YES
 			       ? 0
 			       : MHDGZ_EMHD;
-	/* Copy the old values first: deleting a field frees its strings. */
+	/* Copy the old fields first: deleting a field frees its strings, and
+	 * libmicrohttpd deletes by the exact name the field was added with. */
 	memset(copy, 0, sizeof copy);
+	memset(key, 0, sizeof key);
 	for (i = 0; i < n; i++) {
 		copy[i] = gz_strndup(c->vary[i], strlen(c->vary[i]));
-		if (!copy[i])
+		key[i] = gz_strndup(c->vary_key[i], strlen(c->vary_key[i]));
+		if (!copy[i] || !key[i])
 			goto out;
 		len += strlen(copy[i]) + 2;
 	}
@@ -435,19 +441,25 @@ merge_vary(struct MHD_Response *r, const struct hnd_facts *f, const struct facts
 	}
 	strcat(merged, "Accept-Encoding");
 	rc = MHDGZ_EMHD;
-	for (i = 0; i < n; i++)
-		if (MHD_del_response_header(r, MHD_HTTP_HEADER_VARY, copy[i]) != MHD_YES)
+	for (i = 0; i < n; i++) {
+		if (MHD_del_response_header(r, key[i], copy[i]) != MHD_YES) {
+			while (i-- > 0) /* put back what was deleted */
+				(void)MHD_add_response_header(r, key[i], copy[i]);
 			goto out;
+		}
+	}
 	if (MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, merged) != MHD_YES) {
 		/* Put the old fields back: better the old Vary than none. */
 		for (i = 0; i < n; i++)
-			(void)MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, copy[i]);
+			(void)MHD_add_response_header(r, key[i], copy[i]);
 		goto out;
 	}
 	rc = 0;
 out:
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		gz_free(copy[i]);
+		gz_free(key[i]);
+	}
 	gz_free(merged);
 	return rc;
 }
