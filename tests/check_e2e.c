@@ -1012,6 +1012,8 @@ START_TEST(test_conditional)
 		{ .path = "/r", .status = 200, .body = body, .body_len = 8192,
 		  .hdr = { "Content-Type", "text/plain", "ETag", "\"abc\"" },
 		  .flags = RT_PRECOND | (_i ? RT_SHARED : 0), .etag = "\"abc\"" },
+		{ .path = "/n", .status = 200, .body = body, .body_len = 8192,
+		  .hdr = { "Content-Type", "text/plain" }, .flags = RT_PRECOND, .etag = NULL },
 	};
 	static const char *const inm_weak_gz[] = { "Accept-Encoding: gzip",
 						   "If-None-Match: W/\"abc\"", NULL };
@@ -1029,6 +1031,13 @@ START_TEST(test_conditional)
 	static const char *const im_bad_gz[] = { "Accept-Encoding: gzip", "If-Match: \"zzz\"",
 						 NULL };
 	static const char *const inm_post[] = { "If-None-Match: \"abc\"", NULL };
+	static const char *const im_bad_inm_gz[] = { "Accept-Encoding: gzip",
+						     "If-Match: \"zzz\"", "If-None-Match: \"abc\"",
+						     NULL };
+	static const char *const im_ok_inm_gz[] = { "Accept-Encoding: gzip",
+						    "If-Match: \"abc\"", "If-None-Match: \"abc\"",
+						    NULL };
+	static const char *const im_star_gz[] = { "Accept-Encoding: gzip", "If-Match: *", NULL };
 	struct srv s;
 	CURL *h = cl_new();
 	struct resp rs;
@@ -1098,6 +1107,31 @@ START_TEST(test_conditional)
 	/* If-None-Match on POST: 412, not 304 (RFC 9110 13.1.2). */
 	REQ(h, &s, "POST", "/r", inm_post, &rs);
 	OK("POST INM", v_no_body(&rs, 412, E));
+	resp_free(&rs);
+
+	/* If-Match is evaluated first (RFC 9110 13.2.2 step 1). */
+	REQ(h, &s, "GET", "/r", im_bad_inm_gz, &rs);
+	OK("If-Match fails before If-None-Match", v_no_body(&rs, 412, E));
+	resp_free(&rs);
+	REQ(h, &s, "GET", "/r", im_ok_inm_gz, &rs);
+	OK("If-Match passes, If-None-Match matches", v_no_body(&rs, 304, E));
+	resp_free(&rs);
+	REQ(h, &s, "GET", "/r", im_star_gz, &rs);
+	OK("If-Match *", v_gzip(&rs, 200, body, 8192, E));
+	resp_free(&rs);
+
+	/* A resource without an ETag: only "*" matches. */
+	REQ(h, &s, "GET", "/n", inm_star_gz, &rs);
+	OK("no ETag, INM *", v_no_body(&rs, 304, E));
+	resp_free(&rs);
+	REQ(h, &s, "GET", "/n", inm_strong_gz, &rs);
+	OK("no ETag, INM tag", v_gzip(&rs, 200, body, 8192, E));
+	resp_free(&rs);
+	REQ(h, &s, "GET", "/n", im_ok_gz, &rs);
+	OK("no ETag, If-Match tag", v_no_body(&rs, 412, E));
+	resp_free(&rs);
+	REQ(h, &s, "GET", "/n", im_star_gz, &rs);
+	OK("no ETag, If-Match *", v_gzip(&rs, 200, body, 8192, E));
 	resp_free(&rs);
 
 	REQ(h, &s, "GET", "/r", H_GZIP, &rs);

@@ -1169,6 +1169,42 @@ START_TEST(test_select_backends)
 }
 END_TEST
 
+/* Writer pool counters: one compressor serves sequential compressions;
+ * MHDGZ_F_NO_POOL creates one per compression and keeps none (loop). */
+START_TEST(test_select_pool_stats)
+{
+	enum { N = 10 };
+	struct mhdgz_options o;
+	struct mhdgz *gz;
+	uint8_t *body = tu_payload(20000, TU_TEXT, 5);
+	struct mhdgz_request rq = req_of(ae_gzip, 1);
+	struct mhdgz_stats st;
+
+	memset(&o, 0, sizeof o);
+	o.size = sizeof o;
+	o.flags = _i ? MHDGZ_F_NO_POOL : 0;
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	for (int i = 0; i < N; i++) {
+		struct MHD_Response *r, *q;
+		enum mhdgz_reason why;
+
+		r = mhdgz_response_from_buffer(gz, 20000, body, MHD_RESPMEM_PERSISTENT);
+		ck_assert_ptr_nonnull(r);
+		MHD_add_response_header(r, "Content-Type", "text/plain");
+		ck_assert_int_eq(mhdgz_select(gz, &rq, 200, r, &q, &why), 0);
+		ck_assert_int_eq(why, MHDGZ_COMPRESSED);
+		MHD_destroy_response(r);
+	}
+	st = stats_of(gz);
+	ck_assert_uint_eq(st.compressions, N);
+	ck_assert_uint_eq(st.pool_gets, N);
+	ck_assert_uint_eq(st.pool_misses, _i ? N : 1);
+	ck_assert_uint_eq(st.pool_idle, _i ? 0 : 1);
+	mhdgz_free(gz);
+	free(body);
+}
+END_TEST
+
 /* Allocation failures inside response creation and mhdgz_select(). */
 START_TEST(test_select_faults)
 {
@@ -1275,6 +1311,7 @@ negotiate_suite(void)
 	tcase_add_test(tc, test_select_bad_args);
 	tcase_add_test(tc, test_select_reasons);
 	tcase_add_test(tc, test_select_backends);
+	tcase_add_loop_test(tc, test_select_pool_stats, 0, 2);
 	tcase_add_loop_test(tc, test_select_faults, 0, 6);
 	suite_add_tcase(s, tc);
 	return s;
