@@ -43,6 +43,7 @@ struct bfix {
 	unsigned int status;  /* 0 = 200 */
 	const char *hdr[13];  /* name, value pairs, NULL-terminated */
 	ssize_t (*reader)(void *cls, uint64_t pos, char *buf, size_t max); /* NULL = su_src_read */
+	const char *footer_name, *footer_value; /* a trailer field, if set */
 	_Atomic unsigned int create_failures;
 	_Atomic unsigned int responses;
 };
@@ -76,6 +77,8 @@ body_route(struct su_server *s, struct MHD_Connection *c, const char *url, const
 	atomic_fetch_add(&f->responses, 1);
 	for (i = 0; f->hdr[i]; i += 2)
 		ck_assert(MHD_add_response_header(r, f->hdr[i], f->hdr[i + 1]) == MHD_YES);
+	if (f->footer_name)
+		ck_assert(MHD_add_response_footer(r, f->footer_name, f->footer_value) == MHD_YES);
 	ret = mhdgz_queue_response(s->gz, c, f->status ? f->status : MHD_HTTP_OK, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -785,6 +788,219 @@ START_TEST(file_untyped_sniffed)
 }
 END_TEST
 
+
+/* ===================================================================== */
+/*                          More edge cases                              */
+/* ===================================================================== */
+
+/* A reader that ends (MHD_CONTENT_READER_END_OF_STREAM) before the size it
+ * announced. libmicrohttpd treats that as MHD_CONTENT_READER_END_WITH_ERROR
+ * (microhttpd.h, MHD_ContentReaderCallback): the identity client sees a
+ * failed transfer. The gzip client must too, not a complete gzip member of
+ * a silently shortened body (the same rule the library applies to a file
+ * shorter than promised). */
+static ssize_t
+short_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct su_src *s = cls;
+	uint64_t real_len = s->len / 4;
+
+	atomic_fetch_add(&s->calls, 1);
+	if (pos >= real_len)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (max > s->chunk)
+		max = s->chunk;
+	if (max > real_len - pos)
+		max = (size_t)(real_len - pos);
+	memcpy(buf, s->data + pos, max);
+	return (ssize_t)max;
+}
+
+START_TEST(known_size_reader_ends_early)
+{
+	size_t len = 1 * MIB;
+	uint8_t *data = tu_payload(len, TU_TEXT, 71), *dec = NULL;
+	size_t dec_len = 0;
+	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct su_server s = {0};
+	struct su_reply r;
+	struct bfix f;
+
+	bfix_callback(&f, data, len, true, 8192, 8192, "text/plain");
+	f.reader = short_read;
+	su_start(&s, gz, 0, body_route, &f);
+	su_reply_init(&r);
+	/* Baseline: libmicrohttpd's own identity response. */
+	su_fetch(NULL, s.port, "/", 0, &r);
+	ck_assert_msg(r.rc != CURLE_OK, "identity: short body accepted (%zu bytes)", r.body_len);
+	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	if (r.rc == CURLE_OK && tu_gunzip(r.body, r.body_len, &dec, &dec_len) == 0) {
+		free(dec);
+		ck_abort_msg("gzip: a reader that ended at %zu of %zu announced bytes gave a "
+			     "complete gzip member of %zu bytes (transfer OK)",
+			     len / 4, len, dec_len);
+	}
+	expect_released(&s, &f);
+	su_stop(&s);
+	su_reply_free(&r);
+	mhdgz_free(gz);
+	free(data);
+}
+END_TEST
+
+/* Empty bodies: known size 0 is identity (nothing to compress); an
+ * unknown size that turns out empty is either identity or one valid gzip
+ * member of nothing; an empty file is identity. */
+START_TEST(empty_bodies)
+{
+	static uint8_t none[1];
+	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct su_server s = {0};
+	struct su_reply r;
+	struct bfix f;
+	int fd = -1;
+
+	if (_i == 2) {
+		fd = su_temp_file(none, 0);
+		bfix_file(&f, fd, 0, 0, "text/plain");
+	} else {
+		bfix_callback(&f, none, 0, _i == 0, 4096, 4096, "text/plain");
+	}
+	su_start(&s, gz, 0, body_route, &f);
+	su_reply_init(&r);
+	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
+	ck_assert_int_eq(r.status, 200);
+	if (_i == 1 && su_header(&r, "Content-Encoding", NULL)) {
+		expect_gzip(&r, none, 0, NULL);
+	} else {
+		ck_assert(su_header(&r, "Content-Encoding", NULL) == NULL);
+		ck_assert_uint_eq(r.body_len, 0);
+	}
+	if (_i != 2)
+		expect_released(&s, &f);
+	ck_assert(su_wait(pool_back, gz, RELEASE_WAIT_MS));
+	su_stop(&s);
+	su_reply_free(&r);
+	mhdgz_free(gz);
+	if (fd >= 0)
+		close(fd);
+}
+END_TEST
+
+/* The ETag policies apply to streams: SUFFIX "x-gzip", DROP none, KEEP
+ * unchanged; the identity response keeps "x". */
+START_TEST(etag_policies)
+{
+	static const struct {
+		enum mhdgz_etag_policy p;
+		const char *want;
+	} c[] = {
+		{MHDGZ_ETAG_WEAKEN, "W/\"x\""},
+		{MHDGZ_ETAG_SUFFIX, "\"x-gzip\""},
+		{MHDGZ_ETAG_DROP, NULL},
+		{MHDGZ_ETAG_KEEP, "\"x\""},
+	};
+	size_t len = 100 * KIB;
+	uint8_t *data = tu_payload(len, TU_TEXT, 81);
+	struct mhdgz_options o;
+	struct mhdgz *gz = NULL;
+	struct su_server s = {0};
+	struct su_reply r;
+	struct bfix f;
+
+	memset(&o, 0, sizeof o);
+	o.size = sizeof o;
+	o.etag_policy = c[_i].p;
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	bfix_callback(&f, data, len, _i % 2, 4096, 4096, "text/plain");
+	bfix_header(&f, MHD_HTTP_HEADER_ETAG, "\"x\"");
+	su_start(&s, gz, 0, body_route, &f);
+	su_reply_init(&r);
+	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	expect_gzip(&r, data, len, c[_i].want);
+	su_fetch(NULL, s.port, "/", 0, &r);
+	expect_identity(&r, data, len, _i % 2, true, NULL);
+	ck_assert_str_eq(su_header(&r, "ETag", NULL), "\"x\"");
+	expect_released(&s, &f);
+	su_stop(&s);
+	su_reply_free(&r);
+	mhdgz_free(gz);
+	free(data);
+}
+END_TEST
+
+/* Trailer fields (MHD_add_response_footer) of a chunked response reach the
+ * client on the gzip stream as on the identity one. */
+START_TEST(trailer_fields_kept)
+{
+	size_t len = 200 * KIB + 3;
+	uint8_t *data = tu_payload(len, TU_TEXT, 83);
+	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct su_server s = {0};
+	struct su_reply r;
+	struct bfix f;
+	const char *v;
+
+	bfix_callback(&f, data, len, false, 4096, 4096, "text/plain");
+	f.footer_name = "X-Stream-Check";
+	f.footer_value = "done";
+	su_start(&s, gz, 0, body_route, &f);
+	su_reply_init(&r);
+	su_fetch(NULL, s.port, "/", 0, &r);
+	expect_identity(&r, data, len, false, true, NULL);
+	v = su_header(&r, "X-Stream-Check", NULL);
+	ck_assert_msg(v && strcmp(v, "done") == 0, "identity trailer: %s", v ? v : "(none)");
+	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	expect_gzip(&r, data, len, NULL);
+	v = su_header(&r, "X-Stream-Check", NULL);
+	ck_assert_msg(v && strcmp(v, "done") == 0, "gzip trailer: %s", v ? v : "(none)");
+	expect_released(&s, &f);
+	su_stop(&s);
+	su_reply_free(&r);
+	mhdgz_free(gz);
+	free(data);
+}
+END_TEST
+
+/* An HTTP/1.0 client cannot receive chunked coding: the gzip stream is
+ * delimited by closing the connection (RFC 9112 section 6.3), complete and
+ * exact. */
+START_TEST(http10_client)
+{
+	size_t len = 400 * KIB + 1;
+	uint8_t *data = tu_payload(len, TU_JSON, 85), *dec = NULL;
+	size_t dec_len = 0;
+	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct su_server s = {0};
+	struct su_reply r;
+	struct bfix f;
+	const char *v;
+
+	bfix_callback(&f, data, len, _i, 4096, 4096, "application/json");
+	su_start(&s, gz, 0, body_route, &f);
+	su_reply_init(&r);
+	su_fetch(NULL, s.port, "/", SU_GZIP | SU_HTTP10, &r);
+	ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
+	ck_assert_int_eq(r.status, 200);
+	v = su_header(&r, "Content-Encoding", NULL);
+	ck_assert_msg(v && strcmp(v, "gzip") == 0, "Content-Encoding: %s", v ? v : "(none)");
+	ck_assert(su_header(&r, "Transfer-Encoding", NULL) == NULL);
+	ck_assert(su_header(&r, "Content-Length", NULL) == NULL);
+	ck_assert_msg(tu_gunzip(r.body, r.body_len, &dec, &dec_len) == 0,
+		      "HTTP/1.0: %zu bytes are not one complete gzip member", r.body_len);
+	expect_same_bytes(dec, dec_len, data, len, "HTTP/1.0 gzip body");
+	free(dec);
+	su_fetch(NULL, s.port, "/", SU_HTTP10, &r);
+	expect_same_bytes(r.body, r.body_len, data, len, "HTTP/1.0 identity body");
+	expect_released(&s, &f);
+	su_stop(&s);
+	su_reply_free(&r);
+	mhdgz_free(gz);
+	free(data);
+}
+END_TEST
+
 /* ===================================================================== */
 
 Suite *
@@ -815,6 +1031,15 @@ streaming_body_suite(void)
 	tcase_add_loop_test(tc, file_png_identity, 0, 2);
 	tcase_add_loop_test(tc, file_truncated_gzip_errors, 0, 2);
 	tcase_add_loop_test(tc, file_untyped_sniffed, 0, 2);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("edge");
+	tcase_set_timeout(tc, TS_TIMEOUT);
+	tcase_add_test(tc, known_size_reader_ends_early);
+	tcase_add_loop_test(tc, empty_bodies, 0, 3);
+	tcase_add_loop_test(tc, etag_policies, 0, 4);
+	tcase_add_test(tc, trailer_fields_kept);
+	tcase_add_loop_test(tc, http10_client, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

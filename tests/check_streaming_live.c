@@ -115,6 +115,7 @@ struct lfix {
 	const char *etag;
 	uint64_t err_at;       /* UINT64_MAX: never; else END_WITH_ERROR at this position */
 	uint64_t stop_every;   /* > 0: stop (return 0) at every multiple of this position */
+	bool stop_at_start;    /* stop at position 0 too */
 	unsigned int stop_zeros;  /* counted stops: this many 0 returns */
 	unsigned int stop_ms;     /* timed stops: return 0 for this many ms */
 	struct rstate rs[MAX_RESP];
@@ -159,7 +160,7 @@ live_read(void *cls, uint64_t pos, char *buf, size_t max)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	if (pos >= f->err_at)
 		return MHD_CONTENT_READER_END_WITH_ERROR;
-	if (f->stop_every && pos > 0 && pos % f->stop_every == 0) {
+	if (f->stop_every && (pos > 0 || f->stop_at_start) && pos % f->stop_every == 0) {
 		if (rs->stop_pos != pos) {
 			rs->stop_pos = pos;
 			rs->zeros = f->stop_zeros;
@@ -218,6 +219,7 @@ live_route(struct su_server *s, struct MHD_Connection *c, const char *url, const
 		return MHD_NO;
 	}
 	f->rs[k].f = f;
+	f->rs[k].stop_pos = UINT64_MAX; /* no stop begun */
 	r = mhdgz_response_from_callback(s->gz, f->known ? f->len : MHD_SIZE_UNKNOWN,
 					 f->block_size, live_read, &f->rs[k], live_free);
 	if (!r) {
@@ -271,26 +273,33 @@ expect_freed_once(struct lfix *f)
 /*                      Readers that return 0                            */
 /* ===================================================================== */
 
-/* A reader that says "no data yet" three times at every 64 KiB: the body
+/* A reader that says "no data yet" three times at the start and at every
+ * 64 KiB: the body
  * is exact, the chunked stream carries no empty chunk before the last
  * one, and the reader is called once per 0 and once per piece of data
  * (plus the final end-of-stream), nothing more. */
 START_TEST(reader_zero_counted)
 {
-	bool known = _i;
+	bool known = _i & 1;
+	enum mhdgz_backend be = _i & 2 ? MHDGZ_BACKEND_ISAL : MHDGZ_BACKEND_ZLIB;
 	size_t len = 1 * MIB + 99;
-	uint8_t *data = tu_payload(len, TU_TEXT, 101);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0);
+	uint8_t *data;
+	struct mhdgz *gz;
 	struct su_server s = {0};
 	struct su_reply r;
 	struct lfix f;
 	uint8_t *gzb = NULL;
 	size_t gz_len = 0, nchunks = 0;
 	bool early = false;
-	uint64_t stops = (len - 1) / (64 * KIB), calls, bound;
+	uint64_t stops = (len - 1) / (64 * KIB) + 1, calls, bound;
 
+	if (!mhdgz_backend_available(be))
+		return;
+	data = tu_payload(len, TU_TEXT, 101);
+	gz = su_gz_new(be, 0, 0);
 	lfix_init(&f, data, len, len, known, 4096, "text/plain");
 	f.stop_every = 64 * KIB;
+	f.stop_at_start = true;
 	f.stop_zeros = 3;
 	su_start(&s, gz, 0, live_route, &f);
 	su_reply_init(&r);
@@ -305,7 +314,9 @@ START_TEST(reader_zero_counted)
 	expect_gzip_body(&r, data, len);
 	expect_all_released(&s, &f);
 	ck_assert_uint_eq(atomic_load(&f.bad_pos), 0);
-	ck_assert_uint_eq(atomic_load(&f.zero_calls), 3 * stops);
+	calls = atomic_load(&f.zero_calls);
+	ck_assert_msg(calls == 3 * stops, "%llu calls returned 0, want %llu",
+		      (unsigned long long)calls, (unsigned long long)(3 * stops));
 	calls = atomic_load(&f.calls);
 	bound = atomic_load(&f.data_calls) + 3 * stops + 1;
 	ck_assert_msg(calls <= bound, "%llu reader calls, at most %llu expected",
@@ -438,8 +449,9 @@ struct sse {
 	unsigned int seen;    /* complete events received (client) */
 	size_t scan;          /* client: decoded bytes scanned */
 	size_t block_size;
+	size_t event_pad;     /* bytes of hex padding per event (0: a short event) */
 	sem_t got;
-	char expect[SSE_EVENTS * 256];
+	char *expect;         /* every event, concatenated */
 	size_t expect_len;
 	const char *ctype;
 	bool set_low_latency;
@@ -449,11 +461,29 @@ struct sse {
 	unsigned int chunks_done;
 };
 
-static int
-sse_event(char *buf, size_t cap, unsigned int k)
+/* Event k: short, or with pad bytes of pseudo-random hex (compresses to
+ * about half: a large event's gzip output exceeds libmicrohttpd's buffer
+ * and must be flushed across several reader calls). Returns its length,
+ * or 0 if it does not fit in cap. */
+static size_t
+sse_event(char *buf, size_t cap, unsigned int k, size_t pad)
 {
-	return snprintf(buf, cap, "id: %u\ndata: event %u of the stream, the quick brown fox\n\n", k,
-			k);
+	uint32_t x = 2463534242u + k;
+	int n = snprintf(buf, cap, "id: %u\ndata: event %u of the stream, the quick brown fox ", k,
+			 k);
+	size_t len = (size_t)n, i;
+
+	if (n < 0 || len + pad + 2 >= cap)
+		return 0;
+	for (i = 0; i < pad; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		buf[len++] = "0123456789abcdef"[x & 15];
+	}
+	buf[len++] = '\n';
+	buf[len++] = '\n';
+	return len;
 }
 
 static ssize_t
@@ -461,8 +491,7 @@ sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct sse *e = cls;
 	struct timespec ts;
-	int n;
-	char tmp[256];
+	size_t n;
 
 	(void)pos;
 	atomic_fetch_add(&e->src.calls, 1);
@@ -484,12 +513,11 @@ sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (rc < 0)
 			e->late++;
 	}
-	n = sse_event(tmp, sizeof tmp, e->next);
-	if ((size_t)n > max)
+	n = sse_event(buf, max, e->next, e->event_pad);
+	if (n == 0)
 		return MHD_CONTENT_READER_END_WITH_ERROR;
-	memcpy(buf, tmp, (size_t)n);
 	e->next++;
-	return n;
+	return (ssize_t)n;
 }
 
 static void
@@ -533,36 +561,65 @@ sse_route(struct su_server *s, struct MHD_Connection *c, const char *url, const 
 	return ret;
 }
 
-/* _i selects the stream: 0 text/event-stream (automatic), 1 the same with
- * parameters and odd case, 2 text/plain marked low-latency, 3
- * application/x-ndjson marked low-latency; each through libcurl's gzip
- * decoder. */
+/* The streams: content type, low latency set by the application or not,
+ * backend (and level), hex padding per event. */
+static const struct {
+	const char *ctype;
+	bool ll;
+	enum mhdgz_backend be;
+	int level;
+	size_t pad;
+} ev_cases[] = {
+	{"text/event-stream", false, MHDGZ_BACKEND_DEFAULT, 0, 0},
+	{"Text/Event-Stream; charset=utf-8", false, MHDGZ_BACKEND_DEFAULT, 0, 0},
+	{"text/plain; charset=utf-8", true, MHDGZ_BACKEND_DEFAULT, 0, 0},
+	{"application/x-ndjson", true, MHDGZ_BACKEND_DEFAULT, 0, 0},
+	{"text/event-stream", false, MHDGZ_BACKEND_ZLIB, 9, 0},
+	{"text/event-stream", false, MHDGZ_BACKEND_ISAL, 0, 0},
+	{"text/event-stream", false, MHDGZ_BACKEND_ISAL, 3, 0},
+	{"text/event-stream", false, MHDGZ_BACKEND_DEFAULT, 0, 100 * KIB},
+	{"text/event-stream", false, MHDGZ_BACKEND_ISAL, 1, 100 * KIB},
+	{"text/plain", true, MHDGZ_BACKEND_ZLIB, 1, 100 * KIB},
+};
+
+/* Each event through libcurl's gzip decoder before the next is made. */
 START_TEST(events_arrive_one_by_one)
 {
-	static const struct {
-		const char *ctype;
-		bool ll;
-	} c[] = {
-		{"text/event-stream", false},
-		{"Text/Event-Stream; charset=utf-8", false},
-		{"text/plain; charset=utf-8", true},
-		{"application/x-ndjson", true},
-	};
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct mhdgz_options o;
+	struct mhdgz *gz = NULL;
 	struct su_server s = {0};
 	struct su_reply r;
-	struct sse *e = calloc(1, sizeof *e);
+	struct sse *e;
+	size_t cap;
 	unsigned int k;
 	const char *ce;
 
+	if (!mhdgz_backend_available(ev_cases[_i].be))
+		return;
+	memset(&o, 0, sizeof o);
+	o.size = sizeof o;
+	o.backend = ev_cases[_i].be;
+	o.level = ev_cases[_i].level;
+	o.flags = MHDGZ_F_LEVEL;
+	if (o.level == 0)
+		o.flags = o.backend == MHDGZ_BACKEND_ISAL ? MHDGZ_F_LEVEL : 0;
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	e = calloc(1, sizeof *e);
 	ck_assert(e != NULL);
 	ck_assert_int_eq(sem_init(&e->got, 0, 0), 0);
-	e->ctype = c[_i].ctype;
-	e->set_low_latency = c[_i].ll;
-	e->block_size = 4096;
-	for (k = 0; k < SSE_EVENTS; k++)
-		e->expect_len += (size_t)sse_event(e->expect + e->expect_len,
-						   sizeof e->expect - e->expect_len, k);
+	e->ctype = ev_cases[_i].ctype;
+	e->set_low_latency = ev_cases[_i].ll;
+	e->event_pad = ev_cases[_i].pad;
+	e->block_size = ev_cases[_i].pad ? ev_cases[_i].pad + 4096 : 4096;
+	cap = SSE_EVENTS * e->block_size;
+	e->expect = malloc(cap);
+	ck_assert(e->expect != NULL);
+	for (k = 0; k < SSE_EVENTS; k++) {
+		size_t n = sse_event(e->expect + e->expect_len, e->block_size, k, e->event_pad);
+
+		ck_assert(n > 0);
+		e->expect_len += n;
+	}
 	su_start(&s, gz, 0, sse_route, e);
 	su_reply_init(&r);
 	r.on_data = sse_on_data;
@@ -585,6 +642,7 @@ START_TEST(events_arrive_one_by_one)
 	ck_assert(pool_back(gz));
 	su_reply_free(&r);
 	sem_destroy(&e->got);
+	free(e->expect);
 	free(e);
 	mhdgz_free(gz);
 }
@@ -592,8 +650,9 @@ END_TEST
 
 /* 2000 identical 50-byte chunks, one per reader call: a bulk stream is not
  * flushed per chunk (each sync flush costs at least 5 bytes, RFC 1951
- * empty stored block), a low-latency one is. _i: 0 bulk, 1 low-latency
- * (set_low_latency), 2 low-latency (event stream). */
+ * empty stored block), a low-latency one is. _i / 3: 0 bulk, 1
+ * low-latency (set_low_latency), 2 low-latency (event stream); _i % 3 the
+ * backend. */
 #define BULK_CHUNKS 2000
 #define BULK_LINE "0123456789 the quick brown fox jumps over the dog\n"
 
@@ -635,15 +694,27 @@ bulk_route(struct su_server *s, struct MHD_Connection *c, const char *url, const
 	return ret;
 }
 
+static const enum mhdgz_backend fp_backends[] = {
+	MHDGZ_BACKEND_ZLIB, MHDGZ_BACKEND_DEFAULT, MHDGZ_BACKEND_ISAL,
+};
+
 START_TEST(flush_policy)
 {
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0);
+	int mode = _i / (int)N_ELEMS(fp_backends);
+	enum mhdgz_backend be = fp_backends[_i % (int)N_ELEMS(fp_backends)];
+	struct mhdgz *gz;
 	struct su_server s = {0};
 	struct su_reply r;
 	struct sse *e = calloc(1, sizeof *e);
 	uint8_t *want = malloc(BULK_CHUNKS * (sizeof BULK_LINE - 1));
 	size_t i, want_len = 0;
 
+	if (!mhdgz_backend_available(be)) {
+		free(e);
+		free(want);
+		return;
+	}
+	gz = su_gz_new(be, 0, 0);
 	ck_assert(e && want);
 	for (i = 0; i < BULK_CHUNKS; i++) {
 		memcpy(want + want_len, BULK_LINE, sizeof BULK_LINE - 1);
@@ -651,13 +722,13 @@ START_TEST(flush_policy)
 	}
 	e->nchunk_events = BULK_CHUNKS;
 	e->block_size = 4096;
-	e->ctype = _i == 2 ? "text/event-stream" : "text/plain";
-	e->set_low_latency = _i == 1;
+	e->ctype = mode == 2 ? "text/event-stream" : "text/plain";
+	e->set_low_latency = mode == 1;
 	su_start(&s, gz, 0, bulk_route, e);
 	su_reply_init(&r);
 	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
 	expect_gzip_body(&r, want, want_len);
-	if (_i == 0)
+	if (mode == 0)
 		ck_assert_msg(r.body_len < 4000,
 			      "bulk stream: %zu gzip bytes for %zu bytes of one repeated line "
 			      "(flushed per chunk?)",
@@ -1373,6 +1444,144 @@ START_TEST(one_gib_bounded_memory)
 }
 END_TEST
 
+
+/* ===================================================================== */
+/*                 Allocation failures before the headers                */
+/* ===================================================================== */
+
+/* Responses made by alloc_route; creation may fail under injection. */
+struct afix {
+	struct lfix lf;
+	_Atomic unsigned int made;   /* responses created */
+	_Atomic unsigned int refused; /* creations that failed (connection closed) */
+};
+
+static enum MHD_Result
+alloc_route(struct su_server *s, struct MHD_Connection *c, const char *url, const char *method)
+{
+	struct afix *a = s->cls;
+	struct lfix *f = &a->lf;
+	unsigned int k = atomic_load(&f->nresp);
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	(void)url;
+	(void)method;
+	ck_assert(k < MAX_RESP);
+	f->rs[k].f = f;
+	f->rs[k].stop_pos = UINT64_MAX; /* no stop begun */
+	r = mhdgz_response_from_callback(s->gz, f->known ? f->len : MHD_SIZE_UNKNOWN,
+					 f->block_size, live_read, &f->rs[k], live_free);
+	if (!r) {
+		atomic_fetch_add(&a->refused, 1);
+		return MHD_NO;
+	}
+	atomic_fetch_add(&f->nresp, 1);
+	atomic_fetch_add(&a->made, 1);
+	ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain") ==
+		  MHD_YES);
+	ret = mhdgz_queue_response(s->gz, c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static bool
+alloc_settled(void *cls)
+{
+	struct afix *a = cls;
+
+	return atomic_load(&a->lf.frees) >= atomic_load(&a->lf.nresp);
+}
+
+/*
+ * Fail the k-th allocation of the library during one request, for every k
+ * until a request needs no more: before the headers are committed any
+ * failure must give the identity response with the whole body (style rule
+ * 9), or, when the response object itself could not be made, no response
+ * (the application's route then refuses). Never a broken gzip body, never
+ * a leak: the live-block count returns to its level between requests.
+ * With MHDGZ_F_NO_POOL every stream creates its compressor, so the
+ * compressor's own allocations (zlib's, ISA-L's) fail in turn too.
+ */
+START_TEST(alloc_failures_fall_back)
+{
+	enum mhdgz_backend be = _i ? MHDGZ_BACKEND_ISAL : MHDGZ_BACKEND_ZLIB;
+	size_t len = 300 * KIB + 1, k;
+	uint8_t *data;
+	struct mhdgz_options o;
+	struct mhdgz *gz = NULL;
+	struct su_server s = {0};
+	struct su_reply r;
+	struct afix *a;
+	int64_t live0;
+	unsigned int fired = 0, gzipped = 0, identity = 0, refused = 0;
+
+	if (!mhdgz_backend_available(be))
+		return;
+	data = tu_payload(len, TU_TEXT, 501);
+	a = calloc(1, sizeof *a);
+	ck_assert(a != NULL);
+	lfix_init(&a->lf, data, len, len, _i == 0, 8192, "text/plain");
+	tu_alloc_install(0);
+	memset(&o, 0, sizeof o);
+	o.size = sizeof o;
+	o.backend = be;
+	o.flags = MHDGZ_F_NO_POOL;
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	su_start(&s, gz, 0, alloc_route, a);
+	su_reply_init(&r);
+	live0 = tu_alloc_live();
+	for (k = 1; k < MAX_RESP; k++) {
+		unsigned int refused0 = atomic_load(&a->refused);
+		const char *ce;
+
+		tu_alloc_fail_at(k);
+		su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+		ck_assert_msg(su_wait(alloc_settled, a, RELEASE_WAIT_MS),
+			      "fail at %zu: the response was not released", k);
+		ck_assert_msg(su_wait(pool_back, gz, RELEASE_WAIT_MS),
+			      "fail at %zu: compressor not returned", k);
+		ce = su_header(&r, "Content-Encoding", NULL);
+		if (atomic_load(&a->refused) > refused0) {
+			refused++;
+			ck_assert(r.rc != CURLE_OK);
+		} else if (ce) {
+			gzipped++;
+			expect_gzip_body(&r, data, len);
+		} else {
+			identity++;
+			ck_assert_msg(r.rc == CURLE_OK, "fail at %zu: identity transfer: %s", k,
+				      curl_easy_strerror(r.rc));
+			ck_assert_msg(r.body_len == len && memcmp(r.body, data, len) == 0,
+				      "fail at %zu: identity body wrong (%zu bytes)", k, r.body_len);
+		}
+		ck_assert_msg(tu_alloc_live() == live0,
+			      "fail at %zu: %lld blocks live after the request, %lld before", k,
+			      (long long)tu_alloc_live(), (long long)live0);
+		if (!tu_alloc_failed())
+			break; /* the request needed fewer than k allocations */
+		fired++;
+	}
+	tu_alloc_fail_at(0);
+	fprintf(stderr,
+		"alloc_failures_fall_back(%s): %u injected failures: %u refused, %u identity, %u "
+		"gzip\n",
+		mhdgz_backend_name(be), fired, refused, identity, gzipped);
+	ck_assert_msg(k < MAX_RESP, "more than %d allocations per request", MAX_RESP - 1);
+	ck_assert_uint_ge(fired, 3);
+	ck_assert_uint_ge(identity, 1);
+	ck_assert_uint_eq(atomic_load(&a->lf.after_free), 0);
+	su_stop(&s);
+	expect_freed_once(&a->lf);
+	mhdgz_free(gz);
+	ck_assert_int_eq(tu_alloc_live(), 0);
+	tu_alloc_uninstall();
+	su_reply_free(&r);
+	free(a);
+	free(data);
+}
+END_TEST
+
 /* ===================================================================== */
 
 Suite *
@@ -1383,15 +1592,15 @@ streaming_live_suite(void)
 
 	tc = tcase_create("reader");
 	tcase_set_timeout(tc, TS_TIMEOUT);
-	tcase_add_loop_test(tc, reader_zero_counted, 0, 2);
+	tcase_add_loop_test(tc, reader_zero_counted, 0, 4);
 	tcase_add_test(tc, reader_zero_timed);
 	tcase_add_loop_test(tc, reader_error, 0, 4);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("latency");
 	tcase_set_timeout(tc, TS_TIMEOUT);
-	tcase_add_loop_test(tc, events_arrive_one_by_one, 0, 4);
-	tcase_add_loop_test(tc, flush_policy, 0, 3);
+	tcase_add_loop_test(tc, events_arrive_one_by_one, 0, (int)N_ELEMS(ev_cases));
+	tcase_add_loop_test(tc, flush_policy, 0, (int)(3 * N_ELEMS(fp_backends)));
 	tcase_add_test(tc, low_latency_api);
 	suite_add_tcase(s, tc);
 
@@ -1407,6 +1616,11 @@ streaming_live_suite(void)
 	tcase_add_loop_test(tc, client_disconnects, 0, (int)N_ELEMS(dc_backends));
 	tcase_add_test(tc, daemon_stops_mid_stream);
 	tcase_add_loop_test(tc, head_like_get, 0, 2);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("alloc");
+	tcase_set_timeout(tc, TS_TIMEOUT);
+	tcase_add_loop_test(tc, alloc_failures_fall_back, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("memory");

@@ -224,6 +224,8 @@ su_fetch(CURL *h, uint16_t port, const char *path, unsigned int flags, struct su
 		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	if (flags & SU_RAW)
 		curl_easy_setopt(h, CURLOPT_HTTP_TRANSFER_DECODING, 0L);
+	if (flags & SU_HTTP10)
+		curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_0);
 	r->rc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
 	if (hl) {

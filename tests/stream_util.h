@@ -82,6 +82,7 @@ struct mhdgz *su_gz_new(enum mhdgz_backend backend, int level, size_t min_size);
 #define SU_DECODE 0x2u /* CURLOPT_ACCEPT_ENCODING "gzip": libcurl decodes */
 #define SU_HEAD 0x4u   /* HEAD instead of GET */
 #define SU_RAW 0x8u    /* CURLOPT_HTTP_TRANSFER_DECODING 0: raw chunked bytes */
+#define SU_HTTP10 0x10u /* an HTTP/1.0 request (no chunked coding possible) */
 
 struct su_reply;
 /* Called with each piece of body as libcurl delivers it (after the
@@ -93,7 +94,8 @@ struct su_reply {
 	long status;
 	uint8_t *body; /* malloc'd */
 	size_t body_len, body_cap;
-	char hdr[SU_MAX_HDRS][512]; /* "Name: value", CRLF stripped */
+	char hdr[SU_MAX_HDRS][512]; /* "Name: value", CRLF stripped; trailer
+				     * fields of a chunked body follow */
 	unsigned int nhdr;
 	bool hdr_overflow;
 	const char *accept_encoding; /* non-NULL: sent as the Accept-Encoding line */
