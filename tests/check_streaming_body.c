@@ -545,6 +545,16 @@ START_TEST(header_rules)
 		bfix_header(&f, MHD_HTTP_HEADER_CONTENT_RANGE, "bytes 0-102400/200000");
 		f.status = MHD_HTTP_PARTIAL_CONTENT;
 		break;
+	case 4: /* 304: no content, but the Vary and gzip ETag of its 200 */
+		bfix_header(&f, MHD_HTTP_HEADER_ETAG, "\"x\"");
+		f.status = MHD_HTTP_NOT_MODIFIED;
+		break;
+	case 5: /* 204: no content */
+		f.status = MHD_HTTP_NO_CONTENT;
+		break;
+	case 6: /* the application asks for chunked coding itself */
+		bfix_header(&f, MHD_HTTP_HEADER_TRANSFER_ENCODING, "chunked");
+		break;
 	}
 	su_start(&s, gz, 0, body_route, &f);
 	su_reply_init(&r);
@@ -570,6 +580,28 @@ START_TEST(header_rules)
 		ck_assert_int_eq(r.status, 206);
 		ck_assert(su_header(&r, "Content-Encoding", NULL) == NULL);
 		expect_same_bytes(r.body, r.body_len, data, len, "206 body");
+		break;
+	case 4:
+		ck_assert_int_eq(r.status, 304);
+		ck_assert_uint_eq(r.body_len, 0);
+		ck_assert(su_header(&r, "Content-Encoding", NULL) == NULL);
+		v = su_header(&r, "ETag", NULL);
+		ck_assert_msg(v && strcmp(v, "W/\"x\"") == 0, "304 ETag %s", v ? v : "(none)");
+		ck_assert(has_token(su_header(&r, "Vary", NULL), "Accept-Encoding"));
+		break;
+	case 5:
+		ck_assert_int_eq(r.status, 204);
+		ck_assert_uint_eq(r.body_len, 0);
+		ck_assert(su_header(&r, "Content-Encoding", NULL) == NULL);
+		break;
+	case 6:
+		expect_gzip(&r, data, len, NULL);
+		su_fetch(NULL, s.port, "/", 0, &r);
+		ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
+		v = su_header(&r, "Transfer-Encoding", &n);
+		ck_assert_msg(n == 1 && strcasecmp(v, "chunked") == 0, "identity: Transfer-Encoding "
+			      "%s (x%u)", v ? v : "(none)", n);
+		expect_same_bytes(r.body, r.body_len, data, len, "identity body");
 		break;
 	}
 	expect_released(&s, &f);
@@ -1021,7 +1053,7 @@ streaming_body_suite(void)
 	tcase_add_loop_test(tc, identity_when_not_accepted, 0, (int)(2 * N_ELEMS(not_accepting)));
 	tcase_add_test(tc, min_size_known_and_unknown);
 	tcase_add_loop_test(tc, untyped_or_skipped_type_identity, 0, (int)N_ELEMS(identity_types));
-	tcase_add_loop_test(tc, header_rules, 0, 4);
+	tcase_add_loop_test(tc, header_rules, 0, 7);
 	tcase_add_test(tc, stream_stats);
 	suite_add_tcase(s, tc);
 
