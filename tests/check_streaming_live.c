@@ -728,6 +728,9 @@ START_TEST(flush_policy)
 	su_reply_init(&r);
 	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
 	expect_gzip_body(&r, want, want_len);
+	fprintf(stderr, "flush_policy(%s, %s): %zu gzip bytes for %zu bytes in %u chunks\n",
+		mhdgz_backend_name(be), mode == 0 ? "bulk" : "low-latency", r.body_len, want_len,
+		BULK_CHUNKS);
 	if (mode == 0)
 		ck_assert_msg(r.body_len < 4000,
 			      "bulk stream: %zu gzip bytes for %zu bytes of one repeated line "
