@@ -73,6 +73,11 @@
 /* Most Accept-Encoding lines read per request; more is not a real client. */
 #define GZS_AE_MAX 16
 
+/* Longest request target printed in the access log, in bytes. */
+#ifndef GZS_LOG_TARGET_MAX
+#define GZS_LOG_TARGET_MAX 512
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                            */
 
@@ -122,6 +127,7 @@ struct events;
 struct server {
 	struct config cfg;
 	struct mhdgz *gz;
+	int level; /* the level in use, for /stats */
 	struct MHD_Daemon *daemon;
 	char *root;      /* realpath of --root; NULL in demo mode */
 	size_t root_len; /* 0 when the root is "/" */
@@ -406,13 +412,18 @@ on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 }
 
 /* Print the request target with anything unprintable escaped, so a log line
- * stays one line whatever a client sends. */
+ * stays one line whatever a client sends, and cut after GZS_LOG_TARGET_MAX
+ * bytes so a 20 KB URL does not become a 20 KB log line. */
 static void
 log_target(FILE *f, const char *uri)
 {
 	const unsigned char *p;
 
 	for (p = (const unsigned char *)uri; *p; p++) {
+		if (p - (const unsigned char *)uri == GZS_LOG_TARGET_MAX) {
+			fputs("...", f);
+			break;
+		}
 		if (*p < 0x21 || *p > 0x7e || *p == '\\')
 			fprintf(f, "\\x%02x", *p);
 		else
@@ -775,9 +786,10 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 	f = open_memstream(&body, &len);
 	if (!f)
 		return MHD_NO;
-	fprintf(f, "{\"version\":\"%s\",\"backend\":\"%s\",\"responses\":%" PRIu64
+	fprintf(f, "{\"version\":\"%s\",\"backend\":\"%s\",\"level\":%d,\"responses\":%" PRIu64
 		   ",\"compressed\":%" PRIu64 ",\"reasons\":{",
-		mhdgz_version(), mhdgz_backend_name(s->cfg.backend), st.responses, st.compressed);
+		mhdgz_version(), mhdgz_backend_name(s->cfg.backend), s->level, st.responses,
+		st.compressed);
 	for (i = 0; i < MHDGZ_REASON_COUNT; i++)
 		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
 			mhdgz_reason_name((enum mhdgz_reason)i), st.reasons[i]);
@@ -1631,8 +1643,11 @@ usage(FILE *f)
 		"  --etag POLICY     the strong ETag of a compressed response: weak (W/\"x\",\n"
 		"                    the default), suffix (\"x-gzip\"), drop, or keep\n"
 		"  --no-compress     never compress on the fly (precompressed files still go)\n"
-		"  --quiet           no access log (one line per request on stderr:\n"
-		"                    method target status body-bytes sent-bytes coding time)\n"
+		"  --quiet           no access log and no libmicrohttpd messages. The log\n"
+		"                    is one line per request on stderr: method, target,\n"
+		"                    status, body bytes (uncompressed), bytes sent on the\n"
+		"                    socket (headers included; - if unknown), coding\n"
+		"                    (gzip or identity), microseconds\n"
 		"  --help            this text\n"
 		"\n"
 		"SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to\n"
@@ -1847,6 +1862,9 @@ handler_new(struct server *s)
 		o.min_size = s->cfg.min_size ? s->cfg.min_size : 1;
 	o.compress_types = s->cfg.no_compress ? none : s->cfg.types;
 	o.etag_policy = s->cfg.etag;
+	s->level = s->cfg.level;
+	if (!s->cfg.level_set)
+		(void)mhdgz_backend_levels(s->cfg.backend, NULL, NULL, &s->level);
 	rc = mhdgz_new(&o, &s->gz);
 	if (rc == MHDGZ_EINVAL && s->cfg.types) {
 		fprintf(stderr, "gzserve: --types: invalid media type pattern in the list\n"
