@@ -10,7 +10,8 @@
  * trailer. libdeflate has no streaming interface, so no GZ_CAP_STREAM.
  *
  * Memory: the instance plus one libdeflate block whose size depends on the
- * level (the compressor's hash tables and match finder), allocated through
+ * level (hash tables and match finder): 2 allocations, 198 KiB at level 1,
+ * 653 KiB at 2-9, 8.6 MiB at 10-12 (libdeflate 1.14, x86-64), made through
  * gz_malloc by libdeflate_set_memory_allocator (see gz_alloc.c). Compressing
  * allocates nothing.
  */

@@ -9,8 +9,9 @@
  * gives its tight bound for.
  *
  * Memory: the instance plus five zlib blocks (state, window, prev, head,
- * pending buffer), about 268 KiB in all at every level; all through
- * gz_zalloc, all made by deflateInit2, none afterwards.
+ * pending buffer): 6 allocations, 268344 bytes (262 KiB) at every level
+ * (zlib 1.2.13, x86-64); all through gz_zalloc, all made by deflateInit2,
+ * none afterwards.
  */
 #include "config.h"
 
