@@ -614,6 +614,19 @@ v_no_body(const struct resp *rs, long want_status, char *err, size_t errcap)
 	return 0;
 }
 
+/*
+ * A 304 may carry Content-Length only if it equals the length of the
+ * content the 200 would have had (RFC 9110 8.6): caches update stored
+ * responses from 304s (RFC 9111 4.3.4).
+ */
+static int
+v_304_length(const struct resp *rs, size_t len_200, char *err, size_t errcap)
+{
+	if (resp_hdr_count(rs, "Content-Length") == 0)
+		return 0;
+	return v_content_length(rs, len_200, err, errcap);
+}
+
 /* The ETag field: exactly one with value want, or none if want is NULL. */
 static int
 v_etag(const struct resp *rs, const char *want, char *err, size_t errcap)
@@ -1003,7 +1016,8 @@ END_TEST
  * 1: one shared response): the application evaluates the validators with
  * mhdgz_evaluate_preconditions() and queues its response with 304. The 304
  * carries the Vary and the ETag the 200 would carry (RFC 9110 15.4.5):
- * W/"abc" for a gzip client, "abc" for the others.
+ * W/"abc" for a gzip client, "abc" for the others; and no Content-Length
+ * other than that of the 200's content (RFC 9110 8.6).
  */
 START_TEST(test_conditional)
 {
@@ -1042,15 +1056,18 @@ START_TEST(test_conditional)
 	CURL *h = cl_new();
 	struct resp rs;
 	char err[512];
+	size_t gz_len = 0;
 
 	srv_start(&s, NULL, rt, N_ELEMS(rt), 0);
 	REQ(h, &s, "GET", "/r", H_GZIP, &rs);
 	OK("200 gzip", v_gzip(&rs, 200, body, 8192, E));
 	OK("200 gzip", v_etag(&rs, "W/\"abc\"", E));
+	gz_len = rs.body_len;
 	resp_free(&rs);
 
 	REQ(h, &s, "GET", "/r", inm_weak_gz, &rs);
 	OK("304 gzip", v_no_body(&rs, 304, E));
+	OK("304 gzip", v_304_length(&rs, gz_len, E));
 	OK("304 gzip", v_vary_ae(&rs, NULL, E));
 	OK("304 gzip", v_etag(&rs, "W/\"abc\"", E));
 	ck_assert_int_eq(rs.num_connects, 0);
@@ -1058,16 +1075,19 @@ START_TEST(test_conditional)
 
 	REQ(h, &s, "GET", "/r", inm_strong_gz, &rs);
 	OK("304 gzip (strong INM)", v_no_body(&rs, 304, E));
+	OK("304 gzip (strong INM)", v_304_length(&rs, gz_len, E));
 	OK("304 gzip (strong INM)", v_etag(&rs, "W/\"abc\"", E));
 	resp_free(&rs);
 
 	REQ(h, &s, "HEAD", "/r", inm_weak_gz, &rs);
 	OK("HEAD 304", v_no_body(&rs, 304, E));
+	OK("HEAD 304", v_304_length(&rs, gz_len, E));
 	OK("HEAD 304", v_etag(&rs, "W/\"abc\"", E));
 	resp_free(&rs);
 
 	REQ(h, &s, "GET", "/r", inm_star_gz, &rs);
 	OK("304 *", v_no_body(&rs, 304, E));
+	OK("304 *", v_304_length(&rs, gz_len, E));
 	resp_free(&rs);
 
 	REQ(h, &s, "GET", "/r", H_GZIP, &rs);
@@ -1078,6 +1098,7 @@ START_TEST(test_conditional)
 
 	REQ(h, &s, "GET", "/r", inm_strong, &rs);
 	OK("304 identity", v_no_body(&rs, 304, E));
+	OK("304 identity", v_304_length(&rs, (size_t)8192, E));
 	OK("304 identity", v_vary_ae(&rs, NULL, E));
 	OK("304 identity", v_etag(&rs, "\"abc\"", E));
 	resp_free(&rs);
@@ -1171,27 +1192,32 @@ START_TEST(test_conditional_suffix)
 	CURL *h = cl_new();
 	struct resp rs;
 	char err[512];
+	size_t gz_len = 0;
 
 	o.etag_policy = MHDGZ_ETAG_SUFFIX;
 	srv_start(&s, &o, rt, N_ELEMS(rt), 0);
 	REQ(h, &s, "GET", "/r", H_GZIP, &rs);
 	OK("200 gzip", v_gzip(&rs, 200, body, 8192, E));
 	OK("200 gzip", v_etag(&rs, "\"abc-gzip\"", E));
+	gz_len = rs.body_len;
 	resp_free(&rs);
 
 	REQ(h, &s, "GET", "/r", inm_sfx_gz, &rs);
 	OK("304 suffix", v_no_body(&rs, 304, E));
+	OK("304 suffix", v_304_length(&rs, gz_len, E));
 	OK("304 suffix", v_vary_ae(&rs, NULL, E));
 	OK("304 suffix", v_etag(&rs, "\"abc-gzip\"", E));
 	resp_free(&rs);
 
 	REQ(h, &s, "GET", "/r", inm_plain_gz, &rs);
 	OK("304 plain tag, gzip client", v_no_body(&rs, 304, E));
+	OK("304 plain tag, gzip client", v_304_length(&rs, gz_len, E));
 	OK("304 plain tag, gzip client", v_etag(&rs, "\"abc-gzip\"", E));
 	resp_free(&rs);
 
 	REQ(h, &s, "GET", "/r", inm_sfx, &rs);
 	OK("304 identity client", v_no_body(&rs, 304, E));
+	OK("304 identity client", v_304_length(&rs, (size_t)8192, E));
 	OK("304 identity client", v_etag(&rs, "\"abc\"", E));
 	OK("304 identity client", v_vary_ae(&rs, NULL, E));
 	resp_free(&rs);
