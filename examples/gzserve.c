@@ -144,7 +144,6 @@ struct server {
 	pthread_mutex_t tick_lock;
 	pthread_cond_t tick_cond;
 	pthread_t tick_thread;
-	bool tick_started;
 	bool stopping; /* under tick_lock: no new waits, wake every stream */
 	struct events *waiting;
 };
@@ -910,8 +909,10 @@ serve_demo(struct req *rq, struct MHD_Connection *conn, const char *path, const 
 /* ------------------------------------------------------------------------ */
 /* Media types                                                              */
 
-/* Used for extensions /etc/mime.types does not list (or when it is
- * missing): what a static site needs. */
+/* What a static site needs, looked up before /etc/mime.types so the web's
+ * core extensions get the same type whatever the system's media-types
+ * version says (older ones map .js to application/javascript, and a minimal
+ * system has no /etc/mime.types at all). */
 static const struct {
 	const char *ext;
 	const char *type;
@@ -956,8 +957,8 @@ mime_cmp(const void *a, const void *b)
 	return strcmp(((const struct mime *)a)->ext, ((const struct mime *)b)->ext);
 }
 
-/* Read /etc/mime.types ("type ext ext ..." lines) into a sorted table. A
- * missing file is not an error: the built-in table serves. */
+/* Read /etc/mime.types ("type ext ext ..." lines) into a sorted table for
+ * the extensions the built-in table lacks. A missing file is not an error. */
 static int
 mime_load(struct server *s, const char *file)
 {
@@ -1032,14 +1033,14 @@ mime_lookup_ext(const struct server *s, const char *ext)
 	if (ext[i])
 		return NULL;
 	low[i] = '\0';
+	for (i = 0; i < sizeof builtin_mimes / sizeof builtin_mimes[0]; i++)
+		if (strcmp(builtin_mimes[i].ext, low) == 0)
+			return builtin_mimes[i].type;
 	if (s->nmimes) {
 		m = bsearch(&key, s->mimes, s->nmimes, sizeof *s->mimes, mime_cmp);
 		if (m)
 			return m->type;
 	}
-	for (i = 0; i < sizeof builtin_mimes / sizeof builtin_mimes[0]; i++)
-		if (strcmp(builtin_mimes[i].ext, low) == 0)
-			return builtin_mimes[i].type;
 	return NULL;
 }
 
@@ -1948,7 +1949,6 @@ main(int argc, char **argv)
 		fprintf(stderr, "gzserve: cannot start a thread\n");
 		return 1;
 	}
-	s->tick_started = true;
 
 	/* Suspend/resume for /events; it also brings the inter-thread
 	 * channel MHD_quiesce_daemon() needs with a thread pool. */
