@@ -8,8 +8,10 @@
  *    which coding went out);
  *  - conditional requests use mhdgz_evaluate_preconditions, so the ETag forms
  *    mhdgz gives gzip responses (W/"x", "x-gzip") still validate;
- *  - a 304 is made through the handler too, with the Content-Type its 200
- *    has, so it gets the Vary and ETag that 200 would get;
+ *  - a 304 is the 200's own response queued with status 304: libmicrohttpd
+ *    sends its header fields without the body (Content-Length stays the
+ *    200's, as RFC 9110 section 8.6 requires), and mhdgz gives it the Vary
+ *    and ETag form the 200 would have for this client;
  *  - a precompressed FILE.gz is queued with Content-Encoding already set, so
  *    the handler leaves it alone;
  *  - a server-sent event stream waits between events by suspending its
@@ -112,8 +114,7 @@ struct demo {
 	const uint8_t *body;
 	size_t len;
 	char etag[24];
-	struct MHD_Response *ok;
-	struct MHD_Response *not_modified;
+	struct MHD_Response *ok; /* queued as 200, and as 304 */
 };
 
 /* A file extension and its media type. */
@@ -847,19 +848,11 @@ demo_init(struct server *s)
 		etag_of(d->body, d->len, d->etag, sizeof d->etag);
 		d->ok = mhdgz_response_from_buffer(s->gz, d->len, (void *)d->body,
 						   MHD_RESPMEM_PERSISTENT);
-		/* Made with the handler and with its 200's Content-Type, so
-		 * the 304 gets the Vary and ETag form that 200 gets. */
-		d->not_modified = mhdgz_response_from_buffer(s->gz, 0, NULL,
-							     MHD_RESPMEM_PERSISTENT);
-		if (!d->ok || !d->not_modified)
+		if (!d->ok)
 			return -1;
 		MHD_add_response_header(d->ok, MHD_HTTP_HEADER_CONTENT_TYPE, d->type);
 		MHD_add_response_header(d->ok, MHD_HTTP_HEADER_ETAG, d->etag);
 		MHD_add_response_header(d->ok, MHD_HTTP_HEADER_CACHE_CONTROL, d->cache_control);
-		MHD_add_response_header(d->not_modified, MHD_HTTP_HEADER_CONTENT_TYPE, d->type);
-		MHD_add_response_header(d->not_modified, MHD_HTTP_HEADER_ETAG, d->etag);
-		MHD_add_response_header(d->not_modified, MHD_HTTP_HEADER_CACHE_CONTROL,
-					d->cache_control);
 	}
 	return 0;
 }
@@ -869,12 +862,9 @@ demo_fini(struct server *s)
 {
 	size_t i;
 
-	for (i = 0; s->demos && i < s->ndemos; i++) {
+	for (i = 0; s->demos && i < s->ndemos; i++)
 		if (s->demos[i].ok)
 			MHD_destroy_response(s->demos[i].ok);
-		if (s->demos[i].not_modified)
-			MHD_destroy_response(s->demos[i].not_modified);
-	}
 	free(s->demos);
 	for (i = 0; i < 3; i++)
 		free(s->payload[i]);
@@ -898,7 +888,7 @@ serve_demo(struct req *rq, struct MHD_Connection *conn, const char *path, const 
 			continue;
 		pre = mhdgz_evaluate_preconditions(conn, method, d->etag);
 		if (pre == MHD_HTTP_NOT_MODIFIED)
-			return queue(rq, conn, pre, d->not_modified, 0);
+			return queue(rq, conn, pre, d->ok, 0);
 		if (pre != 0)
 			return respond_error(rq, conn, pre);
 		return queue(rq, conn, MHD_HTTP_OK, d->ok, d->len);
@@ -1407,7 +1397,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 {
 	struct server *s = rq->s;
 	char *rel = NULL, *real = NULL, *path;
-	bool slash, is_get = strcmp(method, "GET") == 0, sibling = false;
+	bool slash, is_get = strcmp(method, "GET") == 0, sibling = false, not_modified;
 	unsigned int status;
 	struct stat st, gst;
 	char type[160], etag[80], lastmod[64], crange[96];
@@ -1481,27 +1471,13 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 		close(fd);
 		goto refuse;
 	}
-	if (status == MHD_HTTP_NOT_MODIFIED) {
-		close(fd);
-		r = mhdgz_response_from_buffer(s->gz, 0, NULL, MHD_RESPMEM_PERSISTENT);
-		if (!r)
-			goto oom;
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);
-		MHD_add_response_header(r, MHD_HTTP_HEADER_LAST_MODIFIED, lastmod);
-		if (sibling)
-			MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
-		/* The .gz's ETag is already the gzip representation's: the
-		 * handler must not turn it into the weak or suffixed form. */
-		if (gzfd >= 0)
-			mhdgz_response_set_identity(s->gz, r);
-		ret = respond(rq, conn, MHD_HTTP_NOT_MODIFIED, r, 0);
-		goto out;
-	}
+	/* A 304 is the 200 below queued with status 304 (see the top of the
+	 * file); the file is opened but never read. */
+	not_modified = status == MHD_HTTP_NOT_MODIFIED;
 
 	len = (uint64_t)st.st_size;
 	/* Ranges of the identity body only; a precompressed body is sent whole. */
-	if (is_get && gzfd < 0 && if_range_ok(conn, etag, st.st_mtim.tv_sec))
+	if (is_get && !not_modified && gzfd < 0 && if_range_ok(conn, etag, st.st_mtim.tv_sec))
 		range = parse_range(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 								MHD_HTTP_HEADER_RANGE),
 				    len, &first, &last);
@@ -1546,6 +1522,8 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 			 last, len);
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
 		ret = respond(rq, conn, MHD_HTTP_PARTIAL_CONTENT, r, last - first + 1);
+	} else if (not_modified) {
+		ret = respond(rq, conn, MHD_HTTP_NOT_MODIFIED, r, 0);
 	} else {
 		ret = respond(rq, conn, MHD_HTTP_OK, r, len);
 	}

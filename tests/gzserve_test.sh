@@ -149,6 +149,18 @@ head_parity() {
 	fi
 	eq "HEAD ${url#"$BASE"} ($ae) has no body" "$n" 0
 }
+# cl_304 NAME H304 H200: a 304 carries no Content-Length but its 200's
+# (RFC 9110 section 8.6).
+cl_304() {
+	local a b
+	a=$(hdr "$2" Content-Length)
+	b=$(hdr "$3" Content-Length)
+	if [ -z "$a" ] || [ "$a" = "$b" ]; then
+		ok "$1: Content-Length '${a:-none}' is the 200's"
+	else
+		nok "$1: Content-Length is the 200's" "304 has '$a', 200 has '${b:-none}'"
+	fi
+}
 valid_json() {
 	python3 -c 'import json, sys; json.load(open(sys.argv[1], "rb"))' "$1" 2>/dev/null
 }
@@ -302,10 +314,12 @@ eq "If-None-Match (identity ETag): 304" "$(status "$T/c1.h")" 304
 eq "304 carries the ETag" "$(hdr "$T/c1.h" ETag)" "$etag"
 eq "304 carries Vary" "$(hdr "$T/c1.h" Vary)" "Accept-Encoding"
 eq "304 has no body" "$(size "$T/c1.body")" 0
+cl_304 "identity 304" "$T/c1.h" "$T/p100k.id.h"
 fetch c2 "$D/100k.json" -H "If-None-Match: W/$etag" -H 'Accept-Encoding: gzip'
 eq "If-None-Match (gzip W/ ETag), gzip client: 304" "$(status "$T/c2.h")" 304
 eq "gzip client's 304 carries the W/ ETag" "$(hdr "$T/c2.h" ETag)" "W/$etag"
 eq "gzip client's 304 carries Vary" "$(hdr "$T/c2.h" Vary)" "Accept-Encoding"
+cl_304 "gzip client's 304" "$T/c2.h" "$T/p100k.gz.h"
 fetch c3 "$D/100k.json" -H 'If-None-Match: "something-else"' -H 'Accept-Encoding: gzip'
 eq "If-None-Match mismatch: 200 gzip" "$(status "$T/c3.h") $(hdr "$T/c3.h" Content-Encoding)" "200 gzip"
 fetch c4 "$D/100k.json" -H 'If-Match: "something-else"'
@@ -593,9 +607,12 @@ fetch b1 "$S/big.txt" -H "If-None-Match: $etag"
 eq "file If-None-Match: 304, ETag, Vary, no body" \
 	"$(status "$T/b1.h")|$(hdr "$T/b1.h" ETag)|$(hdr "$T/b1.h" Vary)|$(size "$T/b1.body")" \
 	"304|$etag|Accept-Encoding|0"
+cl_304 "file identity 304" "$T/b1.h" "$T/b.h"
 fetch b2 "$S/big.txt" -H "If-None-Match: W/$etag" -H 'Accept-Encoding: gzip'
 eq "file If-None-Match W/ (gzip client): 304 with the W/ ETag and Vary" \
 	"$(status "$T/b2.h")|$(hdr "$T/b2.h" ETag)|$(hdr "$T/b2.h" Vary)" "304|W/$etag|Accept-Encoding"
+fetch bgz "$S/big.txt" -H 'Accept-Encoding: gzip'
+cl_304 "file gzip 304" "$T/b2.h" "$T/bgz.h"
 fetch b3 "$S/big.txt" -H "If-Modified-Since: $lm"
 eq "If-Modified-Since = Last-Modified: 304" "$(status "$T/b3.h")" 304
 fetch b4 "$S/big.txt" -H "If-Modified-Since: Mon, 01 Jan 2001 00:00:00 GMT"
@@ -654,6 +671,7 @@ check "precompressed: its own strong ETag ($pe1 vs $pe2)" \
 fetch p3 "$S/pre.txt" -H 'Accept-Encoding: gzip' -H "If-None-Match: $pe1"
 eq "precompressed: If-None-Match with the .gz ETag: 304 with that ETag" \
 	"$(status "$T/p3.h")|$(hdr "$T/p3.h" ETag)|$(hdr "$T/p3.h" Vary)" "304|$pe1|Accept-Encoding"
+cl_304 "precompressed 304" "$T/p3.h" "$T/p1.h"
 fetch p4 "$S/pre.txt" --compressed
 check "precompressed: curl --compressed gets FILE" cmp -s "$T/p4.body" "$W/pre.txt"
 fetch p5 "$S/pre.txt" -H 'Accept-Encoding: gzip;q=0'
