@@ -40,13 +40,15 @@ pl_below(uint64_t *s, unsigned int n)
 /* Names as displayed (some non-ASCII, as real customer data has) and as
  * they appear in e-mail addresses. */
 static const char *const pl_first[][2] = {
-	{"Alice", "alice"},   {"Bruno", "bruno"},	{"Chen", "chen"},     {"Dana", "dana"},
-	{"Emil", "emil"},     {"Fatima", "fatima"},	{"Grace", "grace"},   {"Hiroshi", "hiroshi"},
-	{"Inès", "ines"},     {"José", "jose"},		{"Kateřina", "katerina"},
-	{"Liam", "liam"},     {"Mia", "mia"},		{"Noah", "noah"},     {"Olga", "olga"},
-	{"Priya", "priya"},   {"Quentin", "quentin"},	{"Rosa", "rosa"},     {"Søren", "soren"},
-	{"Tomás", "tomas"},   {"Uma", "uma"},		{"Viktor", "viktor"}, {"Wen", "wen"},
-	{"Yusuf", "yusuf"},   {"Zoë", "zoe"},		{"Łukasz", "lukasz"},
+	{"Alice", "alice"},	{"Bruno", "bruno"},	{"Chen", "chen"},
+	{"Dana", "dana"},	{"Emil", "emil"},	{"Fatima", "fatima"},
+	{"Grace", "grace"},	{"Hiroshi", "hiroshi"},	{"Inès", "ines"},
+	{"José", "jose"},	{"Kateřina", "katerina"}, {"Liam", "liam"},
+	{"Mia", "mia"},		{"Noah", "noah"},	{"Olga", "olga"},
+	{"Priya", "priya"},	{"Quentin", "quentin"},	{"Rosa", "rosa"},
+	{"Søren", "soren"},	{"Tomás", "tomas"},	{"Uma", "uma"},
+	{"Viktor", "viktor"},	{"Wen", "wen"},		{"Yusuf", "yusuf"},
+	{"Zoë", "zoe"},		{"Łukasz", "lukasz"},
 };
 
 static const char *const pl_last[][2] = {
@@ -213,7 +215,7 @@ pl_record(struct pl_buf *b, uint64_t i, long note_len)
 	pl_time(b, "updated_at", created + pl_below(&s, 200000));
 	pl_printf(b, ",\"customer\":{\"id\":\"cus_%05u\",\"name\":\"%s %s\","
 		     "\"email\":\"%s.%s@%s\",\"country\":\"%s\",\"vip\":%s},",
-		  10000 + pl_below(&s, 90000), pl_first[first][0], pl_last[last][0] /* may hold ' */,
+		  10000 + pl_below(&s, 90000), pl_first[first][0], pl_last[last][0],
 		  pl_first[first][1], pl_last[last][1], PL_PICK(&s, pl_domains),
 		  pl_countries[country][0], pl_below(&s, 5) == 0 ? "true" : "false");
 	pl_puts(b, "\"items\":[");

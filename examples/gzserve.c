@@ -1,4 +1,4 @@
-/* gzserve.c: the sample server: static files or a built-in demo, on libmicrohttpd with gzip by mhdgz. */
+/* gzserve.c: sample server on libmicrohttpd: static files or a built-in demo, gzip by mhdgz. */
 /*
  * What to copy from here:
  *  - responses are made with mhdgz_response_from_buffer/_from_fd_at_offset64/
@@ -268,7 +268,11 @@ static const char demo_css[] =
 	"  overflow-x: auto;\n"
 	"}\n"
 	"table { width: 100%; border-collapse: collapse; background: var(--card); }\n"
-	"th, td { text-align: left; padding: .4rem .75rem; border-bottom: 1px solid var(--rule); }\n"
+	"th, td {\n"
+	"  text-align: left;\n"
+	"  padding: .4rem .75rem;\n"
+	"  border-bottom: 1px solid var(--rule);\n"
+	"}\n"
 	"th { color: var(--muted); font-weight: 600; }\n"
 	"#js-ok { color: #2f7d32; font-weight: 600; }\n"
 	"#events { columns: 2; color: var(--muted); }\n"
@@ -717,10 +721,11 @@ events_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return ticker_wait(ev) ? 0 : MHD_CONTENT_READER_END_OF_STREAM;
 		ev->sent++;
 		/* Default "message" events, so EventSource.onmessage sees them. */
-		ev->pend_len = (size_t)snprintf(ev->pending, sizeof ev->pending,
-						"id: %u\ndata: {\"n\":%u,\"of\":%u,\"elapsed_ms\":%" PRIu64
-						"}\n\n",
-						ev->sent, ev->sent, GZS_EVENTS, (now - ev->t0_us) / 1000);
+		n = (size_t)snprintf(ev->pending, sizeof ev->pending,
+				     "id: %u\ndata: {\"n\":%u,\"of\":%u,"
+				     "\"elapsed_ms\":%" PRIu64 "}\n\n",
+				     ev->sent, ev->sent, GZS_EVENTS, (now - ev->t0_us) / 1000);
+		ev->pend_len = n;
 		ev->pend_off = 0;
 		ev->due_us += GZS_EVENT_INTERVAL_US;
 	}
@@ -797,8 +802,8 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 		   ",\"failures\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"pool_gets\":%" PRIu64
 		   ",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64
 		   ",\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d}}\n",
-		st.bytes_in, st.bytes_out, st.compressions, st.failures, st.cache_hits, st.pool_gets,
-		st.pool_misses, st.pool_idle, (uint64_t)atomic_load(&s->requests),
+		st.bytes_in, st.bytes_out, st.compressions, st.failures, st.cache_hits,
+		st.pool_gets, st.pool_misses, st.pool_idle, (uint64_t)atomic_load(&s->requests),
 		atomic_load(&s->in_flight));
 	if (fclose(f) != 0) {
 		free(body);
@@ -1311,9 +1316,10 @@ parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret
 static bool
 if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime)
 {
-	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_RANGE);
+	const char *v;
 	time_t t;
 
+	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_RANGE);
 	if (!v)
 		return true;
 	if (v[0] == '"')
@@ -1385,7 +1391,8 @@ redirect_slash(struct req *rq, struct MHD_Connection *conn)
 	r = mhdgz_response_from_buffer(rq->s->gz, sizeof body - 1, (void *)body,
 				       MHD_RESPMEM_PERSISTENT);
 	if (r) {
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+					"text/html; charset=utf-8");
 		MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, loc);
 	}
 	free(loc);
@@ -1936,7 +1943,8 @@ main(int argc, char **argv)
 		flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, or it misses some */
 		MHD_OPTION_SOCK_ADDR, sa,
-		MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)(s->cfg.threads > 1 ? s->cfg.threads : 0),
+		MHD_OPTION_THREAD_POOL_SIZE,
+		(unsigned int)(s->cfg.threads > 1 ? s->cfg.threads : 0),
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)GZS_CONN_TIMEOUT_S,
 		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
 		s, MHD_OPTION_END);

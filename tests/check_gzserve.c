@@ -1,4 +1,4 @@
-/* check_gzserve.c: examples/gzserve end to end with libcurl: bodies, keep-alive, events, concurrency, SIGTERM. */
+/* check_gzserve.c: gzserve end to end with libcurl (keep-alive, events, 16 at once, SIGTERM). */
 /*
  * The curl command-line test (gzserve_test.sh) covers the options and the
  * static-file rules; this suite drives the demo the way a program would:
