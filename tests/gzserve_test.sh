@@ -341,7 +341,7 @@ if [ "$nev" -ge 3 ]; then
 	t1=$(sed -n 1p "$T/ev.lines" | cut -d' ' -f1)
 	t3=$(sed -n 3p "$T/ev.lines" | cut -d' ' -f1)
 	gap=$(((t3 - t1) / 1000000))
-	check "/events: events arrive one by one (1st to 3rd: ${gap} ms)" test "$gap" -ge 1500
+	check "/events: events arrive one by one (1st to 3rd: ${gap} ms)" test "$gap" -ge 1000
 	seq_ok=$(awk '{ if ($0 !~ "\"n\":" NR ",") bad = 1 } END { print bad ? "no" : "yes" }' "$T/ev.lines")
 	eq "/events: events in order" "$seq_ok" yes
 fi
