@@ -29,6 +29,9 @@
  *               again: every op is a cache hit returning the same variant.
  *  Unpooled     GzipHandler with MHDGZ_F_NO_POOL: a compressor is created and
  *               freed in every op, showing what the writer pool buys.
+ *  RawSmallWindow  zlib only, 2k: the raw call on a stream whose windowBits
+ *               and memLevel are sized to the body as nginx does
+ *               (nginx_params()); the small-body proposal, against Raw.
  *
  * S = one thread. P = N threads (--cpu; default the number of online CPUs)
  * sharing one handler (Raw: one compressor each); ns/op = wall time / total
@@ -50,7 +53,8 @@
  * grows until a run lasts --benchtime), then the --count passes run every
  * configuration in turn (interleaved, so drift hits all alike) and the
  * medians are printed. A summary compares the backends with zlib and
- * checks the targets of issue 6.
+ * checks the targets of issue 6; it also shows the process CPU time per op,
+ * which other work on the machine disturbs less than wall time.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem, reallocarray, memalign, valloc */
