@@ -406,6 +406,10 @@ on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 		return NULL;
 	rq->s = s;
 	rq->uri = strdup(uri ? uri : "");
+	if (!rq->uri) {
+		free(rq);
+		return NULL; /* on_request closes the connection */
+	}
 	rq->start_us = now_us();
 	rq->sock_known = sock_written(conn, &rq->sock_start);
 	rq->coding = "-";
@@ -463,7 +467,7 @@ on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 
 		if (f) {
 			fprintf(f, "%s ", rq->method);
-			log_target(f, rq->uri ? rq->uri : "-");
+			log_target(f, rq->uri);
 			fprintf(f, " %u %" PRIu64 " ", rq->status, rq->body_nbytes);
 			if (sent_known)
 				fprintf(f, "%" PRIu64, sent);
