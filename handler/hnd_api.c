@@ -243,5 +243,11 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	st->pool_gets = ps.gets;
 	st->pool_misses = ps.misses;
 	st->pool_idle = ps.idle;
+	if (gz->stream_pool != gz->pool) { /* streams of a whole-buffer backend */
+		gz_pool_get_stats(gz->stream_pool, &ps);
+		st->pool_gets += ps.gets;
+		st->pool_misses += ps.misses;
+		st->pool_idle += ps.idle;
+	}
 	return 0;
 }

@@ -157,7 +157,8 @@ struct hnd_entry {
 	int fd;
 	uint64_t offset;
 
-	pthread_mutex_t lock; /* guards everything below */
+	pthread_mutex_t read_lock; /* HND_CALLBACK: one reader call at a time */
+	pthread_mutex_t lock;      /* guards everything below */
 	bool opt_out;
 	bool low_latency;
 	bool queued;      /* queued at least once: headers are now read-only */

@@ -1,4 +1,5 @@
 /* hnd_response.c: buffer responses: the response table, gzip variants, select and queue. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -17,6 +18,14 @@
  * Accept-Encoding is added as a field of its own. */
 #ifndef HND_VARY_MAX
 #define HND_VARY_MAX 8
+#endif
+
+/* Files up to this many bytes are compressed whole when first queued (a
+ * gzip 200 with Content-Length, cached with the response); larger ones are
+ * compressed as a stream per connection, in bounded memory. 1 MiB of
+ * text is ~3 ms of libdeflate level 6. */
+#ifndef HND_FD_WHOLE_MAX
+#define HND_FD_WHOLE_MAX (1024 * 1024)
 #endif
 
 /* First size of the response table (buckets, power of two). */
@@ -157,6 +166,7 @@ entry_free(struct hnd_entry *e)
 		e->crfc(e->crc_cls);
 	if (e->kind == HND_FD && e->fd >= 0)
 		close(e->fd);
+	pthread_mutex_destroy(&e->read_lock);
 	pthread_mutex_destroy(&e->lock);
 	gz_free(e);
 }
@@ -195,6 +205,11 @@ entry_new(struct mhdgz *gz, enum hnd_kind kind)
 	if (!e)
 		return NULL;
 	if (pthread_mutex_init(&e->lock, NULL) != 0) {
+		gz_free(e);
+		return NULL;
+	}
+	if (pthread_mutex_init(&e->read_lock, NULL) != 0) {
+		pthread_mutex_destroy(&e->lock);
 		gz_free(e);
 		return NULL;
 	}
@@ -599,6 +614,39 @@ out:
 /* ------------------------------------------------------------------------ */
 /* Select and queue                                                         */
 
+/* A file small enough to compress whole: the gzip 200 then has a
+ * Content-Length (HEAD and 304 can carry it), is cached like a buffer's,
+ * and uses the whole-buffer backend. */
+static bool
+whole_body(const struct hnd_entry *e)
+{
+	return e->kind == HND_BUFFER || (e->kind == HND_FD && e->body_len <= HND_FD_WHOLE_MAX);
+}
+
+/* Read a file entry's body into a new buffer (gz_free it). The file is
+ * read now; a cached gzip variant keeps what it held at the first queue. */
+static int
+read_file(struct hnd_entry *e, uint8_t **buf_ret)
+{
+	size_t len = (size_t)e->body_len, got = 0;
+	uint8_t *buf = gz_malloc(len ? len : 1);
+
+	if (!buf)
+		return MHDGZ_ENOMEM;
+	while (got < len) {
+		ssize_t n = pread(e->fd, buf + got, len - got, (off_t)(e->offset + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) { /* error, or shorter than announced */
+			gz_free(buf);
+			return MHDGZ_EBACKEND;
+		}
+		got += (size_t)n;
+	}
+	*buf_ret = buf;
+	return 0;
+}
+
 /* The gzip variant of e, built or reused. Returns 0 and the variant, or the
  * reason it could not be had (NOT_SMALLER, ERROR). Called with e->lock. */
 static enum mhdgz_reason
@@ -620,7 +668,15 @@ gzip_variant(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, b
 		}
 	}
 	hnd_count(gz, HND_C_COMPRESSIONS, 1);
-	rc = compress_body(gz, e->body, e->body_len, &out, &out_len);
+	if (e->kind == HND_FD) {
+		uint8_t *file = NULL;
+		rc = read_file(e, &file);
+		if (rc == 0)
+			rc = compress_body(gz, file, (size_t)e->body_len, &out, &out_len);
+		gz_free(file);
+	} else {
+		rc = compress_body(gz, e->body, (size_t)e->body_len, &out, &out_len);
+	}
 	if (rc == MHDGZ_ENOSPC) {
 		e->not_smaller = true;
 		return MHDGZ_SKIP_NOT_SMALLER;
@@ -695,6 +751,45 @@ is_low_latency(const struct hnd_entry *e, const struct hnd_facts *f)
 	return len == 17 && strncasecmp(mt, "text/event-stream", 17) == 0;
 }
 
+/*
+ * The response to queue for a 304 to a gzip-accepting client: the fields
+ * of the 200 it validates (RFC 9110 section 15.4.5), so the ETag is the
+ * gzip one. libmicrohttpd 0.9.75 sends a Content-Length with every 304 of
+ * known size (0 for an empty body) and chunked framing with one of unknown
+ * size, while section 8.6 allows only the 200's Content-Length. So a
+ * buffer response with its body queues its own gzip variant (built or
+ * reused), which carries exactly the 200's fields, Content-Length and
+ * Content-Encoding included, and is sent without the body. Without a body
+ * to compress (the usual empty 304 response, or a stream) the variant is
+ * empty, with the gzip ETag. When the 200 would be identity (small, not
+ * compressible, known not to shrink): the response itself. Called with
+ * e->lock.
+ */
+static struct MHD_Response *
+not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
+	     const uint8_t *sniff, size_t sniff_len, const struct hnd_accept *acc)
+{
+	struct hnd_decision d200;
+	struct MHD_Response *v;
+
+	if (e->not_smaller)
+		return e->response;
+	if (e->body_len != 0) {
+		hnd_decide(gz, e->opt_out, 200, f, sniff, sniff_len, e->body_len, acc, &d200);
+		if (d200.reason != MHDGZ_COMPRESSED)
+			return e->response;
+		if (whole_body(e))
+			return gzip_variant(gz, e, f, false, &v) == MHDGZ_COMPRESSED ? v
+										 : e->response;
+	}
+	if (gz->etag_policy == MHDGZ_ETAG_KEEP)
+		return e->response;
+	if (!e->etag_variant &&
+	    build_variant(gz, e->response, f, NULL, 0, false, &e->etag_variant) < 0)
+		hnd_count(gz, HND_C_FAILURES, 1);
+	return e->etag_variant ? e->etag_variant : e->response;
+}
+
 static int
 select_parsed(struct mhdgz *gz, const struct hnd_accept *acc, unsigned int flags,
 	      unsigned int status, struct MHD_Response *response, struct MHD_Response **queue_ret,
@@ -734,7 +829,7 @@ select_parsed(struct mhdgz *gz, const struct hnd_accept *acc, unsigned int flags
 	e->queued = true;
 	if (e->body_len != MHD_SIZE_UNKNOWN)
 		in_len = out_len = e->body_len;
-	if (d.reason == MHDGZ_COMPRESSED && e->kind == HND_BUFFER) {
+	if (d.reason == MHDGZ_COMPRESSED && whole_body(e)) {
 		struct MHD_Response *v;
 		d.reason = gzip_variant(gz, e, &f, flags & MHDGZ_REQ_NO_CACHE, &v);
 		if (d.reason == MHDGZ_COMPRESSED) {
@@ -745,6 +840,8 @@ select_parsed(struct mhdgz *gz, const struct hnd_accept *acc, unsigned int flags
 		/* Streams: a fresh gzip stream per queue (per connection); the
 		 * bytes are counted as they are produced. */
 		struct MHD_Response *v = hnd_stream_variant(gz, e, is_low_latency(e, &f));
+
+		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		if (v && hnd_copy_headers(gz, response, v, &f, true) == 0 &&
 		    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") == MHD_YES) {
 			*queue_ret = v;
@@ -758,13 +855,8 @@ select_parsed(struct mhdgz *gz, const struct hnd_accept *acc, unsigned int flags
 			hnd_count(gz, HND_C_FAILURES, 1);
 			d.reason = MHDGZ_SKIP_ERROR;
 		}
-	} else if (d.etag_only && gz->etag_policy != MHDGZ_ETAG_KEEP) {
-		/* A 304 for a gzip-accepting client: the ETag of the gzip 200. */
-		if (!e->etag_variant &&
-		    build_variant(gz, response, &f, NULL, 0, false, &e->etag_variant) < 0)
-			hnd_count(gz, HND_C_FAILURES, 1);
-		if (e->etag_variant)
-			*queue_ret = e->etag_variant;
+	} else if (d.etag_only) {
+		*queue_ret = not_modified(gz, e, &f, sniff, sniff_len, acc);
 	}
 	if (*queue_ret == response && e->kind == HND_FD) {
 		struct MHD_Response *v = fd_identity(gz, e, &f);

@@ -31,6 +31,7 @@ struct hnd_stream {
 	uint64_t out_total;       /* compressed bytes produced */
 	bool low_latency;         /* sync-flush every source chunk */
 	bool flushing;            /* a sync flush is not complete yet */
+	bool unflushed;           /* input given since the last sync flush */
 	bool eof;                 /* the source ended: finish the member */
 	bool done;                /* the trailer has been written */
 };
@@ -48,8 +49,20 @@ source_read(struct hnd_entry *e, int fd, uint64_t pos, char *buf, size_t max)
 		if (max > e->body_len - pos)
 			max = (size_t)(e->body_len - pos);
 	}
-	if (e->kind == HND_CALLBACK)
-		return e->crc(e->crc_cls, pos, buf, max);
+	if (e->kind == HND_CALLBACK) {
+		/* libmicrohttpd never runs one response's reader on two threads
+		 * at once (it holds the response's mutex around the call);
+		 * streams of one entry keep that promise, so a reader with
+		 * state (a FILE * it seeks, say) works as it did before. */
+		pthread_mutex_lock(&e->read_lock);
+		n = e->crc(e->crc_cls, pos, buf, max);
+		pthread_mutex_unlock(&e->read_lock);
+		/* Ending before the announced size is an error, as it is for
+		 * libmicrohttpd: never a complete-looking short body. */
+		if (n == MHD_CONTENT_READER_END_OF_STREAM && e->body_len != MHD_SIZE_UNKNOWN)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		return n;
+	}
 	do
 		n = pread(fd, buf, max, (off_t)(e->offset + pos));
 	while (n < 0 && errno == EINTR);
@@ -116,14 +129,20 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 				 * response with an error, never a fake trailer. */
 				return stream_fail(st);
 			} else if (r == 0) {
-				/* No data yet: hand over what we have; never an empty
-				 * chunk (libmicrohttpd calls again). */
-				break;
+				/* No data yet. What the compressor holds would wait
+				 * for the next data, which may be far off (a log
+				 * tail): sync-flush it once, then hand over what we
+				 * have; never an empty chunk (libmicrohttpd calls
+				 * again). */
+				if (!st->unflushed)
+					break;
+				st->flushing = true;
 			} else {
 				st->in_off = 0;
 				st->in_len = (size_t)r;
 				st->src_pos += (uint64_t)r;
 				st->flushing = st->low_latency;
+				st->unflushed = true;
 			}
 		}
 		flush = st->eof ? GZ_FLUSH_FINISH : st->flushing ? GZ_FLUSH_SYNC : GZ_FLUSH_NONE;
@@ -146,6 +165,7 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		if (st->flushing && io.in_len == 0 && io.out_cap > 0) {
 			st->flushing = false; /* flush complete */
+			st->unflushed = false;
 			continue;
 		}
 		if (io.in_len == in_before && io.out_cap == out_before && io.out_cap > 0 &&

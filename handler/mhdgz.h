@@ -511,12 +511,14 @@ struct mhdgz_stats {
 	uint64_t reasons[MHDGZ_REASON_COUNT]; /**< per enum mhdgz_reason */
 	uint64_t bytes_in;    /**< body bytes of the responses decided, in bytes */
 	uint64_t bytes_out;   /**< body bytes of what was queued, in bytes */
-	uint64_t compressions; /**< gzip bodies built (cache misses) */
+	uint64_t compressions; /**< gzip bodies built (buffer cache misses) and gzip streams started */
 	uint64_t failures;    /**< compressions that failed (served identity) */
 	uint64_t cache_hits;  /**< gzip variants reused */
-	uint64_t pool_gets;   /**< writer pool: compressors taken */
-	uint64_t pool_misses; /**< writer pool: compressors created */
-	uint64_t pool_idle;   /**< writer pool: compressors idle now */
+	uint64_t pool_gets;   /**< writer pools: compressors taken */
+	uint64_t pool_misses; /**< writer pools: compressors created */
+	uint64_t pool_idle;   /**< writer pools: compressors idle now (the
+			       *   whole-buffer pool plus, for libdeflate, the
+			       *   zlib pool its streams use) */
 };
 
 /**

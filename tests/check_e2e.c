@@ -615,6 +615,30 @@ v_no_body(const struct resp *rs, long want_status, char *err, size_t errcap)
 }
 
 /*
+ * A 304 to a gzip-accepting client: no body; it may carry the gzip 200's
+ * representation fields. libmicrohttpd 0.9.75 sends a Content-Length with
+ * every 304, so the handler queues the gzip 200's own variant (whose
+ * Content-Length is the 200's, as RFC 9110 8.6 requires), and with it the
+ * 200's Content-Encoding: gzip. A Content-Encoding other than one "gzip"
+ * field is an error.
+ */
+static int
+v_not_modified_gz(const struct resp *rs, char *err, size_t errcap)
+{
+	if (rs->rc != CURLE_OK)
+		return v_fail(err, errcap, "transfer: %s", curl_easy_strerror(rs->rc));
+	if (rs->status != 304)
+		return v_fail(err, errcap, "status %ld, want 304", rs->status);
+	if (resp_hdr_count(rs, "Content-Encoding") > 1 ||
+	    (resp_hdr(rs, "Content-Encoding") && strcmp(resp_hdr(rs, "Content-Encoding"), "gzip")))
+		return v_fail(err, errcap, "Content-Encoding '%s' on a 304",
+			      resp_hdr(rs, "Content-Encoding"));
+	if (rs->body_len != 0)
+		return v_fail(err, errcap, "%zu body bytes on a 304", rs->body_len);
+	return 0;
+}
+
+/*
  * A 304 may carry Content-Length only if it equals the length of the
  * content the 200 would have had (RFC 9110 8.6): caches update stored
  * responses from 304s (RFC 9111 4.3.4).
@@ -995,7 +1019,7 @@ START_TEST(test_no_content_statuses)
 
 		snprintf(ctx, sizeof ctx, "%s", seq[i]);
 		REQ(h, &s, "GET", seq[i], H_GZIP, &rs);
-		OK(ctx, v_no_body(&rs, want, E));
+		OK(ctx, want == 304 ? v_not_modified_gz(&rs, E) : v_no_body(&rs, want, E));
 		ck_assert_msg(rs.num_connects == 0, "%s: new connection", ctx);
 		resp_free(&rs);
 		snprintf(ctx, sizeof ctx, "request after %s", seq[i]);
@@ -1066,7 +1090,7 @@ START_TEST(test_conditional)
 	resp_free(&rs);
 
 	REQ(h, &s, "GET", "/r", inm_weak_gz, &rs);
-	OK("304 gzip", v_no_body(&rs, 304, E));
+	OK("304 gzip", v_not_modified_gz(&rs, E));
 	OK("304 gzip", v_304_length(&rs, gz_len, E));
 	OK("304 gzip", v_vary_ae(&rs, NULL, E));
 	OK("304 gzip", v_etag(&rs, "W/\"abc\"", E));
@@ -1074,19 +1098,19 @@ START_TEST(test_conditional)
 	resp_free(&rs);
 
 	REQ(h, &s, "GET", "/r", inm_strong_gz, &rs);
-	OK("304 gzip (strong INM)", v_no_body(&rs, 304, E));
+	OK("304 gzip (strong INM)", v_not_modified_gz(&rs, E));
 	OK("304 gzip (strong INM)", v_304_length(&rs, gz_len, E));
 	OK("304 gzip (strong INM)", v_etag(&rs, "W/\"abc\"", E));
 	resp_free(&rs);
 
 	REQ(h, &s, "HEAD", "/r", inm_weak_gz, &rs);
-	OK("HEAD 304", v_no_body(&rs, 304, E));
+	OK("HEAD 304", v_not_modified_gz(&rs, E));
 	OK("HEAD 304", v_304_length(&rs, gz_len, E));
 	OK("HEAD 304", v_etag(&rs, "W/\"abc\"", E));
 	resp_free(&rs);
 
 	REQ(h, &s, "GET", "/r", inm_star_gz, &rs);
-	OK("304 *", v_no_body(&rs, 304, E));
+	OK("304 *", v_not_modified_gz(&rs, E));
 	OK("304 *", v_304_length(&rs, gz_len, E));
 	resp_free(&rs);
 
@@ -1135,7 +1159,7 @@ START_TEST(test_conditional)
 	OK("If-Match fails before If-None-Match", v_no_body(&rs, 412, E));
 	resp_free(&rs);
 	REQ(h, &s, "GET", "/r", im_ok_inm_gz, &rs);
-	OK("If-Match passes, If-None-Match matches", v_no_body(&rs, 304, E));
+	OK("If-Match passes, If-None-Match matches", v_not_modified_gz(&rs, E));
 	resp_free(&rs);
 	REQ(h, &s, "GET", "/r", im_star_gz, &rs);
 	OK("If-Match *", v_gzip(&rs, 200, body, 8192, E));
@@ -1143,7 +1167,7 @@ START_TEST(test_conditional)
 
 	/* A resource without an ETag: only "*" matches. */
 	REQ(h, &s, "GET", "/n", inm_star_gz, &rs);
-	OK("no ETag, INM *", v_no_body(&rs, 304, E));
+	OK("no ETag, INM *", v_not_modified_gz(&rs, E));
 	resp_free(&rs);
 	REQ(h, &s, "GET", "/n", inm_strong_gz, &rs);
 	OK("no ETag, INM tag", v_gzip(&rs, 200, body, 8192, E));
@@ -1203,14 +1227,14 @@ START_TEST(test_conditional_suffix)
 	resp_free(&rs);
 
 	REQ(h, &s, "GET", "/r", inm_sfx_gz, &rs);
-	OK("304 suffix", v_no_body(&rs, 304, E));
+	OK("304 suffix", v_not_modified_gz(&rs, E));
 	OK("304 suffix", v_304_length(&rs, gz_len, E));
 	OK("304 suffix", v_vary_ae(&rs, NULL, E));
 	OK("304 suffix", v_etag(&rs, "\"abc-gzip\"", E));
 	resp_free(&rs);
 
 	REQ(h, &s, "GET", "/r", inm_plain_gz, &rs);
-	OK("304 plain tag, gzip client", v_no_body(&rs, 304, E));
+	OK("304 plain tag, gzip client", v_not_modified_gz(&rs, E));
 	OK("304 plain tag, gzip client", v_304_length(&rs, gz_len, E));
 	OK("304 plain tag, gzip client", v_etag(&rs, "\"abc-gzip\"", E));
 	resp_free(&rs);
@@ -2283,7 +2307,7 @@ th_client(void *arg)
 			break;
 		case 6: /* conditional: 304 */
 			cl_req(h, c->s->port, "GET", "/p", inm_gz, &rs);
-			rc = v_no_body(&rs, 304, e, sizeof e);
+			rc = v_not_modified_gz(&rs, e, sizeof e);
 			break;
 		case 7: /* MUST_COPY gzip */
 			cl_req(h, c->s->port, "GET", "/c", H_GZIP, &rs);
@@ -2381,9 +2405,12 @@ START_TEST(test_threads)
 	ck_assert_uint_eq(st.responses, total + 1 + TH_THREADS);
 	ck_assert_uint_eq(st.compressed, want[MHDGZ_COMPRESSED]);
 	/* /race is built once, or (if racing builds are allowed) up to once
-	 * per thread; everything else is exact. */
-	ck_assert_uint_ge(st.compressions, 2 + kinds[0] + kinds[7] + kinds[8]);
-	ck_assert_uint_le(st.compressions, 1 + TH_THREADS + kinds[0] + kinds[7] + kinds[8]);
+	 * per thread; everything else is exact. A 304 of a fresh response
+	 * with its body (kind 6) builds the gzip variant for the 200's
+	 * Content-Length (libmicrohttpd 0.9.75 always sends one on a 304). */
+	ck_assert_uint_ge(st.compressions, 2 + kinds[0] + kinds[6] + kinds[7] + kinds[8]);
+	ck_assert_uint_le(st.compressions,
+			  1 + TH_THREADS + kinds[0] + kinds[6] + kinds[7] + kinds[8]);
 	ck_assert_uint_ge(st.cache_hits, kinds[2] + kinds[3]);
 	ck_assert_uint_le(st.cache_hits, kinds[2] + kinds[3] + TH_THREADS - 1);
 	ck_assert_uint_eq(st.failures, 0);

@@ -793,10 +793,11 @@ START_TEST(file_truncated_gzip_errors)
 END_TEST
 
 /* An untyped file is sniffed (its first bytes are there to read): text is
- * compressed, binary is not. */
+ * compressed, binary is not. Larger than the whole-file limit (1 MiB), so
+ * the stream path is what is tested. */
 START_TEST(file_untyped_sniffed)
 {
-	size_t len = 300 * KIB;
+	size_t len = 1536 * KIB + 5;
 	uint8_t *data = tu_payload(len, _i ? TU_RANDOM : TU_TEXT, 61);
 	int fd = su_temp_file(data, len);
 	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
@@ -820,6 +821,52 @@ START_TEST(file_untyped_sniffed)
 }
 END_TEST
 
+
+/* A file up to 1 MiB is compressed whole when first queued: a gzip 200
+ * with the compressed Content-Length (not chunked), the same on HEAD. */
+START_TEST(file_small_whole)
+{
+	size_t len = 300 * KIB + 7;
+	uint8_t *data = tu_payload(len, TU_JSON, 62), *dec = NULL;
+	int fd = su_temp_file(data, len);
+	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct su_server s = {0};
+	struct su_reply r;
+	struct bfix f;
+	struct mhdgz_stats st;
+	size_t dec_len = 0;
+	char want_len[32];
+	const char *v;
+
+	bfix_file(&f, fd, len, 0, "application/json");
+	su_start(&s, gz, 0, body_route, &f);
+	su_reply_init(&r);
+	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_str_eq(su_header(&r, "Content-Encoding", NULL), "gzip");
+	ck_assert_ptr_null(su_header(&r, "Transfer-Encoding", NULL));
+	snprintf(want_len, sizeof want_len, "%zu", r.body_len);
+	v = su_header(&r, "Content-Length", NULL);
+	ck_assert_msg(v && strcmp(v, want_len) == 0, "Content-Length %s, want %s", v, want_len);
+	ck_assert_int_eq(tu_gunzip(r.body, r.body_len, &dec, &dec_len), 0);
+	expect_same_bytes(dec, dec_len, data, len, "decoded whole-file gzip body");
+	free(dec);
+	su_fetch(NULL, s.port, "/", SU_GZIP | SU_HEAD, &r);
+	ck_assert_uint_eq(r.body_len, 0);
+	v = su_header(&r, "Content-Length", NULL);
+	ck_assert_msg(v && strcmp(v, want_len) == 0, "HEAD Content-Length %s, want %s", v,
+		      want_len);
+	/* A fresh response per request: each is compressed once, whole. */
+	st = su_stats(gz);
+	ck_assert_uint_eq(st.compressions, 2);
+	ck_assert_uint_eq(st.compressed, 2);
+	su_stop(&s);
+	su_reply_free(&r);
+	mhdgz_free(gz);
+	close(fd);
+	free(data);
+}
+END_TEST
 
 /* ===================================================================== */
 /*                          More edge cases                              */
@@ -1063,6 +1110,7 @@ streaming_body_suite(void)
 	tcase_add_loop_test(tc, file_png_identity, 0, 2);
 	tcase_add_loop_test(tc, file_truncated_gzip_errors, 0, 2);
 	tcase_add_loop_test(tc, file_untyped_sniffed, 0, 2);
+	tcase_add_test(tc, file_small_whole);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("edge");
