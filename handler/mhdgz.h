@@ -384,9 +384,15 @@ MHDGZ_API int mhdgz_select(struct mhdgz *gz, const struct mhdgz_request *req,
  * known in advance), and the reader is called at positions 0, 1, ... just
  * as libmicrohttpd would call it. Output per call never exceeds
  * libmicrohttpd's buffer. MHD_CONTENT_READER_END_OF_STREAM ends the body
- * with a complete gzip member; MHD_CONTENT_READER_END_WITH_ERROR ends the
+ * with a complete gzip member (before the announced @a size it is an
+ * error, as for libmicrohttpd); MHD_CONTENT_READER_END_WITH_ERROR ends the
  * response with an error (no trailer is faked). A reader returning 0 is
- * called again later, without empty chunks being sent.
+ * called again later, without empty chunks being sent; what the
+ * compressor holds is sync-flushed first, so a stalled stream does not
+ * hold back data already produced. As with libmicrohttpd, the reader of
+ * one response is never called on two threads at once, even when several
+ * connections stream it. A response without Content-Type is served
+ * identity (its body cannot be sniffed in advance).
  *
  * A response of known size below min_size is served identity; one of
  * unknown size (MHD_SIZE_UNKNOWN) is compressed when its type allows.
@@ -414,8 +420,13 @@ mhdgz_response_from_callback(struct mhdgz *gz, uint64_t size, size_t block_size,
 /**
  * Same as MHD_create_response_from_fd_at_offset64(): a file body. The
  * identity response keeps libmicrohttpd's own file path (sendfile where
- * available); a gzip response reads the file with pread() from its own
- * duplicate of @a fd and compresses it as a stream.
+ * available), on a duplicate of @a fd. A gzip response of a file up to
+ * 1 MiB is compressed whole when first queued (with Content-Length, and
+ * reused while the response lives: later changes to the file are not
+ * seen by it); a larger file is read with pread() from its own duplicate
+ * of @a fd and compressed as a stream per connection (chunked). A file
+ * shorter than @a size ends the response with an error. An untyped file
+ * is sniffed from its first 512 bytes.
  *
  * @param gz the handler.
  * @param size bytes of the file to send.
