@@ -231,11 +231,16 @@ const char *
 hnd_media_type(const char *value, size_t *len_ret)
 {
 	const char *semi = strchr(value, ';');
-	size_t len = semi ? (size_t)(semi - value) : strlen(value);
+	size_t start = 0, end = semi ? (size_t)(semi - value) : strlen(value);
 
-	trim(&value, &len);
-	*len_ret = len;
-	return value;
+	/* Indices rather than trim(): gcc 12's -Wdangling-pointer at -O2
+	 * mistakes a pointer moved through its address for a dangling one. */
+	while (start < end && is_ows(value[start]))
+		start++;
+	while (end > start && is_ows(value[end - 1]))
+		end--;
+	*len_ret = end - start;
+	return value + start;
 }
 
 /*
