@@ -889,6 +889,15 @@ serve_demo(struct req *rq, struct MHD_Connection *conn, const char *path, const 
 		return serve_events(rq, conn);
 	if (strcmp(path, "/stats") == 0)
 		return serve_stats(rq, conn);
+	if (strcmp(path, "/204") == 0) {
+		/* No content, for clients' keep-alive sequences (tests/interop.sh). */
+		static const char empty[] = "";
+
+		return respond(rq, conn, MHD_HTTP_NO_CONTENT,
+			       mhdgz_response_from_buffer(s->gz, 0, (void *)empty,
+							  MHD_RESPMEM_PERSISTENT),
+			       0);
+	}
 	for (i = 0; i < s->ndemos; i++) {
 		struct demo *d = &s->demos[i];
 		unsigned int pre;
@@ -1608,7 +1617,8 @@ usage(FILE *f)
 		"A small HTTP server on libmicrohttpd whose responses are gzip-compressed by\n"
 		"mhdgz. Without --root it serves a built-in demo: / (index page), /2k.json,\n"
 		"/20k.json, /100k.json (the benchmark payloads), /events (server-sent events,\n"
-		"one a second for 10 s) and /stats (the handler's counters as JSON).\n"
+		"one a second for 10 s), /stats (the handler's counters as JSON) and /204\n"
+		"(an empty 204 No Content).\n"
 		"\n"
 		"  --bind ADDR       IPv4 or IPv6 address to listen on (default 127.0.0.1)\n"
 		"  --port N          TCP port, 0-65535 (default 8080); 0 picks a free port.\n"
