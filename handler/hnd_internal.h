@@ -87,6 +87,7 @@ extern const char *const hnd_default_skip_types[];
 
 struct hnd_entry;
 struct hnd_facts;
+struct hnd_body;
 
 struct hnd_table {
 	/* Maps a struct MHD_Response * to its entry. */
@@ -167,6 +168,7 @@ struct hnd_entry {
 	int sniffed;      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
 	struct MHD_Response *gz_variant;   /* gzip body, with headers */
 	size_t gz_variant_len;             /* its body length in bytes */
+	struct hnd_body *gz_body;          /* its body (the variant holds it) */
 	struct MHD_Response *etag_variant; /* no body, gzip ETag (304) */
 	struct MHD_Response *fd_variant;   /* HND_FD identity: sendfile path */
 };

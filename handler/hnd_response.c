@@ -536,27 +536,42 @@ hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *
 	return 0;
 }
 
+/*
+ * A compressed body, shared by reference: the gzip variant and the 304
+ * variant (which libmicrohttpd sends without it, but whose size gives the
+ * 304 the 200's Content-Length) point at the same bytes.
+ */
+struct hnd_body {
+	atomic_uint refs;
+	size_t len; /* bytes at data */
+	uint8_t data[];
+};
+
 static void
-body_free(void *cls)
+body_unref(void *cls)
 {
-	gz_free(cls);
+	struct hnd_body *b = cls;
+
+	if (atomic_fetch_sub(&b->refs, 1) == 1)
+		gz_free(b);
 }
 
 /*
- * Build a buffer variant of r: the given body (ownership passes in; NULL
- * for none), r's fields, Content-Encoding: gzip when coded (the 304 variant
- * has the gzip ETag but no coded body), the ETag per policy.
+ * Build a buffer variant of r: body b (one reference passes in; NULL for
+ * none), r's fields, Content-Encoding: gzip when coded (a 304 variant has
+ * the gzip ETag but no Content-Encoding), the ETag per policy.
  */
 static int
 build_variant(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
-	      uint8_t *body, size_t body_len, bool coded, struct MHD_Response **ret)
+	      struct hnd_body *b, bool coded, struct MHD_Response **ret)
 {
 	struct MHD_Response *v;
 
-	v = MHD_create_response_from_buffer_with_free_callback_cls(body_len, body,
-								   body ? body_free : NULL, body);
+	v = MHD_create_response_from_buffer_with_free_callback_cls(
+		b ? b->len : 0, b ? b->data : NULL, b ? body_unref : NULL, b);
 	if (!v) {
-		gz_free(body);
+		if (b)
+			body_unref(b);
 		return MHDGZ_ENOMEM;
 	}
 	if (hnd_copy_headers(gz, r, v, f, true) < 0)
@@ -566,22 +581,21 @@ build_variant(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *
 	*ret = v;
 	return 0;
 fail:
-	MHD_destroy_response(v); /* frees body through body_free */
+	MHD_destroy_response(v); /* drops the body reference */
 	return MHDGZ_EMHD;
 }
 
 /*
- * Compress body into a new exactly-sized buffer. The compressor's scratch
+ * Compress body into a new exactly-sized hnd_body. The compressor's scratch
  * space (kept across uses in the writer pool) takes the worst-case output,
  * so a pooled compressor allocates only the result.
  */
 static int
-compress_body(struct mhdgz *gz, const uint8_t *body, size_t body_len, uint8_t **out_ret,
-	      size_t *out_len_ret)
+compress_body(struct mhdgz *gz, const uint8_t *body, size_t body_len, struct hnd_body **out_ret)
 {
 	struct gz_compressor *c;
 	size_t bound, out_len = 0;
-	uint8_t *out = NULL;
+	struct hnd_body *out;
 	int rc;
 
 	rc = gz_pool_get(gz->pool, &c);
@@ -598,14 +612,15 @@ compress_body(struct mhdgz *gz, const uint8_t *body, size_t body_len, uint8_t **
 		rc = MHDGZ_ENOSPC; /* not smaller: the caller serves identity */
 		goto out;
 	}
-	out = gz_malloc(out_len);
+	out = gz_malloc(sizeof *out + out_len);
 	if (!out) {
 		rc = MHDGZ_ENOMEM;
 		goto out;
 	}
-	memcpy(out, c->scratch, out_len);
+	atomic_init(&out->refs, 1);
+	out->len = out_len;
+	memcpy(out->data, c->scratch, out_len);
 	*out_ret = out;
-	*out_len_ret = out_len;
 out:
 	gz_pool_put(gz->pool, c);
 	return rc;
@@ -653,8 +668,7 @@ static enum mhdgz_reason
 gzip_variant(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, bool no_cache,
 	     struct MHD_Response **v_ret)
 {
-	uint8_t *out = NULL;
-	size_t out_len = 0;
+	struct hnd_body *out = NULL;
 	struct MHD_Response *v = NULL;
 	int rc;
 
@@ -672,17 +686,17 @@ gzip_variant(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, b
 		uint8_t *file = NULL;
 		rc = read_file(e, &file);
 		if (rc == 0)
-			rc = compress_body(gz, file, (size_t)e->body_len, &out, &out_len);
+			rc = compress_body(gz, file, (size_t)e->body_len, &out);
 		gz_free(file);
 	} else {
-		rc = compress_body(gz, e->body, (size_t)e->body_len, &out, &out_len);
+		rc = compress_body(gz, e->body, (size_t)e->body_len, &out);
 	}
 	if (rc == MHDGZ_ENOSPC) {
 		e->not_smaller = true;
 		return MHDGZ_SKIP_NOT_SMALLER;
 	}
 	if (rc == 0)
-		rc = build_variant(gz, e->response, f, out, out_len, true, &v);
+		rc = build_variant(gz, e->response, f, out, true, &v);
 	if (rc < 0) {
 		hnd_count(gz, HND_C_FAILURES, 1);
 		return MHDGZ_SKIP_ERROR;
@@ -690,7 +704,8 @@ gzip_variant(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, b
 	if (e->gz_variant)
 		MHD_destroy_response(e->gz_variant);
 	e->gz_variant = v;
-	e->gz_variant_len = out_len;
+	e->gz_variant_len = out->len;
+	e->gz_body = out; /* borrowed: the variant holds the reference */
 	*v_ret = v;
 	return MHDGZ_COMPRESSED;
 }
@@ -754,16 +769,16 @@ is_low_latency(const struct hnd_entry *e, const struct hnd_facts *f)
 /*
  * The response to queue for a 304 to a gzip-accepting client: the fields
  * of the 200 it validates (RFC 9110 section 15.4.5), so the ETag is the
- * gzip one. libmicrohttpd 0.9.75 sends a Content-Length with every 304 of
- * known size (0 for an empty body) and chunked framing with one of unknown
- * size, while section 8.6 allows only the 200's Content-Length. So a
- * buffer response with its body queues its own gzip variant (built or
- * reused), which carries exactly the 200's fields, Content-Length and
- * Content-Encoding included, and is sent without the body. Without a body
- * to compress (the usual empty 304 response, or a stream) the variant is
- * empty, with the gzip ETag. When the 200 would be identity (small, not
- * compressible, known not to shrink): the response itself. Called with
- * e->lock.
+ * gzip one, and no other representation metadata (no Content-Encoding).
+ * libmicrohttpd 0.9.75 sends a Content-Length with every 304 of known size
+ * (chunked framing with one of unknown size), while section 8.6 allows only
+ * the 200's: so for a body compressed whole, the 304 variant shares the
+ * gzip body (never sent with a 304) to get its size. Without a body (the
+ * usual empty 304 response, or a stream) the variant is empty, with the
+ * gzip ETag: libmicrohttpd then says "Content-Length: 0", as it does for
+ * any empty 304 (caches ignore a 304's Content-Length, RFC 9111 section
+ * 3.2). When the 200 would be identity (small, not compressible, known not
+ * to shrink): the response itself. Called with e->lock.
  */
 static struct MHD_Response *
 not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
@@ -778,14 +793,22 @@ not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
 		hnd_decide(gz, e->opt_out, 200, f, sniff, sniff_len, e->body_len, acc, &d200);
 		if (d200.reason != MHDGZ_COMPRESSED)
 			return e->response;
-		if (whole_body(e))
-			return gzip_variant(gz, e, f, false, &v) == MHDGZ_COMPRESSED ? v
-										 : e->response;
+		if (whole_body(e)) {
+			if (gzip_variant(gz, e, f, false, &v) != MHDGZ_COMPRESSED)
+				return e->response;
+			if (!e->etag_variant) {
+				atomic_fetch_add(&e->gz_body->refs, 1);
+				if (build_variant(gz, e->response, f, e->gz_body, false,
+						  &e->etag_variant) < 0)
+					hnd_count(gz, HND_C_FAILURES, 1);
+			}
+			return e->etag_variant ? e->etag_variant : e->response;
+		}
 	}
 	if (gz->etag_policy == MHDGZ_ETAG_KEEP)
 		return e->response;
 	if (!e->etag_variant &&
-	    build_variant(gz, e->response, f, NULL, 0, false, &e->etag_variant) < 0)
+	    build_variant(gz, e->response, f, NULL, false, &e->etag_variant) < 0)
 		hnd_count(gz, HND_C_FAILURES, 1);
 	return e->etag_variant ? e->etag_variant : e->response;
 }
