@@ -318,6 +318,10 @@ compile_pattern(const char *src, struct hnd_pattern *p)
 	slash = memchr(s, '/', len);
 	if (len < 3 || !slash || slash == s || slash == s + len - 1)
 		return MHDGZ_EINVAL;
+	/* One slash: '/' is no tchar, so a second one (type/sub/x, a/b//,
+	 * the suffix of asterisk/asterisk+a/b) is malformed. */
+	if (memchr(slash + 1, '/', (size_t)(s + len - slash - 1)))
+		return MHDGZ_EINVAL;
 	for (i = 0; i < len; i++)
 		if (s[i] != '/' && !is_tchar(s[i]))
 			return MHDGZ_EINVAL;

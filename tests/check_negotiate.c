@@ -538,6 +538,8 @@ START_TEST(test_new_misc)
 	struct mhdgz *gz = NULL;
 	static const char *const bad_types[][2] = {
 		{ "text", NULL }, { "", NULL }, { "/json", NULL }, { "text/", NULL }, { "*/json", NULL },
+		/* found by tests/fuzz/fuzz_types: a second slash was accepted */
+		{ "A.A//", NULL }, { "text/plain/x", NULL }, { "*/*+a/b", NULL },
 	};
 	static const char *const good_types[] = { "text/*", "*/*+json", "application/x-a", "*/*",
 						  NULL };
