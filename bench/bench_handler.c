@@ -1,4 +1,4 @@
-/* bench_handler.c: the GzipHandler S/P benchmarks (make bench), printed in Go's benchmark format. */
+/* bench_handler.c: the GzipHandler S/P benchmarks (make bench) in Go's benchmark format. */
 /*
  * Rows line up with Go gziphandler's BenchmarkGzipHandler_S2k ... P100k and
  * with tools that read Go's format (benchstat):
@@ -507,8 +507,9 @@ add_rows(enum bh_kind kind, const struct gz_backend *be, int level, int size_idx
 		c->level = level;
 		c->size_idx = size_idx;
 		c->threads = nthreads[t];
-		snprintf(c->name, sizeof c->name, "Benchmark%s_%s%s/%s/level=%d", bh_kind_name[kind],
-			 nthreads[t] ? "P" : "S", bh_size_name[size_idx], be->name, level);
+		snprintf(c->name, sizeof c->name, "Benchmark%s_%s%s/%s/level=%d",
+			 bh_kind_name[kind], nthreads[t] ? "P" : "S", bh_size_name[size_idx],
+			 be->name, level);
 		if (!filter_ok(c->name)) {
 			free(c);
 			continue;
@@ -594,8 +595,10 @@ build_rows(void)
 				nlv = 0;
 				lv[nlv++] = be->level_default;
 				/* The zlib-6 / libdeflate-6 comparison. */
-				if (be->level_default != 6 && 6 >= be->level_min && 6 <= be->level_max &&
-				    (strcmp(be->name, "zlib") == 0 || strcmp(be->name, "libdeflate") == 0))
+				if (be->level_default != 6 && 6 >= be->level_min &&
+				    6 <= be->level_max &&
+				    (strcmp(be->name, "zlib") == 0 ||
+				     strcmp(be->name, "libdeflate") == 0))
 					lv[nlv++] = 6;
 			}
 			for (i = 0; i < nlv; i++) {
@@ -855,7 +858,8 @@ verify_all(void)
 			if (!verify_get(port, c->name) || !verify_get(port, c->name))
 				die("verify %s failed", c->name);
 			mhdgz_get_stats(c->h->gz, &st1);
-			if (st1.cache_hits - st0.cache_hits != 1 || st1.compressions - st0.compressions != 1)
+			if (st1.cache_hits - st0.cache_hits != 1 ||
+			    st1.compressions - st0.compressions != 1)
 				die("verify %s: expected 1 compression and 1 cache hit", c->name);
 			MHD_destroy_response(bh_v.keep);
 			bh_v.keep = NULL;
@@ -932,7 +936,8 @@ worker_setup(struct bh_worker *w)
 		int wb, ml;
 		nginx_params(len, &wb, &ml);
 		memset(&w->zs, 0, sizeof w->zs);
-		if (deflateInit2(&w->zs, c->level, Z_DEFLATED, 16 + wb, ml, Z_DEFAULT_STRATEGY) != Z_OK)
+		if (deflateInit2(&w->zs, c->level, Z_DEFLATED, 16 + wb, ml,
+				 Z_DEFAULT_STRATEGY) != Z_OK)
 			die("%s: deflateInit2 failed", c->name);
 		w->zs_live = true;
 		w->zout_cap = deflateBound(&w->zs, (uLong)len);
@@ -951,7 +956,8 @@ worker_setup(struct bh_worker *w)
 						       MHD_RESPMEM_PERSISTENT);
 		if (!w->cached)
 			die("out of memory");
-		MHD_add_response_header(w->cached, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		MHD_add_response_header(w->cached, MHD_HTTP_HEADER_CONTENT_TYPE,
+					"application/json");
 		mhdgz_select(c->h->gz, &bh_req, MHD_HTTP_OK, w->cached, &q, &reason);
 		if (reason != MHDGZ_COMPRESSED)
 			w->bad = 1;
@@ -1260,22 +1266,24 @@ print_summary(void)
 	for (s = 0; s < BH_NSIZES; s++) {
 		for (c = bh_cfgs; c; c = c->next) {
 			int zl;
-			if (c->kind != K_HANDLER || c->threads || c->size_idx != s || c->nsamples == 0)
+			if (c->kind != K_HANDLER || c->threads || c->size_idx != s ||
+			    c->nsamples == 0)
 				continue;
 			zl = strcmp(c->be->name, "isal") == 0 ? 1 : c->level;
 			z = find(K_HANDLER, "zlib", zl, s, 0);
 			if (!z || z == c) {
 				out("# %-4s %-5d %-10s %10.0f %-22s %10.0f %-22s %7.0f %s\n",
 				    bh_size_name[s], c->level, c->be->name, c->med[M_NS],
-				    z ? "(reference)" : "(no zlib row)", c->med[M_CPU], "", c->med[M_OUTB],
-				    "");
+				    z ? "(reference)" : "(no zlib row)", c->med[M_CPU], "",
+				    c->med[M_OUTB], "");
 				continue;
 			}
 			out("# %-4s %-5d %-10s %10.0f %-22s %10.0f %-22s %7.0f %+.1f%%%s\n",
 			    bh_size_name[s], c->level, c->be->name, c->med[M_NS],
 			    rel(t1, sizeof t1, c->med[M_NS], z->med[M_NS]), c->med[M_CPU],
 			    rel(t2, sizeof t2, c->med[M_CPU], z->med[M_CPU]), c->med[M_OUTB],
-			    (c->med[M_OUTB] / z->med[M_OUTB] - 1) * 100, zl != c->level ? " (vs zlib-1)" : "");
+			    (c->med[M_OUTB] / z->med[M_OUTB] - 1) * 100,
+			    zl != c->level ? " (vs zlib-1)" : "");
 		}
 	}
 }
@@ -1313,8 +1321,9 @@ print_targets(void)
 
 	out("\n# Targets of issue 6, from this run (medians; S rows unless stated):\n");
 	if (getloadavg(la, 3) == 3 && la[0] > 0.5 * bh_online_cpus)
-		out("# note: load average %.1f on %d CPUs: other processes competed for the CPUs, so\n"
-		    "# wall-time figures (and P/S above all) are disturbed; see the CPU-time ratios.\n",
+		out("# note: load average %.1f on %d CPUs: other processes competed for the\n"
+		    "# CPUs, so wall-time figures (and P/S above all) are disturbed; see the\n"
+		    "# CPU-time ratios.\n",
 		    la[0], bh_online_cpus);
 	/* 1. Handler overhead over the raw compress call. */
 	for (b = 0; gz_backends[b]; b++) {
@@ -1325,8 +1334,8 @@ print_targets(void)
 			if (!h || !r)
 				continue;
 			check((h->med[M_NS] / r->med[M_NS] - 1) * 100 <= limit[s],
-			      "handler-overhead %s/level=%d %s: %+.1f%% over raw (%.0f vs %.0f ns/op; "
-			      "CPU time %+.1f%%; limit %+.0f%%)",
+			      "handler-overhead %s/level=%d %s: %+.1f%% over raw "
+			      "(%.0f vs %.0f ns/op; CPU time %+.1f%%; limit %+.0f%%)",
 			      be->name, be->level_default, bh_size_name[s],
 			      (h->med[M_NS] / r->med[M_NS] - 1) * 100, h->med[M_NS], r->med[M_NS],
 			      (h->med[M_CPU] / r->med[M_CPU] - 1) * 100, limit[s]);
@@ -1340,8 +1349,8 @@ print_targets(void)
 			if (!h)
 				continue;
 			check(h->med[M_ALLOCS] <= 3.0,
-			      "allocs/op %s/level=%d %s: %.1f process-wide = %.1f mhdgz (%.0f B) + %.1f "
-			      "libmicrohttpd (limit 3)",
+			      "allocs/op %s/level=%d %s: %.1f process-wide = "
+			      "%.1f mhdgz (%.0f B) + %.1f libmicrohttpd (limit 3)",
 			      be->name, be->level_default, bh_size_name[s], h->med[M_ALLOCS],
 			      h->med[M_OWN_ALLOCS], h->med[M_OWN_BOP],
 			      h->med[M_ALLOCS] - h->med[M_OWN_ALLOCS]);
@@ -1367,7 +1376,8 @@ print_targets(void)
 			if (!h || !p)
 				continue;
 			if (pt < 2 || bh_online_cpus < 2) {
-				out("SKIP P/S %s %s: needs 2 CPUs and --cpu 2\n", be->name, bh_size_name[s]);
+				out("SKIP P/S %s %s: needs 2 CPUs and --cpu 2\n", be->name,
+				    bh_size_name[s]);
 				continue;
 			}
 			r = find(K_RAW, be->name, be->level_default, s, pt);
@@ -1377,9 +1387,9 @@ print_targets(void)
 			 * tell whether the handler serialises. */
 			if (p->med[M_NS] / h->med[M_NS] > 0.6 && r && z &&
 			    r->med[M_NS] / z->med[M_NS] > 0.7) {
-				out("INCONCLUSIVE P/S %s/level=%d %s: %.2f with %d threads (P %.0f, S %.0f "
-				    "ns/op), but the raw compress call alone scaled only %.2f: the CPUs "
-				    "were busy (limit 0.60)\n",
+				out("INCONCLUSIVE P/S %s/level=%d %s: %.2f with %d threads "
+				    "(P %.0f, S %.0f ns/op), but the raw compress call alone "
+				    "scaled only %.2f: the CPUs were busy (limit 0.60)\n",
 				    be->name, be->level_default, bh_size_name[s],
 				    p->med[M_NS] / h->med[M_NS], pt, p->med[M_NS], h->med[M_NS],
 				    r->med[M_NS] / z->med[M_NS]);
@@ -1388,8 +1398,8 @@ print_targets(void)
 			check(p->med[M_NS] / h->med[M_NS] <= 0.6,
 			      "P/S %s/level=%d %s: %.2f with %d threads (P %.0f, S %.0f ns/op; raw "
 			      "compress alone %.2f; limit 0.60)",
-			      be->name, be->level_default, bh_size_name[s], p->med[M_NS] / h->med[M_NS],
-			      pt, p->med[M_NS], h->med[M_NS],
+			      be->name, be->level_default, bh_size_name[s],
+			      p->med[M_NS] / h->med[M_NS], pt, p->med[M_NS], h->med[M_NS],
 			      r && z ? r->med[M_NS] / z->med[M_NS] : 0.0);
 		}
 	}
@@ -1417,26 +1427,29 @@ print_targets(void)
 		out("INFO small-body %s/level=%d %s: windowBits %d, memLevel %d instead of 15, 8: "
 		    "%+.1f%% wall, %+.1f%% CPU time, %.0f vs %.0f out-B\n",
 		    c->be->name, c->level, bh_size_name[c->size_idx], wb, ml,
-		    (c->med[M_NS] / r->med[M_NS] - 1) * 100, (c->med[M_CPU] / r->med[M_CPU] - 1) * 100,
+		    (c->med[M_NS] / r->med[M_NS] - 1) * 100,
+		    (c->med[M_CPU] / r->med[M_CPU] - 1) * 100,
 		    c->med[M_OUTB], r->med[M_OUTB]);
 	}
 	/* Informational: the pool and the cache. */
 	for (s = 0; s < BH_NSIZES; s++) {
-		const struct gz_backend *be = backend_named(mhdgz_backend_name(MHDGZ_BACKEND_DEFAULT));
+		const struct gz_backend *be;
+		be = backend_named(mhdgz_backend_name(MHDGZ_BACKEND_DEFAULT));
 		if (!be)
 			break;
 		h = find(K_HANDLER, be->name, be->level_default, s, 0);
 		p = find(K_UNPOOLED, be->name, be->level_default, s, 0);
 		r = find(K_CACHED, be->name, be->level_default, s, 0);
 		if (h && p)
-			out("INFO pool %s/level=%d %s: pooled %.0f, unpooled %.0f ns/op (%.2fx; CPU "
-			    "%.2fx); %.0f vs %.0f B/op, %.1f vs %.1f allocs/op\n",
-			    be->name, be->level_default, bh_size_name[s], h->med[M_NS], p->med[M_NS],
-			    p->med[M_NS] / h->med[M_NS], p->med[M_CPU] / h->med[M_CPU], h->med[M_BOP],
-			    p->med[M_BOP], h->med[M_ALLOCS], p->med[M_ALLOCS]);
+			out("INFO pool %s/level=%d %s: pooled %.0f, unpooled %.0f ns/op "
+			    "(%.2fx; CPU %.2fx); %.0f vs %.0f B/op, %.1f vs %.1f allocs/op\n",
+			    be->name, be->level_default, bh_size_name[s], h->med[M_NS],
+			    p->med[M_NS], p->med[M_NS] / h->med[M_NS],
+			    p->med[M_CPU] / h->med[M_CPU], h->med[M_BOP], p->med[M_BOP],
+			    h->med[M_ALLOCS], p->med[M_ALLOCS]);
 		if (h && r)
-			out("INFO cache %s/level=%d %s: a cache hit costs %.0f ns/op, %.1f allocs/op "
-			    "(%.0fx cheaper than compressing)\n",
+			out("INFO cache %s/level=%d %s: a cache hit costs %.0f ns/op, "
+			    "%.1f allocs/op (%.0fx cheaper than compressing)\n",
 			    be->name, be->level_default, bh_size_name[s], r->med[M_NS],
 			    r->med[M_ALLOCS], h->med[M_NS] / r->med[M_NS]);
 	}
@@ -1586,7 +1599,8 @@ print_header(void)
 	out("backends:");
 	for (b = 0; gz_backends[b]; b++)
 		out(" %s", gz_backends[b]->name);
-	out("\npayload: %s\n", bh_opt.payload ? bh_opt.payload : "generated JSON (bench/payload.c)");
+	out("\npayload: %s\n",
+	    bh_opt.payload ? bh_opt.payload : "generated JSON (bench/payload.c)");
 	if (bh_opt.benchtime_n)
 		out("benchtime: %llux\n", (unsigned long long)bh_opt.benchtime_n);
 	else
@@ -1691,8 +1705,8 @@ main(int argc, char **argv)
 		int k = 0;
 		for (c = bh_cfgs; c; c = c->next, k++) {
 			if (bh_opt.verbose)
-				fprintf(stderr, "\rpass %d/%d row %d %-60s", pass + 1, bh_opt.count, k + 1,
-					c->name);
+				fprintf(stderr, "\rpass %d/%d row %d %-60s", pass + 1,
+					bh_opt.count, k + 1, c->name);
 			if (pass == 0) {
 				calibrate_and_run(c);
 			} else {

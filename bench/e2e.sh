@@ -11,8 +11,9 @@
 #   E2E_SERVER_ARGS  extra gzserve options, e.g. '--backend zlib --level 6'
 #
 # For each of /2k.json /20k.json /100k.json, with and without
-# "Accept-Encoding: gzip", prints requests/s, bytes per request on the wire
-# (status line, headers and body, as wrk counts them) and the body size,
+# "Accept-Encoding: gzip", prints requests/s (wrk), the bytes of one
+# response on the wire (status line, headers, body with chunked framing;
+# measured with curl) and its body size,
 # plus the same figures as Go benchmark lines. Two servers, one after the
 # other:
 #   demo   gzserve's built-in demo keeps one response per path, so after the
@@ -115,7 +116,8 @@ report() {
 # run_cases KIND: the six cases against $url.
 run_cases() {
 	kind=$1
-	report "# $1: gzserve $SERVER_ARGS ${2:-} at $url, wrk -t$THREADS -c$CONNS -d${DURATION}s, keep-alive"
+	report "# $1: gzserve $SERVER_ARGS ${2:-} at $url"
+	report "# wrk -t$THREADS -c$CONNS -d${DURATION}s, keep-alive"
 	report "# $(uptime | sed 's/^ *//')"
 	report "# path        coding      req/s    wire-B/req    body-B   p50-latency-us  errors"
 	for size in 2k 20k 100k; do
@@ -125,9 +127,14 @@ run_cases() {
 			else
 				set --
 			fi
-			# The body size of one response, as a client sees it.
-			body=$(curl -s -o /dev/null -w '%{size_download}' "$@" "$url/$size.json" \
-				2>/dev/null || echo "?")
+			# One response's size: on the wire (status line and headers,
+			# plus the body with any chunked framing, kept by --raw) and
+			# its body. wrk's own byte count cannot give this: it includes
+			# the responses still in flight when the run stops.
+			sz=$(curl -s --raw -o "$tmp/one" -w '%{size_header} %{size_download}' "$@" \
+				"$url/$size.json" 2>/dev/null || echo "0 0")
+			body=${sz#* }
+			wire=$(( ${sz% *} + $(wc -c <"$tmp/one") ))
 			res=$(timeout $((DURATION + 20)) wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" \
 				-s "$tmp/report.lua" "$@" "$url/$size.json" | sed -n 's/^E2E //p')
 			if [ -z "$res" ]; then
@@ -138,13 +145,17 @@ run_cases() {
 			set -- $res
 			nreq=$1 secs=$2 bytes=$3 errs=$4 p50=$5
 			rps=$(awk -v n="$nreq" -v s="$secs" 'BEGIN { printf "%.1f", n / s }')
-			bpr=$(awk -v b="$bytes" -v n="$nreq" 'BEGIN { printf "%.0f", n ? b / n : 0 }')
+			bpr=$wire
 			nsop=$(awk -v n="$nreq" -v s="$secs" 'BEGIN { printf "%.0f", n ? s * 1e9 / n : 0 }')
+			# MB/s: wrk's bytes read per second (as wrk counts them).
 			mbs=$(awk -v b="$bytes" -v s="$secs" 'BEGIN { printf "%.2f", b / s / 1e6 }')
 			report "$(printf '  /%-9s %-9s %9s %12s %9s %15s %7s' "$size.json" "$coding" \
 				"$rps" "$bpr" "$body" "$p50" "$errs")"
-			lines="$lines$(printf 'BenchmarkE2E_%s/%s/%s-%s %10s %12s ns/op %10s MB/s %10s wire-B/op %10s body-B/op' \
-				"$size" "$kind" "$coding" "$ncpu" "$nreq" "$nsop" "$mbs" "$bpr" "$body")
+			fmt='BenchmarkE2E_%s/%s/%s-%s %10s %12s ns/op %10s MB/s'
+			fmt="$fmt %10s wire-B/op %10s body-B/op"
+			# shellcheck disable=SC2059 # the format is ours
+			lines="$lines$(printf "$fmt" "$size" "$kind" "$coding" "$ncpu" "$nreq" \
+				"$nsop" "$mbs" "$bpr" "$body")
 "
 		done
 	done
@@ -169,5 +180,5 @@ start_server $SERVER_ARGS --root "$tmp/root"
 run_cases files "--root (file responses, compressed per request)"
 stop_server
 
-report "# ns/op = wall time / requests at $CONNS connections; MB/s = bytes on the wire"
+report "# ns/op = wall time / requests at $CONNS connections; MB/s = bytes read by wrk"
 printf '%s' "$lines" | while IFS= read -r l; do report "$l"; done
