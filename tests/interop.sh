@@ -111,12 +111,12 @@ trap 'exit 130' INT TERM
 # start NAME ARGS...: gzserve on 127.0.0.1 port 0, its access log in
 # $OUT/NAME.log; waits (at most 10 s) for its "listening on" line; sets BASE.
 start() {
-	local name=$1 i line pid
+	local name=$1 line pid
 	shift
 	"$GZSERVE" --bind 127.0.0.1 --port 0 "$@" >"$T/$name.out" 2>"$OUT/$name.log" &
 	pid=$!
 	PIDS+=("$pid")
-	for i in $(seq 1 100); do
+	for _ in $(seq 1 100); do
 		line=$(head -n 1 "$T/$name.out" 2>/dev/null)
 		case $line in
 		"listening on "*)
@@ -303,15 +303,25 @@ elif [ "$HAVE_PY" = 1 ]; then
 fi
 
 # --- Chromium --------------------------------------------------------------------
-# playwright-core from package-lock.json, once; never a browser download.
+# playwright-core from package-lock.json, once, into tests/interop/ (or
+# into $OUT/node when the source tree is read-only); never a browser download.
 npm_ready() {
-	[ -f "$NODE_DIR/node_modules/playwright-core/package.json" ] && return 0
-	(cd "$NODE_DIR" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 timeout 180 \
+	local dir=$NODE_DIR
+	if [ ! -f "$dir/node_modules/playwright-core/package.json" ] && [ ! -w "$dir" ]; then
+		dir=$OUT/node
+		mkdir -p "$dir"
+		cp "$NODE_DIR/package.json" "$NODE_DIR/package-lock.json" "$dir/"
+	fi
+	NODE_MODULES=$dir/node_modules
+	[ -f "$NODE_MODULES/playwright-core/package.json" ] && return 0
+	(cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 timeout 180 \
 		npm ci --no-audit --no-fund --loglevel=error) >"$OUT/npm.log" 2>&1
 }
 if [ "$HAVE_BROWSER" = 1 ]; then
 	if npm_ready; then
-		pass "node: playwright-core installed ($(sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' "$NODE_DIR/node_modules/playwright-core/package.json"))"
+		pass "node: playwright-core installed ($(sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' "$NODE_MODULES/playwright-core/package.json"))"
+		# browser.js finds it here also when it is not beside it.
+		export NODE_PATH=$NODE_MODULES
 	else
 		fail "node: playwright-core installed" "npm ci failed, see $OUT/npm.log"
 		HAVE_BROWSER=0

@@ -58,7 +58,7 @@ async function main() {
       args: [
         '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
         '--disable-background-networking', '--disable-component-update', '--disable-sync',
-        '--no-proxy-server',
+        '--no-proxy-server', '--disable-dev-shm-usage', // containers have a small /dev/shm
       ],
     });
     const page = context.pages()[0] || (await context.newPage());
