@@ -1,5 +1,5 @@
 #!/bin/sh
-# ircount.sh: instructions per op of the GzipHandler and Raw S rows under callgrind (load-independent).
+# ircount.sh: instructions per op of the GzipHandler and Raw S rows (callgrind, load-independent).
 #
 # Usage: bench/ircount.sh [BENCH_HANDLER]   (default bench/bench_handler)
 #
