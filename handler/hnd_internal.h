@@ -162,7 +162,7 @@ struct hnd_entry {
 	pthread_mutex_t lock;      /* guards everything below */
 	bool opt_out;
 	bool low_latency;
-	bool queued;      /* queued at least once: headers are now read-only */
+	bool response_queued; /* queued itself: its fields are now read-only */
 	bool vary_done;   /* Vary: Accept-Encoding merged into the response */
 	bool not_smaller; /* gzip was tried and did not shrink the body */
 	int sniffed;      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
@@ -228,6 +228,10 @@ struct hnd_facts {
 	bool no_transform;            /* Cache-Control has no-transform */
 	bool vary_has_ae;             /* Vary already lists Accept-Encoding or "*" */
 	unsigned int vary_count;      /* number of Vary fields */
+	/* Set by the handler, not read from the response: the Vary value a
+	 * variant adds, and whether it replaces the response's Vary fields. */
+	const char *vary_add;
+	bool vary_replace;
 };
 
 /* The outcome: a reason, plus what the headers of either variant need. */

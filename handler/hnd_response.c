@@ -479,9 +479,50 @@ out:
 	return rc;
 }
 
+/*
+ * The Vary a variant carries when the response lacks Accept-Encoding in
+ * its Vary: the response's Vary values joined with "Accept-Encoding", in
+ * buf (cap bytes) or, if longer, in *heap (gz_free it). When neither
+ * works (too many fields, no memory), "Accept-Encoding" is added as a
+ * field of its own beside the old ones: a second Vary line means the same
+ * (RFC 9110 section 5.3), it is only less tidy.
+ */
+static void
+vary_for_variant(struct hnd_facts *f, const struct facts_ctx *c, char *buf, size_t cap,
+		 char **heap)
+{
+	size_t i, len = sizeof "Accept-Encoding";
+	char *out = buf;
+
+	*heap = NULL;
+	f->vary_add = "Accept-Encoding";
+	f->vary_replace = false;
+	if (f->vary_count == 0 || f->vary_count > HND_VARY_MAX)
+		return;
+	for (i = 0; i < f->vary_count; i++)
+		len += strlen(c->vary[i]) + 2;
+	if (len > cap) {
+		*heap = gz_malloc(len);
+		if (!*heap)
+			return;
+		out = *heap;
+	}
+	out[0] = '\0';
+	for (i = 0; i < f->vary_count; i++) {
+		if (c->vary[i][0] == '\0')
+			continue;
+		strcat(out, c->vary[i]);
+		strcat(out, ", ");
+	}
+	strcat(out, "Accept-Encoding");
+	f->vary_add = out;
+	f->vary_replace = true;
+}
+
 struct copy_ctx {
 	struct MHD_Response *to;
 	bool coded;
+	bool skip_vary; /* the Vary fields are replaced by one merged field */
 	bool failed;
 };
 
@@ -502,6 +543,8 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 	} else if (kind == MHD_HEADER_KIND) {
 		if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
 			return MHD_YES;
+		if (c->skip_vary && strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0)
+			return MHD_YES;
 		if (c->coded && (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
 				 strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
 				 strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0))
@@ -521,12 +564,14 @@ int
 hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
 		 const struct hnd_facts *f, bool coded)
 {
-	struct copy_ctx c = {.to = v, .coded = coded, .failed = false};
+	struct copy_ctx c = {.to = v, .coded = coded, .skip_vary = f->vary_add && f->vary_replace};
 	char buf[HND_ETAG_MAX];
 	const char *etag;
 
 	MHD_get_response_headers(r, copy_iter, &c);
 	if (c.failed)
+		return MHDGZ_EMHD;
+	if (f->vary_add && MHD_add_response_header(v, MHD_HTTP_HEADER_VARY, f->vary_add) != MHD_YES)
 		return MHDGZ_EMHD;
 	if (!coded)
 		return 0;
@@ -827,6 +872,7 @@ select_parsed(struct mhdgz *gz, const struct hnd_accept *acc, unsigned int flags
 	size_t sniff_len = 0;
 	uint64_t in_len = 0, out_len = 0;
 	int release = 0;
+	char vary_buf[256], *vary_heap = NULL;
 
 	*queue_ret = response;
 	hnd_count(gz, HND_C_RESPONSES, 1);
@@ -844,12 +890,11 @@ select_parsed(struct mhdgz *gz, const struct hnd_accept *acc, unsigned int flags
 		sniff = sniff_buf;
 	}
 	hnd_decide(gz, e->opt_out, status, &f, sniff, sniff_len, e->body_len, acc, &d);
-	if (d.vary && !e->vary_done && !e->queued) {
-		if (merge_vary(response, &f, &fc) == 0)
-			e->vary_done = true;
-		read_facts(response, &f, &fc); /* the merge freed the old values */
-	}
-	e->queued = true;
+	/* Variants get Vary: Accept-Encoding as they are built; the response
+	 * itself only when it is queued itself (below), so a response that is
+	 * only ever sent compressed is not modified at all. */
+	if (d.vary && !f.vary_has_ae)
+		vary_for_variant(&f, &fc, vary_buf, sizeof vary_buf, &vary_heap);
 	if (e->body_len != MHD_SIZE_UNKNOWN)
 		in_len = out_len = e->body_len;
 	if (d.reason == MHDGZ_COMPRESSED && whole_body(e)) {
@@ -886,7 +931,16 @@ select_parsed(struct mhdgz *gz, const struct hnd_accept *acc, unsigned int flags
 		if (v)
 			*queue_ret = v;
 	}
+	if (*queue_ret == response) {
+		/* Merge Vary into the response only before libmicrohttpd first
+		 * has it: afterwards another thread may be reading its fields. */
+		if (f.vary_add && !e->vary_done && !e->response_queued &&
+		    merge_vary(response, &f, &fc) == 0)
+			e->vary_done = true;
+		e->response_queued = true;
+	}
 	pthread_mutex_unlock(&e->lock);
+	gz_free(vary_heap);
 	hnd_count(gz, HND_C_BYTES_IN, in_len);
 	hnd_count(gz, HND_C_BYTES_OUT, out_len);
 	if (d.reason == MHDGZ_COMPRESSED)

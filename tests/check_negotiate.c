@@ -1056,7 +1056,7 @@ START_TEST(test_select_reasons)
 {
 	struct mhdgz *gz;
 	struct mhdgz_stats st;
-	uint64_t want[MHDGZ_REASON_COUNT] = { 0 };
+	uint64_t want[MHDGZ_REASON_COUNT] = { 0 }, selects = 0;
 
 	ck_assert_int_eq(mhdgz_new(NULL, &gz), 0);
 	for (size_t i = 0; i < N_ELEMS(sel_cases); i++) {
@@ -1099,6 +1099,20 @@ START_TEST(test_select_reasons)
 			ck_assert_msg(q == r, "%s: not compressed but a variant was returned",
 				      c->name);
 		}
+		if (c->vary == 1 && c->want == MHDGZ_COMPRESSED) {
+			/* The response itself gets its Vary when it is queued
+			 * itself: select it for a client without gzip. */
+			struct mhdgz_request none = req_of(NULL, 0);
+
+			ck_assert_msg(resp_hdr(r, "Vary") == NULL,
+				      "%s: response modified though only its variant was queued",
+				      c->name);
+			ck_assert_int_eq(mhdgz_select(gz, &none, c->status, r, &q, &why), 0);
+			ck_assert_msg(q == r && why == MHDGZ_SKIP_NOT_ACCEPTED, "%s: identity select",
+				      c->name);
+			want[MHDGZ_SKIP_NOT_ACCEPTED]++;
+			selects++;
+		}
 		if (c->vary == 1) {
 			ck_assert_msg(resp_hdr(r, "Vary") != NULL, "%s: identity lacks Vary", c->name);
 			ck_assert_str_eq(resp_hdr(r, "Vary"), "Accept-Encoding");
@@ -1110,7 +1124,7 @@ START_TEST(test_select_reasons)
 		free(body);
 	}
 	st = stats_of(gz);
-	ck_assert_uint_eq(st.responses, N_ELEMS(sel_cases));
+	ck_assert_uint_eq(st.responses, N_ELEMS(sel_cases) + selects);
 	for (int r = 0; r < MHDGZ_REASON_COUNT; r++)
 		ck_assert_msg(st.reasons[r] == want[r], "reason %s: want %llu got %llu",
 			      mhdgz_reason_name((enum mhdgz_reason)r), (unsigned long long)want[r],
