@@ -202,6 +202,21 @@ gz_isal_stream(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush)
 		size_t used, made;
 		int rc;
 
+		/* A flush whose last bytes wait in ISA-L's tmp_out_buff (the
+		 * window ended inside them: ZSTATE_TMP_NEW_HDR) is complete once
+		 * they are out. Given more room than that, ISA-L 2.30 goes on to
+		 * start a new, empty block (~120 bytes at level 0), and when the
+		 * window size repeats the flush never completes: found by
+		 * tests/fuzz/fuzz_stream (windows of 2, 3 or 117 bytes). So it
+		 * gets exactly the pending bytes; it then returns at avail_out 0
+		 * in ZSTATE_NEW_HDR. */
+		if (isal_flush == SYNC_FLUSH && in_win == 0 &&
+		    z->zs.internal_state.state == ZSTATE_TMP_NEW_HDR) {
+			uint32_t pending = z->zs.internal_state.tmp_out_end -
+					   z->zs.internal_state.tmp_out_start;
+			if (pending > 0 && pending < out_win)
+				out_win = pending;
+		}
 		if (out_win == 0)
 			return 0;
 		z->zs.next_in = (uint8_t *)(uintptr_t)io->in;

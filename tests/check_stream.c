@@ -392,6 +392,50 @@ START_TEST(test_stream_sync_every_byte)
 }
 END_TEST
 
+/*
+ * Sync flushes with a window of the same size on every call, for windows
+ * of 1..160 bytes: a flush must complete whatever the window. Regression
+ * for ISA-L, whose flush could end with its last bytes in an internal
+ * buffer; with more room it then started a new empty block, and with
+ * windows of 2, 3 or 117 bytes never completed (tests/fuzz/fuzz_stream).
+ */
+START_TEST(test_stream_sync_fixed_windows)
+{
+	const struct gz_backend *be;
+	struct gz_compressor *c = NULL;
+	const size_t chunks[] = { 0, 1, 37, 300 };
+	uint8_t *body = tu_payload(400, TU_TEXT, 21);
+	int level;
+
+	stream_pair_at((size_t)_i, &be, &level);
+	ck_assert_int_eq(gz_compressor_new(be, level, &c), 0);
+	for (size_t win = 1; win <= 160; win++) {
+		struct drv d;
+		size_t pos = 0;
+
+		drv_init(&d, c, 400, (uint32_t)win);
+		d.calls_max = 100000; /* a flush that never completes fails here */
+		for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+			struct gz_io io = { .in = body + pos, .in_len = chunks[k] };
+
+			for (;;) {
+				HOT_CHECK(drv_call(&d, &io, win, GZ_FLUSH_SYNC) == 0, "stream()");
+				if (io.in_len == 0 && io.out_cap > 0)
+					break;
+			}
+			pos += chunks[k];
+			drv_check_prefix(&d, body, pos);
+		}
+		drv_finish(&d, 0);
+		verify_member(d.out, d.out_len, body, pos);
+		drv_fini(&d);
+		ck_assert_int_eq(c->be->reset(c), 0);
+	}
+	gz_compressor_free(c);
+	free(body);
+}
+END_TEST
+
 /* An empty body: FINISH straight away, with 1-byte and with large windows. */
 START_TEST(test_stream_empty)
 {
@@ -522,6 +566,7 @@ stream_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_stream_one_byte, 0, nb * 2);
 	tcase_add_loop_test(tc, test_stream_sync_every_byte, 0, nb);
+	tcase_add_loop_test(tc, test_stream_sync_fixed_windows, 0, (int)stream_pair_count());
 	tcase_add_loop_test(tc, test_stream_empty, 0, nb * 2);
 	suite_add_tcase(s, tc);
 
