@@ -20,13 +20,30 @@
 # skipped. Needs: chromium, nodejs + npm (the npm registry once, for
 # playwright-core into tests/interop/node_modules), curl, wget, python3,
 # gzip. Bounded: every client runs under timeout(1) or its own timeout,
-# the run takes about 30 s; loopback only; servers are killed on exit.
+# the whole script under INTEROP_TIMEOUT (240 s); a run takes 20-45 s.
+# Loopback only; the servers it starts are killed on exit.
 #
 # Environment: GZSERVE the binary (default examples/gzserve beside this
 # script's parent, or in the current build tree); INTEROP_OUT the output
 # folder (default tests/interop-out under the current directory): logs,
 # screenshots, the bodies compared; CHROMIUM the browser (/usr/bin/chromium).
 set -u
+
+# The whole run is bounded: this script runs itself under timeout(1), and a
+# run cut short still ends with its counts (plus one failure for the cut).
+LIMIT_S=${INTEROP_TIMEOUT:-240}
+if [ -z "${INTEROP_INNER:-}" ]; then
+	export INTEROP_INNER=1
+	tee_log=$(mktemp "${TMPDIR:-/tmp}/interop-log.XXXXXX")
+	timeout -k 10 "$LIMIT_S" bash "$0" "$@" | tee "$tee_log"
+	rc=${PIPESTATUS[0]}
+	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		echo "FAIL interop.sh: finished (timed out after $LIMIT_S s)"
+		echo "$(grep -c '^PASS' "$tee_log") passed, $(($(grep -c '^FAIL' "$tee_log") + 1)) failed"
+	fi
+	rm -f "$tee_log"
+	exit "$rc"
+fi
 
 SRCDIR=$(cd "$(dirname "$0")" && pwd)
 if [ -z "${GZSERVE:-}" ]; then
@@ -45,8 +62,8 @@ T_START=$SECONDS
 # its slash, index.html for "/".
 FIXED=(/ /style.css /app.js /2k.json /20k.json /100k.json)
 EVENTS=10 # GZS_EVENTS in gzserve.c: /events sends 10, 1 s apart
-CURL=(curl -s -S --max-time 20 --noproxy '*')
-WGET=(wget --no-proxy --timeout=20 --tries=1 --compression=gzip)
+CURL=(curl -s -S --max-time 10 --noproxy '*')
+WGET=(wget --no-proxy --timeout=10 --tries=1 --compression=gzip)
 
 NPASS=0
 NFAIL=0
@@ -182,9 +199,9 @@ have npm npm || HAVE_BROWSER=0
 # /events runs 9 s: start every client's copy now, check them at the end.
 EV_PIDS=()
 if [ "$HAVE_CURL" = 1 ]; then
-	"${CURL[@]}" -N -D "$D/events.identity.h" -o "$D/events.identity" "$BASE/events" &
+	"${CURL[@]}" --max-time 20 -N -D "$D/events.identity.h" -o "$D/events.identity" "$BASE/events" &
 	EV_PIDS+=($!)
-	"${CURL[@]}" -N --compressed -D "$D/events.curl.h" -o "$D/events.curl" "$BASE/events" &
+	"${CURL[@]}" --max-time 20 -N --compressed -D "$D/events.curl.h" -o "$D/events.curl" "$BASE/events" &
 	EV_PIDS+=($!)
 fi
 if [ "$HAVE_WGET" = 1 ]; then
@@ -247,10 +264,10 @@ if [ "$HAVE_CURL" = 1 ]; then
 	ETAG=$(tr -d '\r' <"$D/curl/2k.json.h" | sed -n 's/^[Ee][Tt]ag: *//p')
 	W=(-w '%{http_code}/%{num_connects} ')
 	seq_got=$("${CURL[@]}" --compressed -o /dev/null "${W[@]}" "$BASE/2k.json" \
-		--next --max-time 20 --compressed -o /dev/null "${W[@]}" "$BASE/204" \
-		--next --max-time 20 --compressed -o /dev/null "${W[@]}" -H "If-None-Match: $ETAG" "$BASE/2k.json" \
-		--next --max-time 20 --compressed -o /dev/null "${W[@]}" -I "$BASE/2k.json" \
-		--next --max-time 20 --compressed -o "$D/curl/keepalive.2k.json" "${W[@]}" "$BASE/2k.json")
+		--next --max-time 10 --compressed -o /dev/null "${W[@]}" "$BASE/204" \
+		--next --max-time 10 --compressed -o /dev/null "${W[@]}" -H "If-None-Match: $ETAG" "$BASE/2k.json" \
+		--next --max-time 10 --compressed -o /dev/null "${W[@]}" -I "$BASE/2k.json" \
+		--next --max-time 10 --compressed -o "$D/curl/keepalive.2k.json" "${W[@]}" "$BASE/2k.json")
 	if [ "$seq_got" = "200/1 204/0 304/0 200/0 200/0 " ] && cmp -s "$D/curl/keepalive.2k.json" "$REF/2k.json"; then
 		pass "curl: keep-alive GET/204/304/HEAD/GET on one connection"
 	else
