@@ -75,13 +75,6 @@ fail() {
 	NFAIL=$((NFAIL + 1))
 	echo "FAIL $1 ($2)"
 }
-# check WHAT CMD...: pass if CMD succeeds.
-check() {
-	local what=$1
-	shift
-	if "$@"; then pass "$what"; else fail "$what" "failed: $*"; fi
-}
-
 # have CLIENT CMD: CMD is installed, or CLIENT's checks fail as one line.
 have() {
 	if command -v "$2" >/dev/null 2>&1 || [ -x "$2" ]; then
@@ -97,7 +90,11 @@ run_driver() {
 	local what=$1 secs=$2 rc log
 	shift 2
 	log=$(mktemp "$T/driver.XXXXXX")
-	timeout -k 5 "$secs" "$@" >"$log" 2>"$log.err"
+	# In the background so that cleanup can stop it: timeout(1) runs it in
+	# a process group of its own and passes a TERM on to all of it.
+	timeout -k 5 "$secs" "$@" >"$log" 2>"$log.err" &
+	PIDS+=($!)
+	wait $!
 	rc=$?
 	while IFS= read -r line; do
 		case $line in
@@ -116,6 +113,11 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/interop.XXXXXX")
 PIDS=()
 cleanup() {
 	local p
+	# TERM first: a driver's timeout(1) passes it on to the browser.
+	for p in "${PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	sleep 0.2
 	for p in "${PIDS[@]}"; do
 		kill -KILL "$p" 2>/dev/null
 	done
