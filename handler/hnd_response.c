@@ -476,6 +476,11 @@ out:
 		gz_free(key[i]);
 	}
 	gz_free(merged);
+	/* No tidy merge (out of memory, or libmicrohttpd refused): a Vary
+	 * field of its own means the same (RFC 9110 section 5.3), as for the
+	 * variants; never an identity response without it. */
+	if (rc < 0 && MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding") == MHD_YES)
+		rc = 0;
 	return rc;
 }
 
