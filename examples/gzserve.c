@@ -558,6 +558,13 @@ queue(struct req *rq, struct MHD_Connection *conn, unsigned int status, struct M
 		rq->coding = "other";
 	rq->status = status;
 	rq->body_nbytes = body_nbytes;
+	/* libmicrohttpd 0.9.75 writes a chunked body's last chunk
+	 * ("0\r\n\r\n") after the headers even for HEAD; on a kept-alive
+	 * connection the client would read it as the next status line. A
+	 * HEAD of a chunked response (the event stream, a gzip stream, both
+	 * made for this request alone) closes the connection instead. */
+	if (strcmp(rq->method, MHD_HTTP_METHOD_HEAD) == 0 && (rc == MHDGZ_RELEASE || rq->streamed))
+		(void)MHD_add_response_header(q, MHD_HTTP_HEADER_CONNECTION, "close");
 	ret = MHD_queue_response(conn, status, q);
 	if (rc == MHDGZ_RELEASE)
 		MHD_destroy_response(q); /* a stream made for this request */
