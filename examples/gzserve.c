@@ -1658,7 +1658,8 @@ usage(FILE *f)
 		"  --help            this text\n"
 		"\n"
 		"SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to\n"
-		"%d s) and exits 0. Exit status 2: invalid option; 1: cannot start.\n",
+		"%d s; open /events streams are ended at once, with a complete gzip\n"
+		"member) and exits 0. Exit status 2: invalid option; 1: cannot start.\n",
 		MHDGZ_DEFAULT_MIN_SIZE, GZS_GRACE_MS / 1000);
 }
 
