@@ -173,8 +173,6 @@ struct hnd_entry {
 	struct MHD_Response *fd_variant;   /* HND_FD identity: sendfile path */
 };
 
-/* Register a new entry (its response set) in the handler's table. */
-void hnd_entry_register(struct mhdgz *gz, struct hnd_entry *e);
 /* Drop a reference; the last one frees the entry and runs the user's free
  * callback (or closes the file). */
 void hnd_entry_unref(struct hnd_entry *e);

@@ -190,12 +190,6 @@ entry_release(void *cls)
 	hnd_entry_unref(e);
 }
 
-void
-hnd_entry_register(struct mhdgz *gz, struct hnd_entry *e)
-{
-	table_insert(&gz->table, e);
-}
-
 /* A new entry holding one reference (the response's). */
 static struct hnd_entry *
 entry_new(struct mhdgz *gz, enum hnd_kind kind)
