@@ -13,7 +13,7 @@
  *               MHD_add_response_header(Content-Type: application/json),
  *               mhdgz_select() for a request carrying "Accept-Encoding:
  *               gzip" (negotiation, the decision, Vary merged into the
- *               response, a compressor from the writer pool, compression,
+ *               response, a compressor from the compressor pool, compression,
  *               the gzip variant built with its headers), then
  *               MHD_destroy_response(), which destroys the variant too.
  *               mhdgz_queue_response() is mhdgz_select() followed by
@@ -28,7 +28,7 @@
  *  Cached       One response (per thread) created once and selected again and
  *               again: every op is a cache hit returning the same variant.
  *  Unpooled     GzipHandler with MHDGZ_F_NO_POOL: a compressor is created and
- *               freed in every op, showing what the writer pool buys.
+ *               freed in every op, showing what the compressor pool buys.
  *  RawSmallWindow  zlib only, 2k: the raw call on a stream whose windowBits
  *               and memLevel are sized to the body as nginx does
  *               (nginx_params()); the small-body proposal, against Raw.
@@ -465,7 +465,7 @@ handler_get(enum bh_kind kind, const struct gz_backend *be, int level)
 	o.size = sizeof o;
 	o.backend = id;
 	o.level = level;
-	o.flags = MHDGZ_F_LEVEL | (kind == K_UNPOOLED ? MHDGZ_F_NO_POOL : 0);
+	o.flags = kind == K_UNPOOLED ? MHDGZ_F_NO_POOL : 0;
 	h = calloc(1, sizeof *h);
 	if (!h)
 		die("out of memory");
@@ -1258,7 +1258,7 @@ print_summary(void)
 	int s;
 
 	out("\n# Summary: GzipHandler S rows (medians), each backend against zlib at the\n"
-	    "# same level (ISA-L's levels 0-3 against zlib level 1). Wall time as in the\n"
+	    "# same level (ISA-L's levels 1-4 against zlib level 1). Wall time as in the\n"
 	    "# rows, CPU time of the process per op (less disturbed by other load), and\n"
 	    "# the compressed size; negative = faster / smaller.\n");
 	out("# %-4s %-5s %-10s %10s %-22s %10s %-22s %7s %s\n", "size", "level", "backend",

@@ -1636,7 +1636,7 @@ usage(FILE *f)
 		"                    revalidation, single byte ranges\n"
 		"  --backend NAME    compressor: zlib, libdeflate or isal (default libdeflate)\n"
 		"  --level N         compression level in the backend's range: zlib 1-9,\n"
-		"                    libdeflate 1-12, isal 0-3 (default 6, 6, 1)\n"
+		"                    libdeflate 1-12, isal 1-4 (igzip 0-3; default 6, 6, 2)\n"
 		"  --min-size BYTES  bodies smaller than this are sent uncompressed (default\n"
 		"                    %u; 0 compresses every non-empty body)\n"
 		"  --types LIST      comma-separated media types to compress, replacing the\n"
@@ -1660,7 +1660,7 @@ usage(FILE *f)
 		"SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to\n"
 		"%d s; open /events streams are ended at once, with a complete gzip\n"
 		"member) and exits 0. Exit status 2: invalid option; 1: cannot start.\n",
-		MHDGZ_DEFAULT_MIN_SIZE, GZS_GRACE_MS / 1000);
+		MHDGZ_DEFAULT_MIN_NBYTES, GZS_GRACE_MS / 1000);
 }
 
 __attribute__((format(printf, 1, 2), noreturn)) static void
@@ -1860,14 +1860,12 @@ handler_new(struct server *s)
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
 	o.backend = s->cfg.backend;
-	if (s->cfg.level_set) {
+	if (s->cfg.level_set)
 		o.level = s->cfg.level;
-		o.flags |= MHDGZ_F_LEVEL;
-	}
 	/* --min-size 0 means "everything", which is mhdgz's 1 (an empty body
 	 * is never compressed); mhdgz's 0 means its default. */
 	if (s->cfg.min_size_set)
-		o.min_size = s->cfg.min_size ? s->cfg.min_size : 1;
+		o.min_nbytes = s->cfg.min_size ? s->cfg.min_size : 1;
 	o.compress_types = s->cfg.no_compress ? none : s->cfg.types;
 	o.etag_policy = s->cfg.etag;
 	s->level = s->cfg.level;

@@ -31,7 +31,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 int
 main(void)
 {
-	struct mhdgz_options opts = {.size = sizeof opts, .min_size = 1};
+	struct mhdgz_options opts = {.size = sizeof opts, .min_nbytes = 1};
 	struct mhdgz *gz;
 	struct MHD_Daemon *d;
 

@@ -1,11 +1,20 @@
-/* hnd_api.c: handler lifetime, options, statistics, version, backend and reason names. */
+/* hnd_api.c: handler lifetime, options, statistics, version, errors, allocator, backend and reason names. */
 #include <string.h>
 #include <strings.h>
 
-#include "gz_alloc.h"
 #include "hnd_internal.h"
 
-/* Public backend enum -> core registry name. */
+/* The core's vocabulary is its own; the public values are the same. */
+_Static_assert(MHDGZ_OK == GZ_OK && MHDGZ_ENOMEM == GZ_ENOMEM && MHDGZ_EINVAL == GZ_EINVAL &&
+		       MHDGZ_EBACKEND == GZ_EBACKEND && MHDGZ_ENOSPC == GZ_ENOSPC &&
+		       MHDGZ_ENOTSUP == GZ_ENOTSUP && MHDGZ_EBUSY == GZ_EBUSY,
+	       "MHDGZ_E* and GZ_E* agree");
+_Static_assert(MHDGZ_BACKEND_ZLIB == GZ_ID_ZLIB && MHDGZ_BACKEND_LIBDEFLATE == GZ_ID_LIBDEFLATE &&
+		       MHDGZ_BACKEND_ISAL == GZ_ID_ISAL,
+	       "enum mhdgz_backend and GZ_ID_* agree");
+
+/* Names of the backends the public enum knows, compiled in or not (so
+ * that mhdgz_backend_from_name can tell unknown from not compiled in). */
 static const char *const hnd_backend_names[] = {
 	[MHDGZ_BACKEND_ZLIB] = "zlib",
 	[MHDGZ_BACKEND_LIBDEFLATE] = "libdeflate",
@@ -18,10 +27,8 @@ static const struct gz_backend *
 backend_of(enum mhdgz_backend b)
 {
 	if (b == MHDGZ_BACKEND_DEFAULT)
-		b = MHDGZ_BACKEND_LIBDEFLATE;
-	if ((unsigned int)b >= HND_NBACKENDS || !hnd_backend_names[b])
-		return NULL;
-	return gz_backend_find(hnd_backend_names[b]);
+		return gz_backend_default();
+	return gz_backend_by_id((int)b);
 }
 
 MHDGZ_API const char *
@@ -40,7 +47,7 @@ MHDGZ_API const char *
 mhdgz_backend_name(enum mhdgz_backend backend)
 {
 	if (backend == MHDGZ_BACKEND_DEFAULT)
-		backend = MHDGZ_BACKEND_LIBDEFLATE;
+		return gz_backend_default()->name;
 	if ((unsigned int)backend >= HND_NBACKENDS)
 		return NULL;
 	return hnd_backend_names[backend];
@@ -105,29 +112,20 @@ mhdgz_reason_name(enum mhdgz_reason reason)
 }
 
 /*
- * Streams need a streaming compressor. A backend that has none (libdeflate
- * works on whole buffers only) hands streams to zlib at the same level
- * number, capped at zlib's 9: libdeflate's levels were designed to track
- * zlib's ratios level for level, and 10-12 (its slow optimal parsing) have
- * no zlib counterpart.
+ * Streams need a streaming compressor: the backend's own, or the core's
+ * choice for a whole-buffer backend (gz_stream_backend, gz_stream_level).
+ * A streaming backend shares one pool between both uses.
  */
 static int
-stream_pool_new(struct mhdgz *gz, const struct mhdgz_options *o)
+stream_pool_new(struct mhdgz *gz, size_t cap)
 {
-	const struct gz_backend *zlib;
-	size_t cap = (o->flags & MHDGZ_F_NO_POOL) ? 0
-		     : o->pool_idle_cap	      ? o->pool_idle_cap
-						      : HND_POOL_IDLE_CAP;
+	const struct gz_backend *sb = gz_stream_backend(gz->be);
 
-	if (gz->be->caps & GZ_CAP_STREAM) {
+	if (sb == gz->be) {
 		gz->stream_pool = gz->pool;
 		return 0;
 	}
-	zlib = gz_backend_find("zlib");
-	if (!zlib)
-		return MHDGZ_ENOTSUP;
-	return gz_pool_new(zlib, gz->level > zlib->level_max ? zlib->level_max : gz->level, cap,
-			   &gz->stream_pool);
+	return gz_pool_new(sb, gz_stream_level(gz->be, gz->level), cap, &gz->stream_pool);
 }
 
 MHDGZ_API int
@@ -135,6 +133,7 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 {
 	struct mhdgz_options o;
 	struct mhdgz *gz;
+	size_t cap;
 	int rc;
 
 	if (!gz_ret)
@@ -148,7 +147,6 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	if ((unsigned int)o.backend >= HND_NBACKENDS ||
 	    (unsigned int)o.etag_policy > MHDGZ_ETAG_KEEP)
 		return MHDGZ_EINVAL;
-	gz_alloc_init();
 	gz = gz_calloc(1, sizeof *gz);
 	if (!gz)
 		return MHDGZ_ENOMEM;
@@ -157,7 +155,7 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 		rc = MHDGZ_ENOTSUP;
 		goto fail;
 	}
-	gz->level = (o.level != 0 || (o.flags & MHDGZ_F_LEVEL)) ? o.level : gz->be->level_default;
+	gz->level = o.level != 0 ? o.level : gz->be->level_default;
 	if (gz->level < gz->be->level_min || gz->level > gz->be->level_max) {
 		rc = MHDGZ_EINVAL;
 		goto fail;
@@ -166,7 +164,7 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 		rc = MHDGZ_ENOTSUP;
 		goto fail;
 	}
-	gz->min_size = o.min_size ? o.min_size : MHDGZ_DEFAULT_MIN_SIZE;
+	gz->min_nbytes = o.min_nbytes ? o.min_nbytes : MHDGZ_DEFAULT_MIN_NBYTES;
 	gz->etag_policy = o.etag_policy;
 	rc = hnd_typelist_init(&gz->compress_types,
 			       o.compress_types ? o.compress_types : hnd_default_compress_types);
@@ -176,14 +174,11 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 			       o.skip_types ? o.skip_types : hnd_default_skip_types);
 	if (rc < 0)
 		goto fail;
-	rc = gz_pool_new(gz->be, gz->level,
-			 (o.flags & MHDGZ_F_NO_POOL) ? 0
-			 : o.pool_idle_cap	     ? o.pool_idle_cap
-						     : HND_POOL_IDLE_CAP,
-			 &gz->pool);
+	cap = (o.flags & MHDGZ_F_NO_POOL) ? 0 : o.pool_idle_cap ? o.pool_idle_cap : HND_POOL_IDLE_CAP;
+	rc = gz_pool_new(gz->be, gz->level, cap, &gz->pool);
 	if (rc < 0)
 		goto fail;
-	rc = stream_pool_new(gz, &o);
+	rc = stream_pool_new(gz, cap);
 	if (rc < 0)
 		goto fail;
 	rc = hnd_table_init(&gz->table);
@@ -250,4 +245,24 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 		st->pool_idle += ps.idle;
 	}
 	return 0;
+}
+
+MHDGZ_API const char *
+mhdgz_strerror(int err)
+{
+	const char *msg = gz_strerror(err);
+
+	if (msg)
+		return msg;
+	return err == MHDGZ_EMHD ? "libmicrohttpd refused a call" : "unknown error";
+}
+
+MHDGZ_API int
+mhdgz_set_allocator(const struct mhdgz_allocator *alloc)
+{
+	if (!alloc)
+		return gz_alloc_set_hook(NULL, NULL, NULL);
+	if (alloc->size != sizeof *alloc || !alloc->malloc_fn || !alloc->free_fn)
+		return MHDGZ_EINVAL;
+	return gz_alloc_set_hook(alloc->malloc_fn, alloc->free_fn, alloc->cls);
 }

@@ -102,7 +102,7 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
 		d->reason = MHDGZ_SKIP_NOT_ACCEPTED;
 		return;
 	}
-	if (body_len < gz->min_size) {
+	if (body_len < gz->min_nbytes) {
 		d->reason = MHDGZ_SKIP_SMALL;
 		return;
 	}

@@ -8,11 +8,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
+
+/* Exported: the public functions (the rest is hidden by
+ * -fvisibility=hidden and the linker version script). */
+#ifdef MHDGZ_HAVE_VISIBILITY
+#define MHDGZ_API __attribute__((visibility("default")))
+#endif
 #include "mhdgz.h"
+
+#include "gz_alloc.h"
 #include "gz_backend.h"
+#include "gz_error.h"
 #include "gz_pool.h"
 
-/* Default idle cap of the writer pool: enough for a thread pool of 16
+/* Default idle cap of the compressor pool: enough for a thread pool of 16
  * workers to never miss, while bounding idle memory (zlib level 6 state is
  * ~268 KiB, libdeflate's up to ~1 MiB at level 10-12). */
 #ifndef HND_POOL_IDLE_CAP
@@ -103,7 +113,7 @@ void hnd_table_fini(struct hnd_table *t);
 struct mhdgz {
 	const struct gz_backend *be;
 	int level;
-	size_t min_size;
+	size_t min_nbytes;
 	enum mhdgz_etag_policy etag_policy;
 	struct hnd_typelist compress_types;
 	struct hnd_typelist skip_types;

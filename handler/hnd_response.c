@@ -631,7 +631,7 @@ fail:
 
 /*
  * Compress body into a new exactly-sized hnd_body. The compressor's scratch
- * space (kept across uses in the writer pool) takes the worst-case output,
+ * space (kept across uses in the compressor pool) takes the worst-case output,
  * so a pooled compressor allocates only the result.
  */
 static int

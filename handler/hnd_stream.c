@@ -17,7 +17,7 @@
  * One gzip stream: the state of one connection sending a compressed
  * streaming response. libmicrohttpd calls stream_read with its buffer; we
  * fill it from the source (the user's reader or the file) through a
- * streaming compressor taken from the writer pool, which goes back as soon
+ * streaming compressor taken from the compressor pool, which goes back as soon
  * as the trailer is written or the connection ends.
  */
 struct hnd_stream {

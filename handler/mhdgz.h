@@ -38,17 +38,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifndef MHDGZ_CORE_ONLY
 #include <microhttpd.h>
-#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#if defined(MHDGZ_BUILDING) && defined(__GNUC__)
-#define MHDGZ_API __attribute__((visibility("default")))
-#else
+/* Marks the exported functions; the library's own build defines it. */
+#ifndef MHDGZ_API
 #define MHDGZ_API
 #endif
 
@@ -71,20 +68,28 @@ MHDGZ_API const char *mhdgz_version(void);
 
 /**
  * Compression backends. Each produces one RFC 1952 gzip member per body
- * (MTIME 0, no file name, CRC-32 and ISIZE trailer) at its own native
- * compression levels:
+ * (MTIME 0, no file name, CRC-32 and ISIZE trailer).
  *
- *  - MHDGZ_BACKEND_ZLIB: zlib deflate, levels 1-9 (default 6); whole
- *    buffers and streaming.
- *  - MHDGZ_BACKEND_LIBDEFLATE: libdeflate, levels 1-12 (default 6); whole
- *    buffers only (libdeflate has no streaming interface). Faster than zlib
- *    at every level with output no larger at the same level number.
- *  - MHDGZ_BACKEND_ISAL: ISA-L igzip, levels 0-3 (default 1); whole buffers
- *    and streaming; only when built with ISA-L (configure --with-isal).
+ * Compression levels follow one convention for every backend: 1 is the
+ * fastest, a higher level gives smaller output, and 0 in struct
+ * mhdgz_options means the backend's default.
+ *
+ *  - MHDGZ_BACKEND_ZLIB: zlib deflate, levels 1-9 (zlib's own numbers;
+ *    default 6); whole buffers and streaming. Always built.
+ *  - MHDGZ_BACKEND_LIBDEFLATE: libdeflate, levels 1-12 (libdeflate's own
+ *    numbers; default 6); whole buffers only (libdeflate has no streaming
+ *    interface: its streams are compressed by zlib at the same level,
+ *    capped at 9). Faster than zlib at every level with output no larger
+ *    at the same level number. Only when built with libdeflate
+ *    (configure --with-libdeflate, the default when found).
+ *  - MHDGZ_BACKEND_ISAL: ISA-L igzip, levels 1-4 (default 2), which are
+ *    igzip's own levels 0-3 plus one; whole buffers and streaming; only
+ *    when built with ISA-L (configure --with-isal, the default when found).
  *    The fastest, with ratios near zlib's levels 1-2.
  *
- * MHDGZ_BACKEND_DEFAULT (0) means libdeflate (the fastest compiled-in
- * whole-buffer backend with zlib-level ratios).
+ * MHDGZ_BACKEND_DEFAULT (0) means the first compiled-in backend of
+ * libdeflate (the fastest whole-buffer backend with zlib-level ratios),
+ * ISA-L and zlib.
  */
 enum mhdgz_backend {
 	MHDGZ_BACKEND_DEFAULT = 0,
@@ -102,9 +107,11 @@ enum mhdgz_backend {
 MHDGZ_API int mhdgz_backend_available(enum mhdgz_backend backend);
 
 /**
- * The backend's name: "zlib", "libdeflate" or "isal".
+ * The backend's name: "zlib", "libdeflate" or "isal". For
+ * MHDGZ_BACKEND_DEFAULT, the name of the backend it stands for.
  *
- * @return a static string, or NULL for an unknown value. Thread-safe.
+ * @return a static string, or NULL for an unknown value or a backend not
+ *         compiled in. Thread-safe.
  */
 MHDGZ_API const char *mhdgz_backend_name(enum mhdgz_backend backend);
 
@@ -119,7 +126,8 @@ MHDGZ_API const char *mhdgz_backend_name(enum mhdgz_backend backend);
 MHDGZ_API int mhdgz_backend_from_name(const char *name, enum mhdgz_backend *backend_ret);
 
 /**
- * The backend's native level range and default level.
+ * The backend's level range and default level (see enum mhdgz_backend for
+ * the convention).
  *
  * @param backend a backend, or MHDGZ_BACKEND_DEFAULT
  * @param min_ret, max_ret, default_ret receive the levels; each may be NULL.
@@ -149,15 +157,13 @@ enum mhdgz_etag_policy {
 };
 
 /** Flags of struct mhdgz_options. */
-/** The level field is set even if it is 0 (selects ISA-L level 0). */
-#define MHDGZ_F_LEVEL 0x1u
 /** Do not pool compressors: create one per compression (pass-through). */
 #define MHDGZ_F_NO_POOL 0x2u
 
-/** Default min_size in bytes: smaller bodies gain little and cost a round of
+/** Default min_nbytes: smaller bodies gain little and cost a round of
  * compressor setup (RFC-free tradition; nginx uses 20, Go's gziphandler 1400,
  * one TCP segment is ~1460). */
-#define MHDGZ_DEFAULT_MIN_SIZE 1024
+#define MHDGZ_DEFAULT_MIN_NBYTES 1024
 
 /**
  * Options for mhdgz_new(). Zero-initialise, set size to
@@ -171,16 +177,16 @@ struct mhdgz_options {
 	size_t size;
 	/** Compression backend; 0 = MHDGZ_BACKEND_DEFAULT. */
 	enum mhdgz_backend backend;
-	/** Compression level in the backend's native range (see enum
-	 * mhdgz_backend); 0 = the backend's default unless MHDGZ_F_LEVEL is set.
-	 * Out of range: mhdgz_new() fails with MHDGZ_EINVAL (never clamped). */
+	/** Compression level in the backend's range (see enum mhdgz_backend);
+	 * 0 = the backend's default. Out of range: mhdgz_new() fails with
+	 * MHDGZ_EINVAL (never clamped). */
 	int level;
 	/** MHDGZ_F_* flags. */
 	unsigned int flags;
 	/** Bodies smaller than this many bytes are served identity (with
-	 * Vary); 0 = MHDGZ_DEFAULT_MIN_SIZE. Use 1 to compress every non-empty
-	 * body. */
-	size_t min_size;
+	 * Vary); 0 = MHDGZ_DEFAULT_MIN_NBYTES. Use 1 to compress every
+	 * non-empty body. */
+	size_t min_nbytes;
 	/** NULL-terminated list of media types to compress, replacing the
 	 * default list; NULL = default. An entry is an exact "type/subtype"
 	 * ("application/json"); a whole type, written as the type, a slash and
@@ -195,12 +201,12 @@ struct mhdgz_options {
 	const char *const *skip_types;
 	/** ETag policy for gzip responses; 0 = MHDGZ_ETAG_WEAKEN. */
 	enum mhdgz_etag_policy etag_policy;
-	/** Most compressors kept idle in the writer pool; 0 = default (16).
+	/** Most compressors kept idle in the compressor pool; 0 = default (16).
 	 * Each idle compressor holds the backend's state (see README). */
 	size_t pool_idle_cap;
 };
 
-/** A compression handler: configuration, writer pool, response table, stats. */
+/** A compression handler: configuration, compressor pool, response table, stats. */
 struct mhdgz;
 
 /**
@@ -228,8 +234,6 @@ MHDGZ_API void mhdgz_free(struct mhdgz *gz);
 /* ===================================================================== */
 /*                              Responses                                */
 /* ===================================================================== */
-
-#ifndef MHDGZ_CORE_ONLY
 
 /**
  * Same as MHD_create_response_from_buffer(), and registers the body with the
@@ -287,11 +291,6 @@ mhdgz_queue_response(struct mhdgz *gz, struct MHD_Connection *connection,
  */
 MHDGZ_API int mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response);
 
-#endif /* MHDGZ_CORE_ONLY */
-
-/* enum mhdgz_reason needs no libmicrohttpd type, and struct mhdgz_stats
- * (visible to core-only users) is sized by MHDGZ_REASON_COUNT. */
-
 /**
  * Why a response was, or was not, compressed. The decision takes these
  * early-outs in this order; each is counted in struct mhdgz_stats.
@@ -307,7 +306,7 @@ enum mhdgz_reason {
 	MHDGZ_SKIP_EMPTY,            /**< empty body */
 	MHDGZ_SKIP_TYPE,             /**< media type not compressible */
 	MHDGZ_SKIP_NOT_ACCEPTED,     /**< client does not accept gzip */
-	MHDGZ_SKIP_SMALL,            /**< body below min_size */
+	MHDGZ_SKIP_SMALL,            /**< body below min_nbytes */
 	MHDGZ_SKIP_NOT_SMALLER,      /**< gzip output not smaller than the body */
 	MHDGZ_SKIP_ERROR,            /**< allocation or compressor failure */
 	MHDGZ_REASON_COUNT
@@ -319,8 +318,6 @@ enum mhdgz_reason {
  * @return a static string; "unknown" for a value out of range.
  */
 MHDGZ_API const char *mhdgz_reason_name(enum mhdgz_reason reason);
-
-#ifndef MHDGZ_CORE_ONLY
 
 /** A request as the decision sees it, without a connection. */
 struct mhdgz_request {
@@ -378,7 +375,7 @@ MHDGZ_API int mhdgz_select(struct mhdgz *gz, const struct mhdgz_request *req,
  * mhdgz_queue_response() can compress it on the fly.
  *
  * When the response is compressed, each connection gets its own gzip
- * stream (a streaming compressor taken from the writer pool, returned as
+ * stream (a streaming compressor taken from the compressor pool, returned as
  * soon as the gzip trailer is produced or the connection goes away), the
  * body is sent with chunked transfer coding (its compressed size is not
  * known in advance), and the reader is called at positions 0, 1, ... just
@@ -394,7 +391,7 @@ MHDGZ_API int mhdgz_select(struct mhdgz *gz, const struct mhdgz_request *req,
  * connections stream it. A response without Content-Type is served
  * identity (its body cannot be sniffed in advance).
  *
- * A response of known size below min_size is served identity; one of
+ * A response of known size below min_nbytes is served identity; one of
  * unknown size (MHD_SIZE_UNKNOWN) is compressed when its type allows.
  * Bulk streams are not flushed per chunk (ratio matters); use
  * mhdgz_response_set_low_latency() for streams whose every chunk must
@@ -455,8 +452,6 @@ MHDGZ_API struct MHD_Response *mhdgz_response_from_fd(struct mhdgz *gz, size_t s
  */
 MHDGZ_API int mhdgz_response_set_low_latency(struct mhdgz *gz, struct MHD_Response *response);
 
-#endif /* MHDGZ_CORE_ONLY */
-
 /* ===================================================================== */
 /*                     Accept-Encoding and validators                    */
 /* ===================================================================== */
@@ -493,7 +488,6 @@ MHDGZ_API unsigned int mhdgz_accept_gzip_q(const char *const *lines, size_t coun
  */
 MHDGZ_API int mhdgz_etag_match(const char *field_value, const char *etag, int weak);
 
-#ifndef MHDGZ_CORE_ONLY
 /**
  * Evaluate If-Match and If-None-Match of the request against the resource's
  * current ETag (RFC 9110 section 13.2.2, steps 1 and 3), accepting the
@@ -507,7 +501,6 @@ MHDGZ_API int mhdgz_etag_match(const char *field_value, const char *etag, int we
  */
 MHDGZ_API unsigned int mhdgz_evaluate_preconditions(struct MHD_Connection *connection,
 						    const char *method, const char *etag);
-#endif
 
 /* ===================================================================== */
 /*                              Stats                                    */
@@ -525,9 +518,9 @@ struct mhdgz_stats {
 	uint64_t compressions; /**< gzip bodies built (buffer cache misses) and gzip streams started */
 	uint64_t failures;    /**< compressions that failed (served identity) */
 	uint64_t cache_hits;  /**< gzip variants reused */
-	uint64_t pool_gets;   /**< writer pools: compressors taken */
-	uint64_t pool_misses; /**< writer pools: compressors created */
-	uint64_t pool_idle;   /**< writer pools: compressors idle now (the
+	uint64_t pool_gets;   /**< compressor pools: compressors taken */
+	uint64_t pool_misses; /**< compressor pools: compressors created */
+	uint64_t pool_idle;   /**< compressor pools: compressors idle now (the
 			       *   whole-buffer pool plus, for libdeflate, the
 			       *   zlib pool its streams use) */
 };

@@ -1,4 +1,4 @@
-/* gz_alloc.c: the one internal allocator: a process-wide hook, a live-block count, zlib and libdeflate routing. */
+/* gz_alloc.c: the one internal allocator: a process-wide hook, a live-block count, zlib routing. */
 #include "config.h"
 
 #include <pthread.h>
@@ -7,14 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libdeflate.h>
-
-#define MHDGZ_CORE_ONLY
-#include "mhdgz.h"
+#include "gz_error.h"
 #include "gz_alloc.h"
+#include "gz_backend.h"
 
 /*
- * The hook is a plain struct, not an atomic pointer: mhdgz_set_allocator()
+ * The hook is a plain struct, not an atomic pointer: gz_alloc_set_hook()
  * is documented as not thread-safe with any other call, and it refuses to
  * switch while a block is live, so every block is freed by the functions
  * that allocated it.
@@ -54,7 +52,7 @@ static struct gz_hook gz_hook = {
 /* Blocks handed out by gz_malloc and not yet given to gz_free. */
 static _Atomic int64_t gz_live;
 
-static pthread_once_t gz_alloc_once = PTHREAD_ONCE_INIT;
+static pthread_once_t gz_alloc_route_once = PTHREAD_ONCE_INIT;
 
 void *
 gz_malloc(size_t nbytes)
@@ -131,36 +129,37 @@ gz_alloc_live(void)
 	return atomic_load_explicit(&gz_live, memory_order_relaxed);
 }
 
+/* Backends whose library has a process-wide allocator (libdeflate 1.14)
+ * are routed through gz_malloc/gz_free once, the first time a hook other
+ * than malloc/free is installed, and never by default: an application
+ * that uses such a library itself keeps its own allocator unless it asks
+ * for ours. */
 static void
-gz_alloc_init_once(void)
+gz_alloc_route_backends(void)
 {
-	/* libdeflate 1.14's allocator is process-global and must not change
-	 * while any libdeflate compressor exists; gz_malloc/gz_free read our
-	 * own hook on every call, so libdeflate is pointed at them exactly
-	 * once and mhdgz_set_allocator never touches libdeflate again. */
-	libdeflate_set_memory_allocator(gz_malloc, gz_free);
+	size_t i;
+
+	for (i = 0; gz_backends[i]; i++)
+		if (gz_backends[i]->global_alloc_init)
+			gz_backends[i]->global_alloc_init(gz_malloc, gz_free);
 }
 
-void
-gz_alloc_init(void)
+int
+gz_alloc_set_hook(void *(*malloc_fn)(size_t nbytes, void *cls),
+		  void (*free_fn)(void *ptr, void *cls), void *cls)
 {
-	(void)pthread_once(&gz_alloc_once, gz_alloc_init_once);
-}
-
-MHDGZ_API int
-mhdgz_set_allocator(const struct mhdgz_allocator *alloc)
-{
-	if (alloc && (alloc->size != sizeof *alloc || !alloc->malloc_fn || !alloc->free_fn))
-		return MHDGZ_EINVAL;
+	if ((malloc_fn == NULL) != (free_fn == NULL))
+		return GZ_EINVAL;
 	/* A block must go back to the allocator that made it. */
 	if (gz_alloc_live() != 0)
-		return MHDGZ_EBUSY;
-	if (alloc) {
-		gz_hook.malloc_fn = alloc->malloc_fn;
-		gz_hook.free_fn = alloc->free_fn;
-		gz_hook.cls = alloc->cls;
+		return GZ_EBUSY;
+	if (malloc_fn) {
+		(void)pthread_once(&gz_alloc_route_once, gz_alloc_route_backends);
+		gz_hook.malloc_fn = malloc_fn;
+		gz_hook.free_fn = free_fn;
+		gz_hook.cls = cls;
 	} else {
 		gz_hook = gz_hook_libc;
 	}
-	return MHDGZ_OK;
+	return GZ_OK;
 }

@@ -5,8 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MHDGZ_CORE_ONLY
-#include "mhdgz.h"
+#include "gz_error.h"
 #include "gz_alloc.h"
 #include "gz_backend.h"
 
@@ -14,7 +13,9 @@
  * zlib-like ratios; ISA-L is faster still but tops out near zlib level 2;
  * zlib is the one every system has and the only other streaming backend. */
 const struct gz_backend *const gz_backends[] = {
+#ifdef HAVE_LIBDEFLATE
 	&gz_backend_libdeflate,
+#endif
 #ifdef HAVE_ISAL
 	&gz_backend_isal,
 #endif
@@ -35,6 +36,37 @@ gz_backend_find(const char *name)
 	return NULL;
 }
 
+const struct gz_backend *
+gz_backend_default(void)
+{
+	return gz_backends[0];
+}
+
+const struct gz_backend *
+gz_backend_by_id(int id)
+{
+	size_t i;
+
+	for (i = 0; gz_backends[i]; i++)
+		if (gz_backends[i]->id == id)
+			return gz_backends[i];
+	return NULL;
+}
+
+const struct gz_backend *
+gz_stream_backend(const struct gz_backend *be)
+{
+	return (be->caps & GZ_CAP_STREAM) ? be : &gz_backend_zlib;
+}
+
+int
+gz_stream_level(const struct gz_backend *be, int level)
+{
+	const struct gz_backend *sb = gz_stream_backend(be);
+
+	return level > sb->level_max ? sb->level_max : level < sb->level_min ? sb->level_min : level;
+}
+
 int
 gz_compressor_new(const struct gz_backend *be, int level, struct gz_compressor **c_ret)
 {
@@ -42,17 +74,14 @@ gz_compressor_new(const struct gz_backend *be, int level, struct gz_compressor *
 	int rc;
 
 	if (!be || !c_ret || be->inst_nbytes < sizeof *c)
-		return MHDGZ_EINVAL;
+		return GZ_EINVAL;
 	/* Never clamp: a level the caller did not ask for is a silent
 	 * configuration error. */
 	if (level < be->level_min || level > be->level_max)
-		return MHDGZ_EINVAL;
-	/* libdeflate must use our allocator before its first compressor. */
-	gz_alloc_init();
-
+		return GZ_EINVAL;
 	c = gz_calloc(1, be->inst_nbytes);
 	if (!c)
-		return MHDGZ_ENOMEM;
+		return GZ_ENOMEM;
 	c->be = be;
 	c->level = level;
 	c->pool_next = NULL;
@@ -90,7 +119,7 @@ gz_compressor_scratch(struct gz_compressor *c, size_t nbytes)
 	 * contents are scratch, so no copy. */
 	p = gz_malloc(nbytes);
 	if (!p)
-		return MHDGZ_ENOMEM;
+		return GZ_ENOMEM;
 	gz_free(c->scratch);
 	c->scratch = p;
 	c->scratch_cap = nbytes;

@@ -29,9 +29,9 @@ struct gz_backend;
 struct gz_compressor {
 	const struct gz_backend *be;
 	int level;
-	struct gz_compressor *pool_next; /* link while idle in a writer pool */
+	struct gz_compressor *pool_next; /* link while idle in a compressor pool */
 	/* Output scratch space kept with the compressor (and so across uses
-	 * in the writer pool): whole-buffer users compress into it and copy
+	 * in the compressor pool): whole-buffer users compress into it and copy
 	 * the exact result out, so a warm compressor allocates nothing. */
 	uint8_t *scratch;
 	size_t scratch_cap; /* bytes at scratch */
@@ -55,16 +55,36 @@ struct gz_io {
  * a backend without GZ_CAP_STREAM has stream == NULL, and the caller must not
  * call it.
  */
+/* Backend ids: the values of the public enum mhdgz_backend (the handler
+ * checks that they agree at compile time). 0 is "the default", which is
+ * not a backend but the first of gz_backends[]. */
+#define GZ_ID_ZLIB 1
+#define GZ_ID_LIBDEFLATE 2
+#define GZ_ID_ISAL 3
+
+/*
+ * Levels: one convention for every backend, public and internal alike: 1 is
+ * the fastest, higher is smaller output, and 0 is never a level (the public
+ * options use it for "the default"). zlib's and libdeflate's levels are
+ * their own numbers; a library whose scale starts at 0 (ISA-L igzip 0-3) is
+ * shifted up by one (1-4) in its backend file.
+ */
 struct gz_backend {
+	int id;              /* GZ_ID_* */
 	const char *name;    /* "zlib", "libdeflate", "isal" */
 	unsigned int caps;   /* GZ_CAP_* */
-	int level_min;       /* native level range, inclusive */
+	int level_min;       /* level range, inclusive (see above), >= 1 */
 	int level_max;
 	int level_default;
 	size_t inst_nbytes;  /* sizeof the backend's instance struct */
 
+	/* Per-backend global set-up, or NULL: route the library's process-wide
+	 * allocator (libdeflate's) through the given functions. Run once per
+	 * process by gz_alloc_set_hook, the first time a hook is installed. */
+	void (*global_alloc_init)(void *(*malloc_fn)(size_t nbytes), void (*free_fn)(void *ptr));
+
 	/* Set up a zero-filled instance of inst_nbytes (base already filled in).
-	 * Returns 0 or MHDGZ_ENOMEM / MHDGZ_EBACKEND; on error fini is not
+	 * Returns 0 or GZ_ENOMEM / GZ_EBACKEND; on error fini is not
 	 * called, so init cleans up after itself. */
 	int (*init)(struct gz_compressor *c);
 	/* Release everything init and use allocated (not the instance itself). */
@@ -75,11 +95,11 @@ struct gz_backend {
 
 	/* GZ_CAP_ONESHOT: compress in[0..in_len) into one complete gzip member
 	 * (RFC 1952: MTIME 0, no name, CRC-32 and ISIZE trailer) at out.
-	 * Returns 0 and *out_len_ret, MHDGZ_ENOSPC if out_cap is too small, or
-	 * MHDGZ_EBACKEND / MHDGZ_ENOMEM. Never writes beyond out + out_cap and
+	 * Returns 0 and *out_len_ret, GZ_ENOSPC if out_cap is too small, or
+	 * GZ_EBACKEND / GZ_ENOMEM. Never writes beyond out + out_cap and
 	 * allocates nothing. Leaves the compressor ready for another compress();
 	 * any stream in progress is abandoned, and stream() returns
-	 * MHDGZ_EINVAL until reset() is called. */
+	 * GZ_EINVAL until reset() is called. */
 	int (*compress)(struct gz_compressor *c, const void *in, size_t in_len,
 			void *out, size_t out_cap, size_t *out_len_ret);
 
@@ -90,7 +110,7 @@ struct gz_backend {
 	/* GZ_CAP_STREAM: advance the stream. Returns 0 (progress made or more
 	 * output space needed), GZ_STREAM_END once the trailer has been fully
 	 * written (only with GZ_FLUSH_FINISH; later calls keep returning it and
-	 * write nothing), or a negative MHDGZ_E* code (MHDGZ_EINVAL for a flush
+	 * write nothing), or a negative MHDGZ_E* code (GZ_EINVAL for a flush
 	 * value outside enum gz_flush). Never writes beyond out + out_cap and
 	 * allocates nothing.
 	 * A sync flush is complete when the call returns with io->in_len == 0
@@ -101,28 +121,48 @@ struct gz_backend {
 	int (*stream)(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush);
 };
 
-/* The backend tables, one per gz_backend_<name>.c; gz_backend_isal exists
- * only under HAVE_ISAL. Prefer the registry and gz_backend_find. */
+/* The backend tables, one per gz_backend_<name>.c, each existing only
+ * under its HAVE_<LIB> (zlib is always built: it is the streaming
+ * fallback). Prefer the registry and its lookups. */
 extern const struct gz_backend gz_backend_zlib;
+#ifdef HAVE_LIBDEFLATE
 extern const struct gz_backend gz_backend_libdeflate;
+#endif
+#ifdef HAVE_ISAL
 extern const struct gz_backend gz_backend_isal;
+#endif
 
-/* The registry, in preference order: libdeflate, isal (if compiled in),
- * zlib. NULL-terminated. */
+/* The registry, in preference order: libdeflate, isal, zlib (those
+ * compiled in). NULL-terminated. The first is the default backend. */
 extern const struct gz_backend *const gz_backends[];
 
-/* Look a backend up by name (case-sensitive); NULL if not compiled in or
- * name is NULL. */
+/* The default backend: gz_backends[0]. Never NULL. */
+const struct gz_backend *gz_backend_default(void);
+/* Look a backend up by name (case-sensitive) or by GZ_ID_*; NULL if not
+ * compiled in, unknown, or name is NULL. */
 const struct gz_backend *gz_backend_find(const char *name);
+const struct gz_backend *gz_backend_by_id(int id);
+/* The backend that compresses streams for be: be itself if it streams,
+ * else zlib (the one backend always built). Its level for be's level is
+ * gz_stream_level(). */
+const struct gz_backend *gz_stream_backend(const struct gz_backend *be);
+/*
+ * The level at which gz_stream_backend(be) compresses streams for be at
+ * level: the same number, capped at the stream backend's maximum.
+ * libdeflate's levels were designed to track zlib's ratios level for
+ * level, and its 10-12 (slow near-optimal parsing) have no zlib
+ * counterpart, so they stream at zlib 9.
+ */
+int gz_stream_level(const struct gz_backend *be, int level);
 
 /* Create a compressor of backend be at a native level. Returns 0 and
- * *c_ret, MHDGZ_EINVAL for a level outside [level_min, level_max] (never
- * clamped), MHDGZ_ENOMEM or MHDGZ_EBACKEND. The caller owns *c_ret and
+ * *c_ret, GZ_EINVAL for a level outside [level_min, level_max] (never
+ * clamped), GZ_ENOMEM or GZ_EBACKEND. The caller owns *c_ret and
  * releases it with gz_compressor_free. */
 int gz_compressor_new(const struct gz_backend *be, int level, struct gz_compressor **c_ret);
 /* Release a compressor (and its scratch space); NULL is a no-op. */
 void gz_compressor_free(struct gz_compressor *c);
-/* Make c->scratch hold at least nbytes. Returns 0 or MHDGZ_ENOMEM (the old
+/* Make c->scratch hold at least nbytes. Returns 0 or GZ_ENOMEM (the old
  * scratch, if any, is kept). */
 int gz_compressor_scratch(struct gz_compressor *c, size_t nbytes);
 

@@ -1,10 +1,11 @@
 /* gz_backend_isal.c: the ISA-L igzip backend (one-shot and streaming), built under HAVE_ISAL. */
 /*
- * Levels: ISA-L's own 0-3 (default 1), passed to isal_zstream.level
- * unchanged. 0 uses a fixed trained Huffman table and a small hash (fastest,
+ * Levels: 1-4 (default 2), ISA-L's own 0-3 shifted up by one so that 0 is
+ * never a level (gz_backend.h): isal_zstream.level is our level - 1. ISA-L
+ * level 0 (our 1) uses a fixed trained Huffman table and a small hash (fastest,
  * weakest; on incompressible data it expands by about a quarter when
  * streaming); 1-3 build per-block Huffman codes in a level buffer and
- * compress to about zlib levels 1-2.
+ * compress to about zlib levels 1-2. Below, "level 0-3" means ISA-L's.
  *
  * Format: gzip_flag IGZIP_GZIP makes ISA-L write its generic RFC 1952
  * header, 1f 8b 08 00 00000000 00 ff (FLG 0, MTIME 0, XFL 0, OS 255), and
@@ -16,7 +17,7 @@
  * It measured as fast as the streaming path with end_of_stream set (ISA-L
  * 2.30, 2 KiB to 1 MiB text), and only it has that tight bound: the
  * streaming level 0 can expand random data by ~23%. ISA-L's counters are
- * 32-bit, so one-shot input is limited to UINT32_MAX bytes (MHDGZ_EINVAL
+ * 32-bit, so one-shot input is limited to UINT32_MAX bytes (GZ_EINVAL
  * beyond; use the stream interface).
  *
  * Streaming: isal_deflate with flush NO_FLUSH/SYNC_FLUSH and
@@ -40,12 +41,15 @@
 #include <valgrind/memcheck.h>
 #endif
 
-#define MHDGZ_CORE_ONLY
-#include "mhdgz.h"
+#include "gz_error.h"
 #include "gz_alloc.h"
 #include "gz_backend.h"
 
-#define GZ_ISAL_LEVEL_DEFAULT 1
+/* Our levels (ISA-L's + 1) and the conversion. */
+#define GZ_ISAL_LEVEL_MIN (ISAL_DEF_MIN_LEVEL + 1)
+#define GZ_ISAL_LEVEL_MAX (ISAL_DEF_MAX_LEVEL + 1)
+#define GZ_ISAL_LEVEL_DEFAULT 2
+#define GZ_ISAL_NATIVE(level) ((level) - 1)
 
 /* RFC 1952 wrapper sizes and the stored-block format ISA-L falls back to
  * (RFC 1951 section 3.2.4): 5 header bytes per block of at most 65535. */
@@ -86,7 +90,7 @@ struct gz_isal {
 static void
 gz_isal_setup(struct gz_isal *z)
 {
-	int level = z->base.level;
+	int level = GZ_ISAL_NATIVE(z->base.level);
 
 	z->zs.level = (uint32_t)level;
 	z->zs.level_buf = z->level_buf;
@@ -104,7 +108,7 @@ static int
 gz_isal_init(struct gz_compressor *c)
 {
 	struct gz_isal *z = (struct gz_isal *)c;
-	uint32_t nbytes = gz_isal_level_buf_nbytes[c->level];
+	uint32_t nbytes = gz_isal_level_buf_nbytes[GZ_ISAL_NATIVE(c->level)];
 
 	if (nbytes) {
 		/* Not zeroed: ISA-L reads hash entries here before writing them
@@ -116,7 +120,7 @@ gz_isal_init(struct gz_compressor *c)
 		 * declared defined (a no-op otherwise). */
 		z->level_buf = gz_malloc(nbytes);
 		if (!z->level_buf)
-			return MHDGZ_ENOMEM;
+			return GZ_ENOMEM;
 #ifdef HAVE_VALGRIND_MEMCHECK_H
 		VALGRIND_MAKE_MEM_DEFINED(z->level_buf, nbytes);
 #endif
@@ -160,7 +164,7 @@ gz_isal_compress(struct gz_compressor *c, const void *in, size_t in_len, void *o
 	int rc;
 
 	if (in_len > UINT32_MAX)
-		return MHDGZ_EINVAL;
+		return GZ_EINVAL;
 	/* The stateless path shares the stream struct: the stream state is
 	 * gone after this, hence reset() before the next stream(). */
 	isal_deflate_stateless_init(&z->zs);
@@ -173,9 +177,9 @@ gz_isal_compress(struct gz_compressor *c, const void *in, size_t in_len, void *o
 	z->zs.avail_out = out_cap > UINT32_MAX ? UINT32_MAX : (uint32_t)out_cap;
 	rc = isal_deflate_stateless(&z->zs);
 	if (rc == STATELESS_OVERFLOW)
-		return MHDGZ_ENOSPC;
+		return GZ_ENOSPC;
 	if (rc != COMP_OK)
-		return MHDGZ_EBACKEND;
+		return GZ_EBACKEND;
 	*out_len_ret = z->zs.total_out;
 	return 0;
 }
@@ -197,7 +201,7 @@ gz_isal_stream(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush)
 
 	if ((flush != GZ_FLUSH_NONE && flush != GZ_FLUSH_SYNC && flush != GZ_FLUSH_FINISH) ||
 	    z->need_reset)
-		return MHDGZ_EINVAL;
+		return GZ_EINVAL;
 	if (z->ended)
 		return GZ_STREAM_END;
 	if (flush == GZ_FLUSH_SYNC && io->in_len == 0 && z->synced)
@@ -247,7 +251,7 @@ gz_isal_stream(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush)
 		if (used)
 			z->synced = 0;
 		if (rc != COMP_OK)
-			return MHDGZ_EBACKEND;
+			return GZ_EBACKEND;
 
 		if (z->zs.internal_state.state == ZSTATE_END) {
 			z->ended = 1;
@@ -269,17 +273,19 @@ gz_isal_stream(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush)
 		 * go round again, unless ISA-L did nothing at all, which with
 		 * space available would repeat forever. */
 		if (!used && !made && (int)z->zs.internal_state.state == state0)
-			return MHDGZ_EBACKEND;
+			return GZ_EBACKEND;
 	}
 }
 
 const struct gz_backend gz_backend_isal = {
+	.id = GZ_ID_ISAL,
 	.name = "isal",
 	.caps = GZ_CAP_ONESHOT | GZ_CAP_STREAM,
-	.level_min = ISAL_DEF_MIN_LEVEL,
-	.level_max = ISAL_DEF_MAX_LEVEL,
+	.level_min = GZ_ISAL_LEVEL_MIN,
+	.level_max = GZ_ISAL_LEVEL_MAX,
 	.level_default = GZ_ISAL_LEVEL_DEFAULT,
 	.inst_nbytes = sizeof(struct gz_isal),
+	.global_alloc_init = NULL, /* ISA-L allocates nothing itself */
 	.init = gz_isal_init,
 	.fini = gz_isal_fini,
 	.bound = gz_isal_bound,

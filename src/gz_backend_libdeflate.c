@@ -1,4 +1,4 @@
-/* gz_backend_libdeflate.c: the libdeflate backend (whole buffers only). */
+/* gz_backend_libdeflate.c: the libdeflate backend (whole buffers only), built under HAVE_LIBDEFLATE. */
 /*
  * Levels: libdeflate's own 1-12 (default 6), passed to
  * libdeflate_alloc_compressor unchanged. 1-9 are roughly zlib's levels,
@@ -11,18 +11,21 @@
  *
  * Memory: the instance plus one libdeflate block whose size depends on the
  * level (hash tables and match finder): 2 allocations, 198 KiB at level 1,
- * 653 KiB at 2-9, 8.6 MiB at 10-12 (libdeflate 1.14, x86-64), made through
- * gz_malloc by libdeflate_set_memory_allocator (see gz_alloc.c). Compressing
- * allocates nothing.
+ * 653 KiB at 2-9, 8.6 MiB at 10-12 (libdeflate 1.14, x86-64). Compressing
+ * allocates nothing. libdeflate 1.14's allocator is process-wide
+ * (libdeflate_set_memory_allocator), shared with any other libdeflate user
+ * in the process: it is routed through gz_malloc only once the application
+ * installs an allocator of its own (global_alloc_init below).
  */
 #include "config.h"
+
+#ifdef HAVE_LIBDEFLATE
 
 #include <stddef.h>
 
 #include <libdeflate.h>
 
-#define MHDGZ_CORE_ONLY
-#include "mhdgz.h"
+#include "gz_error.h"
 #include "gz_alloc.h"
 #include "gz_backend.h"
 
@@ -44,7 +47,7 @@ gz_libdeflate_init(struct gz_compressor *c)
 	 * the allocation failed. */
 	d->ld = libdeflate_alloc_compressor(c->level);
 	if (!d->ld)
-		return MHDGZ_ENOMEM;
+		return GZ_ENOMEM;
 	return 0;
 }
 
@@ -76,18 +79,29 @@ gz_libdeflate_compress(struct gz_compressor *c, const void *in, size_t in_len, v
 	 * member is never empty). The compressor keeps no per-call state. */
 	n = libdeflate_gzip_compress(d->ld, in, in_len, out, out_cap);
 	if (n == 0)
-		return MHDGZ_ENOSPC;
+		return GZ_ENOSPC;
 	*out_len_ret = n;
 	return 0;
 }
 
+/* libdeflate's allocator must not change while one of its compressors
+ * exists; gz_malloc/gz_free read the core's hook on every call, so
+ * libdeflate is pointed at them once and never again. */
+static void
+gz_libdeflate_global_alloc_init(void *(*malloc_fn)(size_t nbytes), void (*free_fn)(void *ptr))
+{
+	libdeflate_set_memory_allocator(malloc_fn, free_fn);
+}
+
 const struct gz_backend gz_backend_libdeflate = {
+	.id = GZ_ID_LIBDEFLATE,
 	.name = "libdeflate",
 	.caps = GZ_CAP_ONESHOT,
 	.level_min = GZ_LIBDEFLATE_LEVEL_MIN,
 	.level_max = GZ_LIBDEFLATE_LEVEL_MAX,
 	.level_default = GZ_LIBDEFLATE_LEVEL_DEFAULT,
 	.inst_nbytes = sizeof(struct gz_libdeflate),
+	.global_alloc_init = gz_libdeflate_global_alloc_init,
 	.init = gz_libdeflate_init,
 	.fini = gz_libdeflate_fini,
 	.bound = gz_libdeflate_bound,
@@ -95,3 +109,5 @@ const struct gz_backend gz_backend_libdeflate = {
 	.reset = NULL,
 	.stream = NULL,
 };
+
+#endif /* HAVE_LIBDEFLATE */

@@ -23,8 +23,7 @@
 #define ZLIB_CONST
 #include <zlib.h>
 
-#define MHDGZ_CORE_ONLY
-#include "mhdgz.h"
+#include "gz_error.h"
 #include "gz_alloc.h"
 #include "gz_backend.h"
 
@@ -84,9 +83,9 @@ gz_zlib_init(struct gz_compressor *c)
 			  Z_DEFAULT_STRATEGY);
 	/* deflateInit2 frees its own partial allocations on failure. */
 	if (rc == Z_MEM_ERROR)
-		return MHDGZ_ENOMEM;
+		return GZ_ENOMEM;
 	if (rc != Z_OK)
-		return MHDGZ_EBACKEND;
+		return GZ_EBACKEND;
 	z->fresh = 1;
 	return 0;
 }
@@ -97,7 +96,7 @@ gz_zlib_rewind(struct gz_zlib *z)
 {
 	if (deflateReset(&z->zs) != Z_OK) {
 		z->fresh = 0;
-		return MHDGZ_EBACKEND;
+		return GZ_EBACKEND;
 	}
 	z->fresh = 1;
 	return 0;
@@ -152,12 +151,12 @@ gz_zlib_deflate_buf(struct gz_zlib *z, const void *in, size_t in_len, void *out,
 		if (rc == Z_STREAM_END)
 			break;
 		if (rc != Z_OK && rc != Z_BUF_ERROR)
-			return MHDGZ_EBACKEND;
+			return GZ_EBACKEND;
 		if (out_left == 0)
-			return MHDGZ_ENOSPC;
+			return GZ_ENOSPC;
 		/* Z_BUF_ERROR with output space and no progress cannot end. */
 		if (rc == Z_BUF_ERROR)
-			return MHDGZ_EBACKEND;
+			return GZ_EBACKEND;
 	}
 	*out_len_ret = out_cap - out_left;
 	return 0;
@@ -173,7 +172,7 @@ gz_zlib_compress(struct gz_compressor *c, const void *in, size_t in_len, void *o
 	/* Every member is at least 18 bytes; zlib would also reject a NULL
 	 * next_out as a stream error rather than a space problem. */
 	if (out_cap == 0)
-		return MHDGZ_ENOSPC;
+		return GZ_ENOSPC;
 	if (!z->fresh && (rc = gz_zlib_rewind(z)) < 0)
 		return rc;
 	z->fresh = 0;
@@ -234,10 +233,10 @@ gz_zlib_stream(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush)
 		zflush = Z_FINISH;
 		break;
 	default:
-		return MHDGZ_EINVAL;
+		return GZ_EINVAL;
 	}
 	if (z->need_reset)
-		return MHDGZ_EINVAL;
+		return GZ_EINVAL;
 
 	gz_zlib_drain(z, io);
 	if (z->stage_len > 0)
@@ -295,7 +294,7 @@ gz_zlib_stream(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush)
 		if (rc == Z_BUF_ERROR)
 			return 0;
 		if (rc != Z_OK)
-			return MHDGZ_EBACKEND;
+			return GZ_EBACKEND;
 		/* zlib's rule: a sync flush is done when deflate leaves output
 		 * space unused. */
 		if (f == Z_SYNC_FLUSH && z->zs.avail_out > 0) {
@@ -312,12 +311,14 @@ gz_zlib_stream(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush)
 }
 
 const struct gz_backend gz_backend_zlib = {
+	.id = GZ_ID_ZLIB,
 	.name = "zlib",
 	.caps = GZ_CAP_ONESHOT | GZ_CAP_STREAM,
 	.level_min = GZ_ZLIB_LEVEL_MIN,
 	.level_max = GZ_ZLIB_LEVEL_MAX,
 	.level_default = GZ_ZLIB_LEVEL_DEFAULT,
 	.inst_nbytes = sizeof(struct gz_zlib),
+	.global_alloc_init = NULL, /* zalloc/zfree are per stream */
 	.init = gz_zlib_init,
 	.fini = gz_zlib_fini,
 	.bound = gz_zlib_bound,

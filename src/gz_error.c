@@ -1,31 +1,30 @@
-/* gz_error.c: mhdgz_strerror(), the names of the MHDGZ_E* codes. */
+/* gz_error.c: gz_strerror(), the names of the core's GZ_E* codes. */
 #include "config.h"
 
-#define MHDGZ_CORE_ONLY
-#include "mhdgz.h"
+#include <stddef.h>
 
-MHDGZ_API const char *
-mhdgz_strerror(int err)
+#include "gz_error.h"
+
+const char *
+gz_strerror(int err)
 {
 	/* Static strings only: callers may keep the pointer forever. */
 	switch (err) {
-	case MHDGZ_OK:
+	case GZ_OK:
 		return "success";
-	case MHDGZ_ENOMEM:
+	case GZ_ENOMEM:
 		return "out of memory";
-	case MHDGZ_EINVAL:
+	case GZ_EINVAL:
 		return "invalid argument";
-	case MHDGZ_EBACKEND:
+	case GZ_EBACKEND:
 		return "compression library error";
-	case MHDGZ_ENOSPC:
+	case GZ_ENOSPC:
 		return "output does not fit in the space given";
-	case MHDGZ_ENOTSUP:
+	case GZ_ENOTSUP:
 		return "backend or capability not compiled in";
-	case MHDGZ_EMHD:
-		return "libmicrohttpd refused a call";
-	case MHDGZ_EBUSY:
+	case GZ_EBUSY:
 		return "resource in use";
 	default:
-		return "unknown error";
+		return NULL;
 	}
 }

@@ -1,14 +1,11 @@
-/* gz_pool.c: the writer pool, a locked LIFO of idle compressors of one (backend, level). */
-#ifndef MHDGZ_CORE_ONLY
-#define MHDGZ_CORE_ONLY /* src/ never sees libmicrohttpd */
-#endif
+/* gz_pool.c: the compressor pool, a locked LIFO of idle compressors of one (backend, level). */
 #include "config.h"
 
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mhdgz.h"
+#include "gz_error.h"
 #include "gz_alloc.h"
 #include "gz_backend.h"
 #include "gz_pool.h"
@@ -52,18 +49,18 @@ gz_pool_new(const struct gz_backend *be, int level, size_t idle_cap, struct gz_p
 	struct gz_pool *pool;
 
 	if (!be || !pool_ret)
-		return MHDGZ_EINVAL;
+		return GZ_EINVAL;
 	/* Checked here, not at the first get, so a bad configuration fails at
 	 * set-up rather than on the first request. Never clamped. */
 	if (level < be->level_min || level > be->level_max)
-		return MHDGZ_EINVAL;
+		return GZ_EINVAL;
 	pool = gz_calloc(1, sizeof *pool);
 	if (!pool)
-		return MHDGZ_ENOMEM;
+		return GZ_ENOMEM;
 	/* pthread_mutex_init fails only for lack of resources (EAGAIN, ENOMEM). */
 	if (pthread_mutex_init(&pool->lock, NULL) != 0) {
 		gz_free(pool);
-		return MHDGZ_ENOMEM;
+		return GZ_ENOMEM;
 	}
 	pool->be = be;
 	pool->level = level;

@@ -1,4 +1,4 @@
-/* gz_pool.h: the writer pool, ready compressors per (backend, level). */
+/* gz_pool.h: the compressor pool, ready compressors per (backend, level). */
 #ifndef GZ_POOL_H
 #define GZ_POOL_H
 
@@ -30,14 +30,14 @@ struct gz_pool_stats {
 	uint64_t live;     /* compressors created and not yet freed */
 };
 
-/* Create a pool. Returns 0 and *pool_ret, MHDGZ_EINVAL (bad level, NULL
- * backend), MHDGZ_ENOMEM. No compressor is created until the first get. */
+/* Create a pool. Returns 0 and *pool_ret, GZ_EINVAL (bad level, NULL
+ * backend), GZ_ENOMEM. No compressor is created until the first get. */
 int gz_pool_new(const struct gz_backend *be, int level, size_t idle_cap, struct gz_pool **pool_ret);
 /* Free the pool and its idle compressors. Compressors still out (taken and
  * not put back) must be put back before; NULL is a no-op. */
 void gz_pool_free(struct gz_pool *pool);
 
-/* Take a compressor. Returns 0 and *c_ret, or MHDGZ_ENOMEM / MHDGZ_EBACKEND
+/* Take a compressor. Returns 0 and *c_ret, or GZ_ENOMEM / GZ_EBACKEND
  * when a new one could not be created. Thread-safe. */
 int gz_pool_get(struct gz_pool *pool, struct gz_compressor **c_ret);
 /* Give a compressor back (NULL is a no-op). A compressor whose last

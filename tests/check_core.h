@@ -7,6 +7,6 @@
 Suite *backend_suite(void); /* tests/check_backend.c: one-shot round trips, levels, ENOSPC */
 Suite *stream_suite(void);  /* tests/check_stream.c: streaming, sync flushes, tiny windows */
 Suite *alloc_suite(void);   /* tests/check_alloc.c: allocator hook, fault injection */
-Suite *pool_suite(void);    /* tests/check_pool.c: the writer pool */
+Suite *pool_suite(void);    /* tests/check_pool.c: the compressor pool */
 
 #endif /* CHECK_CORE_H */

@@ -1420,7 +1420,7 @@ START_TEST(test_min_size)
 	ck_assert_uint_eq(srv_stats(&s).reasons[MHDGZ_SKIP_SMALL], 2);
 	srv_stop(&s);
 
-	o.min_size = 100;
+	o.min_nbytes = 100;
 	srv_start(&s, &o, rt, N_ELEMS(rt), 0);
 	REQ(h, &s, "GET", "/99", H_GZIP, &rs);
 	OK("99", v_identity(&rs, 200, rep, 99, E));
@@ -2153,8 +2153,8 @@ static const struct {
 	{ MHDGZ_BACKEND_ZLIB, 9, MHDGZ_F_NO_POOL },
 	{ MHDGZ_BACKEND_LIBDEFLATE, 1, 0 }, { MHDGZ_BACKEND_LIBDEFLATE, 6, 0 },
 	{ MHDGZ_BACKEND_LIBDEFLATE, 12, MHDGZ_F_NO_POOL },
-	{ MHDGZ_BACKEND_ISAL, 0, MHDGZ_F_LEVEL }, { MHDGZ_BACKEND_ISAL, 1, 0 },
-	{ MHDGZ_BACKEND_ISAL, 3, MHDGZ_F_NO_POOL },
+	{ MHDGZ_BACKEND_ISAL, 1, 0 }, { MHDGZ_BACKEND_ISAL, 2, 0 },
+	{ MHDGZ_BACKEND_ISAL, 4, MHDGZ_F_NO_POOL },
 };
 
 START_TEST(test_backends)

@@ -285,7 +285,7 @@ static const struct {
 	{"/cb", CB_LEN},
 };
 
-/* Every compressor taken from the writer pools is back: the daemon is done
+/* Every compressor taken from the compressor pools is back: the daemon is done
  * with the request's responses and streams. */
 static bool
 pool_whole(void *cls)

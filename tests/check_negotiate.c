@@ -3,6 +3,7 @@
 #include <config.h>
 #endif
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,8 +357,17 @@ START_TEST(test_strerror)
 			ck_assert_msg(strcmp(msgs[i], msgs[j]) != 0, "codes %d and %d: same text",
 				      codes[i], codes[j]);
 	}
+	ck_assert_str_eq(mhdgz_strerror(MHDGZ_OK), "success");
+	ck_assert_str_eq(mhdgz_strerror(MHDGZ_ENOMEM), "out of memory");
+	ck_assert_str_eq(mhdgz_strerror(MHDGZ_EINVAL), "invalid argument");
+	ck_assert_str_eq(mhdgz_strerror(MHDGZ_EBACKEND), "compression library error");
+	ck_assert_str_eq(mhdgz_strerror(MHDGZ_ENOSPC), "output does not fit in the space given");
+	ck_assert_str_eq(mhdgz_strerror(MHDGZ_ENOTSUP), "backend or capability not compiled in");
+	ck_assert_str_eq(mhdgz_strerror(MHDGZ_EMHD), "libmicrohttpd refused a call");
+	ck_assert_str_eq(mhdgz_strerror(MHDGZ_EBUSY), "resource in use");
 	ck_assert_str_eq(mhdgz_strerror(-8), "unknown error");
 	ck_assert_str_eq(mhdgz_strerror(-1000), "unknown error");
+	ck_assert_str_eq(mhdgz_strerror(INT_MIN), "unknown error");
 	ck_assert_str_eq(mhdgz_strerror(1), "unknown error");
 }
 END_TEST
@@ -446,9 +456,9 @@ START_TEST(test_backends)
 	mn = mx = df = -100;
 	if (TH_HAVE_ISAL) {
 		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_ISAL, &mn, &mx, &df), 0);
-		ck_assert_int_eq(mn, 0);
-		ck_assert_int_eq(mx, 3);
-		ck_assert_int_eq(df, 1);
+		ck_assert_int_eq(mn, 1);
+		ck_assert_int_eq(mx, 4);
+		ck_assert_int_eq(df, 2);
 	} else {
 		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_ISAL, &mn, &mx, &df),
 				 MHDGZ_ENOTSUP);
@@ -474,24 +484,21 @@ static const struct new_case new_cases[] = {
 	{ MHDGZ_BACKEND_DEFAULT, 0, 0, 0, 0, 0 },
 	{ MHDGZ_BACKEND_DEFAULT, 12, 0, 0, 0, 0 },
 	{ MHDGZ_BACKEND_DEFAULT, 13, 0, 0, 0, MHDGZ_EINVAL },
-	{ MHDGZ_BACKEND_DEFAULT, 0, MHDGZ_F_LEVEL, 0, 0, MHDGZ_EINVAL },
+	{ MHDGZ_BACKEND_DEFAULT, -1, 0, 0, 0, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_ZLIB, 0, 0, 0, 0, 0 },
 	{ MHDGZ_BACKEND_ZLIB, 1, 0, 0, 0, 0 },
 	{ MHDGZ_BACKEND_ZLIB, 9, 0, 0, 0, 0 },
-	{ MHDGZ_BACKEND_ZLIB, 9, MHDGZ_F_LEVEL, 0, 0, 0 },
 	{ MHDGZ_BACKEND_ZLIB, 10, 0, 0, 0, MHDGZ_EINVAL },
-	{ MHDGZ_BACKEND_ZLIB, 0, MHDGZ_F_LEVEL, 0, 0, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_ZLIB, -1, 0, 0, 0, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_LIBDEFLATE, 0, 0, 0, 0, 0 },
 	{ MHDGZ_BACKEND_LIBDEFLATE, 1, 0, 0, 0, 0 },
 	{ MHDGZ_BACKEND_LIBDEFLATE, 12, 0, 0, 0, 0 },
-	{ MHDGZ_BACKEND_LIBDEFLATE, 0, MHDGZ_F_LEVEL, 0, 0, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_LIBDEFLATE, 13, 0, 0, 0, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_LIBDEFLATE, -5, 0, 0, 0, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_ISAL, 0, 0, 0, 1, 0 },
-	{ MHDGZ_BACKEND_ISAL, 0, MHDGZ_F_LEVEL, 0, 1, 0 },
-	{ MHDGZ_BACKEND_ISAL, 3, 0, 0, 1, 0 },
-	{ MHDGZ_BACKEND_ISAL, 4, 0, 0, 1, MHDGZ_EINVAL },
+	{ MHDGZ_BACKEND_ISAL, 1, 0, 0, 1, 0 },
+	{ MHDGZ_BACKEND_ISAL, 4, 0, 0, 1, 0 },
+	{ MHDGZ_BACKEND_ISAL, 5, 0, 0, 1, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_ISAL, -1, 0, 0, 1, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_ISAL, 0, 0, 0, -1, MHDGZ_ENOTSUP },
 	{ (enum mhdgz_backend)4, 0, 0, 0, 0, MHDGZ_EINVAL },
@@ -569,11 +576,11 @@ START_TEST(test_new_misc)
 
 	/* min_size and pool_idle_cap take any value. */
 	o.size = sizeof o;
-	o.min_size = 1;
+	o.min_nbytes = 1;
 	o.pool_idle_cap = 1;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	mhdgz_free(gz);
-	o.min_size = (size_t)-1;
+	o.min_nbytes = (size_t)-1;
 	o.pool_idle_cap = 1000;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	mhdgz_free(gz);
@@ -650,6 +657,8 @@ START_TEST(test_set_allocator)
 
 	ck_assert_int_eq(mhdgz_set_allocator(NULL), 0);
 	a.size = 0;
+	ck_assert_int_eq(mhdgz_set_allocator(&a), MHDGZ_EINVAL);
+	a.size = sizeof a - 1;
 	ck_assert_int_eq(mhdgz_set_allocator(&a), MHDGZ_EINVAL);
 	a.size = sizeof a + 8;
 	ck_assert_int_eq(mhdgz_set_allocator(&a), MHDGZ_EINVAL);
@@ -1150,7 +1159,7 @@ START_TEST(test_select_backends)
 	} cfg[] = {
 		{ MHDGZ_BACKEND_ZLIB, 1, 0 },       { MHDGZ_BACKEND_ZLIB, 9, MHDGZ_F_NO_POOL },
 		{ MHDGZ_BACKEND_LIBDEFLATE, 1, 0 }, { MHDGZ_BACKEND_LIBDEFLATE, 12, MHDGZ_F_NO_POOL },
-		{ MHDGZ_BACKEND_ISAL, 0, MHDGZ_F_LEVEL }, { MHDGZ_BACKEND_ISAL, 3, 0 },
+		{ MHDGZ_BACKEND_ISAL, 1, 0 }, { MHDGZ_BACKEND_ISAL, 4, 0 },
 	};
 	uint8_t *body = tu_payload(100000, TU_JSON, 3);
 
@@ -1185,7 +1194,7 @@ START_TEST(test_select_backends)
 }
 END_TEST
 
-/* Writer pool counters: one compressor serves sequential compressions;
+/* Compressor pool counters: one compressor serves sequential compressions;
  * MHDGZ_F_NO_POOL creates one per compression and keeps none (loop). */
 START_TEST(test_select_pool_stats)
 {

@@ -1,4 +1,4 @@
-/* check_pool.c: Check suite for the writer pool (src/gz_pool.c): counters, caps, reuse, threads. */
+/* check_pool.c: Check suite for the compressor pool (src/gz_pool.c): counters, caps, reuse, threads. */
 #include "config.h"
 
 #include <check.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mhdgz.h"
+#include "gz_error.h"
 #include "gz_alloc.h"
 #include "gz_backend.h"
 #include "gz_pool.h"
@@ -126,7 +126,7 @@ worker_main(void *arg)
 	size_t ref_len = 0;
 
 	if (!payload || !out || !ref) {
-		w->first_rc = MHDGZ_ENOMEM;
+		w->first_rc = GZ_ENOMEM;
 		goto cleanup;
 	}
 	for (unsigned long i = 0; i < STRESS_CYCLES; i++) {
@@ -227,7 +227,7 @@ run_stress(const struct gz_backend *be, size_t idle_cap)
 		ck_assert_msg(!w[t].double_use, "%s cap %zu: a compressor was held by two users",
 		              be->name, idle_cap);
 		ck_assert_msg(w[t].first_rc == 0, "%s thread %u: rc %d (%s)", be->name, t,
-		              w[t].first_rc, mhdgz_strerror(w[t].first_rc));
+		              w[t].first_rc, gz_strerror(w[t].first_rc));
 		ck_assert_uint_eq(w[t].cycles_done, STRESS_CYCLES);
 		ck_assert_msg(w[t].roundtrip_ok, "%s thread %u: round trip failed", be->name, t);
 		ck_assert_msg(!w[t].output_mismatch, "%s thread %u: output changed on reuse",
@@ -273,10 +273,10 @@ START_TEST(test_levels)
 	const int bad[] = {INT_MIN, be->level_min - 1, be->level_max + 1, INT_MAX};
 
 	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-		ck_assert_int_eq(gz_pool_new(be, bad[k], 4, &pool), MHDGZ_EINVAL);
+		ck_assert_int_eq(gz_pool_new(be, bad[k], 4, &pool), GZ_EINVAL);
 		ck_assert_ptr_eq(pool, (struct gz_pool *)&pool);
 	}
-	ck_assert_int_eq(gz_pool_new(NULL, 1, 4, &pool), MHDGZ_EINVAL);
+	ck_assert_int_eq(gz_pool_new(NULL, 1, 4, &pool), GZ_EINVAL);
 
 	for (int lvl = be->level_min; lvl <= be->level_max; lvl++) {
 		ck_assert_int_eq(gz_pool_new(be, lvl, 4, &pool), 0);
@@ -447,7 +447,7 @@ START_TEST(test_reset_on_put)
 	} else {
 		/* One-shot only: a failed compress (no room) must not poison
 		 * the compressor either. */
-		ck_assert_int_eq(be->compress(c, a, len, out, 8, &out_len), MHDGZ_ENOSPC);
+		ck_assert_int_eq(be->compress(c, a, len, out, 8, &out_len), GZ_ENOSPC);
 	}
 	gz_pool_put(pool, c);
 	ck_assert_int_eq(gz_pool_get(pool, &again), 0);
@@ -471,7 +471,7 @@ START_TEST(test_reset_on_put)
 END_TEST
 
 /* Every allocation in gz_pool_new and in a get's compressor creation may
- * fail: the call reports MHDGZ_ENOMEM, counters stay consistent, nothing
+ * fail: the call reports GZ_ENOMEM, counters stay consistent, nothing
  * leaks, and the pool works again once allocation succeeds. */
 START_TEST(test_get_enomem)
 {
@@ -487,7 +487,7 @@ START_TEST(test_get_enomem)
 		tu_alloc_install(k);
 		rc = gz_pool_new(be, be->level_default, 4, &pool);
 		if (rc != 0) {
-			ck_assert_int_eq(rc, MHDGZ_ENOMEM);
+			ck_assert_int_eq(rc, GZ_ENOMEM);
 			ck_assert(tu_alloc_failed());
 			ck_assert_int_eq(tu_alloc_live(), 0);
 			tu_alloc_uninstall();
@@ -496,8 +496,8 @@ START_TEST(test_get_enomem)
 		rc = gz_pool_get(pool, &c);
 		gz_pool_get_stats(pool, &st);
 		if (rc != 0) {
-			ck_assert_msg(rc == MHDGZ_ENOMEM, "%s: fail point %llu: rc %d (%s)",
-			              be->name, (unsigned long long)k, rc, mhdgz_strerror(rc));
+			ck_assert_msg(rc == GZ_ENOMEM, "%s: fail point %llu: rc %d (%s)",
+			              be->name, (unsigned long long)k, rc, gz_strerror(rc));
 			ck_assert(tu_alloc_failed());
 			get_failures++;
 			/* A failed get is not a get: nothing moved. */
@@ -533,7 +533,7 @@ END_TEST
 
 struct fake_compressor {
 	struct gz_compressor base;
-	int fail_reset; /* reset() reports MHDGZ_EBACKEND when set */
+	int fail_reset; /* reset() reports GZ_EBACKEND when set */
 };
 
 static atomic_int fake_inits, fake_finis, fake_resets;
@@ -565,21 +565,21 @@ fake_compress(struct gz_compressor *c, const void *in, size_t in_len, void *out,
               size_t *out_len_ret)
 {
 	(void)c, (void)in, (void)in_len, (void)out, (void)out_cap, (void)out_len_ret;
-	return MHDGZ_EBACKEND;
+	return GZ_EBACKEND;
 }
 
 static int
 fake_reset(struct gz_compressor *c)
 {
 	atomic_fetch_add(&fake_resets, 1);
-	return ((struct fake_compressor *)c)->fail_reset ? MHDGZ_EBACKEND : 0;
+	return ((struct fake_compressor *)c)->fail_reset ? GZ_EBACKEND : 0;
 }
 
 static int
 fake_stream(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush)
 {
 	(void)c, (void)io, (void)flush;
-	return MHDGZ_EBACKEND;
+	return GZ_EBACKEND;
 }
 
 static const struct gz_backend fake_backend = {
@@ -608,8 +608,8 @@ START_TEST(test_reset_failure_discards)
 	atomic_store(&fake_inits, 0);
 	atomic_store(&fake_finis, 0);
 	atomic_store(&fake_resets, 0);
-	ck_assert_int_eq(gz_pool_new(&fake_backend, 0, 4, &pool), MHDGZ_EINVAL);
-	ck_assert_int_eq(gz_pool_new(&fake_backend, 4, 4, &pool), MHDGZ_EINVAL);
+	ck_assert_int_eq(gz_pool_new(&fake_backend, 0, 4, &pool), GZ_EINVAL);
+	ck_assert_int_eq(gz_pool_new(&fake_backend, 4, 4, &pool), GZ_EINVAL);
 	ck_assert_int_eq(gz_pool_new(&fake_backend, 3, 4, &pool), 0);
 	ck_assert_int_eq(gz_pool_get(pool, &a), 0);
 	ck_assert_int_eq(gz_pool_get(pool, &b), 0);

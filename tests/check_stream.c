@@ -7,7 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "mhdgz.h"
+#include "gz_error.h"
 #include "gz_alloc.h"
 #include "gz_backend.h"
 #include "check_core.h"
@@ -511,7 +511,7 @@ START_TEST(test_stream_after_compress)
 	for (i = 0; i < 3; i++) {
 		ck_assert_int_eq(c->be->compress(c, body, len, out, bound, &out_len), 0);
 		verify_member(out, out_len, body, len);
-		ck_assert_int_eq(c->be->stream(c, &io, GZ_FLUSH_NONE), MHDGZ_EINVAL);
+		ck_assert_int_eq(c->be->stream(c, &io, GZ_FLUSH_NONE), GZ_EINVAL);
 		ck_assert_uint_eq(io.in_len, 10);
 		ck_assert_uint_eq(io.out_cap, 1);
 		ck_assert_int_eq(c->be->reset(c), 0);
@@ -542,8 +542,8 @@ START_TEST(test_stream_bad_flush)
 	struct gz_io io = { .in = in, .in_len = sizeof in, .out = out, .out_cap = sizeof out };
 
 	ck_assert_int_eq(gz_compressor_new(be, be->level_default, &c), 0);
-	ck_assert_int_eq(c->be->stream(c, &io, (enum gz_flush)3), MHDGZ_EINVAL);
-	ck_assert_int_eq(c->be->stream(c, &io, (enum gz_flush)-1), MHDGZ_EINVAL);
+	ck_assert_int_eq(c->be->stream(c, &io, (enum gz_flush)3), GZ_EINVAL);
+	ck_assert_int_eq(c->be->stream(c, &io, (enum gz_flush)-1), GZ_EINVAL);
 	ck_assert_uint_eq(io.in_len, sizeof in);
 	ck_assert_uint_eq(io.out_cap, sizeof out);
 	gz_compressor_free(c);

@@ -15,7 +15,7 @@
 # would wait for a body after those), and S clients (default 24, more than
 # the pool keeps idle) loop over /events (ten server-sent events in ten
 # seconds, which wrk would count as timeouts; each a gzip stream with a
-# compressor from the writer pool).
+# compressor from the compressor pool).
 #
 # Checks, then prints the figures:
 #  - wrk: zero socket errors (connect, read, write, timeout) and zero
@@ -25,7 +25,7 @@
 #  - resident memory (VmRSS, sampled each second from /proc) of each server
 #    grows less than 10 % from the end of the warm-up (--warmup, default
 #    15 s) to the largest sample after it;
-#  - /stats of the demo: pool_idle within the cap (16 per writer pool;
+#  - /stats of the demo: pool_idle within the cap (16 per compressor pool;
 #    libdeflate's streams use a second, zlib pool: 32), no failures, the
 #    reasons sum to the responses, compressed = reasons.compressed, one
 #    decision per request, and the requests the clients completed are all
@@ -163,7 +163,7 @@ wrk_root=$!
 
 # /events: $streams clients in parallel, each fetching it again and again
 # until the load ends (a new fetch starts only while 11 s remain). Every
-# gzip stream takes a compressor from the writer pool and gives it back at
+# gzip stream takes a compressor from the compressor pool and gives it back at
 # its end: more streams at once than the pool keeps idle test its cap.
 event_loops=()
 for j in $(seq 1 "$streams"); do

@@ -96,7 +96,7 @@ su_gz_new(enum mhdgz_backend backend, int level, size_t min_size)
 	o.size = sizeof o;
 	o.backend = backend;
 	o.level = level;
-	o.min_size = min_size;
+	o.min_nbytes = min_size;
 	rc = mhdgz_new(&o, &gz);
 	ck_assert_msg(rc == 0, "mhdgz_new(%s, %d): %s", mhdgz_backend_name(backend), level,
 		      mhdgz_strerror(rc));

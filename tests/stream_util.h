@@ -138,7 +138,7 @@ uint64_t su_now_ms(void);
 bool su_wait(bool (*pred)(void *cls), void *cls, unsigned int timeout_ms);
 /* The handler's counters; fails the test on error. */
 struct mhdgz_stats su_stats(struct mhdgz *gz);
-/* Every compressor taken from the writer pool is back: no get without its
+/* Every compressor taken from the compressor pool is back: no get without its
  * put. True when every created compressor is idle (pool below its cap), or
  * in pass-through mode when nothing is idle and every get was a miss. */
 bool su_pool_all_back(struct mhdgz *gz);

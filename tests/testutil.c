@@ -5,7 +5,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "mhdgz.h"
+#include "gz_alloc.h"
 #include "testutil.h"
 
 static uint32_t
@@ -165,20 +165,17 @@ tu_free(void *p, void *cls)
 void
 tu_alloc_install(uint64_t fail_at)
 {
-	struct mhdgz_allocator a = {
-		.size = sizeof a, .malloc_fn = tu_malloc, .free_fn = tu_free, .cls = NULL
-	};
 	atomic_store(&tu_count, 0);
 	atomic_store(&tu_fail_at, fail_at);
 	atomic_store(&tu_fired, 0);
 	atomic_store(&tu_live, 0);
-	(void)mhdgz_set_allocator(&a);
+	(void)gz_alloc_set_hook(tu_malloc, tu_free, NULL);
 }
 
 void
 tu_alloc_uninstall(void)
 {
-	(void)mhdgz_set_allocator(NULL);
+	(void)gz_alloc_set_hook(NULL, NULL, NULL);
 }
 
 uint64_t

@@ -27,7 +27,8 @@ int tu_gunzip(const void *in, size_t in_len, uint8_t **out, size_t *out_len);
 int tu_check_member(const uint8_t *gz, size_t gz_len, const uint8_t *orig, size_t orig_len);
 
 /*
- * Counting, failure-injecting allocator installed with mhdgz_set_allocator.
+ * Counting, failure-injecting allocator installed with gz_alloc_set_hook (the
+ * core of mhdgz_set_allocator, so the core suites can use it too).
  * tu_alloc_install(fail_at): the fail_at-th allocation from now (1-based)
  * fails and every other succeeds; 0 never fails. Counters are atomic.
  */

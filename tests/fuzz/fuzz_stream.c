@@ -9,7 +9,7 @@
  *   op & 7 = 3     GZ_FLUSH_SYNC without new input (repeated flush)
  *   op & 7 = 4     output window: 1..256 bytes, or (high bit) 1..64 KiB
  *   op & 7 = 5     abandon the stream: the compressor goes back to the
- *                  writer pool mid-member and a new member starts
+ *                  compressor pool mid-member and a new member starts
  *   op & 7 = 6, 7  input window: later chunks are cut into pieces of
  *                  1..256 bytes, each a separate stream() call
  *
@@ -25,9 +25,9 @@
  *    a further GZ_FLUSH_FINISH returns GZ_STREAM_END and writes nothing;
  *  - for every one-shot backend at a level from the input, compress() of
  *    the whole input round-trips, fits its bound(), and with a smaller
- *    output space either fits or returns MHDGZ_ENOSPC; afterwards stream()
- *    refuses with MHDGZ_EINVAL until reset().
- * Compressors come from writer pools (idle cap 1) kept across inputs, so
+ *    output space either fits or returns GZ_ENOSPC; afterwards stream()
+ *    refuses with GZ_EINVAL until reset().
+ * Compressors come from compressor pools (idle cap 1) kept across inputs, so
  * reset() between members is exercised as well.
  */
 #include <stdbool.h>
@@ -37,8 +37,7 @@
 
 #include <zlib.h>
 
-#define MHDGZ_CORE_ONLY
-#include "mhdgz.h"
+#include "gz_error.h"
 #include "gz_backend.h"
 #include "gz_pool.h"
 #include "fuzz_util.h"
@@ -296,14 +295,14 @@ oneshot(const uint8_t *data, size_t len, uint8_t lv, uint16_t short_cap)
 		if (!out)
 			abort();
 		rc = be->compress(c, data, len, out, cap, &out_len);
-		FZ_CHECK(rc == MHDGZ_ENOSPC || (rc == 0 && out_len <= cap),
+		FZ_CHECK(rc == GZ_ENOSPC || (rc == 0 && out_len <= cap),
 			 "%s level %d: compress() into %zu bytes = %d", be->name, level, cap, rc);
 		free(out);
 		free(dec);
 		if (be->caps & GZ_CAP_STREAM) {
 			uint8_t b[8];
 			struct gz_io io = {data, len, b, sizeof b};
-			FZ_CHECK(be->stream(c, &io, GZ_FLUSH_NONE) == MHDGZ_EINVAL,
+			FZ_CHECK(be->stream(c, &io, GZ_FLUSH_NONE) == GZ_EINVAL,
 				 "%s: stream() after compress() without reset()", be->name);
 		}
 		gz_pool_put(pool, c); /* resets */

@@ -47,7 +47,7 @@ run_one() {
 	[ -d "$seeds" ] || seeds=
 	mkdir -p "$dir/work/$t"
 	# -timeout: one input taking this long is a hang worth a report.
-	# -rss_limit_mb: ASan's quarantine and the writer pools of every
+	# -rss_limit_mb: ASan's quarantine and the compressor pools of every
 	# level stay well below it.
 	# shellcheck disable=SC2086
 	"$dir/$t" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=3072 \
