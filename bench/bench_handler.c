@@ -1600,7 +1600,7 @@ print_header(void)
 	for (b = 0; gz_backends[b]; b++)
 		out(" %s", gz_backends[b]->name);
 	out("\npayload: %s\n",
-	    bh_opt.payload ? bh_opt.payload : "generated JSON (bench/payload.c)");
+	    bh_opt.payload ? bh_opt.payload : "generated JSON (examples/payload/payload.c)");
 	if (bh_opt.benchtime_n)
 		out("benchtime: %llux\n", (unsigned long long)bh_opt.benchtime_n);
 	else

@@ -4,10 +4,10 @@
 # to reach the raw backend interface for its reference rows; it defines
 # malloc and friends to count allocations process-wide.
 noinst_PROGRAMS += bench/bench_handler
-bench_bench_handler_SOURCES = bench/bench_handler.c bench/payload.c bench/payload.h
-bench_bench_handler_CPPFLAGS = $(HND_CPPFLAGS)
+bench_bench_handler_SOURCES = bench/bench_handler.c
+bench_bench_handler_CPPFLAGS = $(HND_CPPFLAGS) -I$(top_srcdir)/examples/payload
 bench_bench_handler_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(ZLIB_CFLAGS)
-bench_bench_handler_LDADD = handler/libmhdgz_hnd.la $(MHD_LIBS) $(ZLIB_LIBS)
+bench_bench_handler_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la $(MHD_LIBS) $(ZLIB_LIBS)
 EXTRA_DIST += bench/e2e.sh bench/ircount.sh bench/README.md
 
 # make bench: the default rows in 1-2 minutes on 2 cores; make bench-full:

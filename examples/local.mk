@@ -5,10 +5,16 @@ examples_minimal_SOURCES = examples/minimal.c
 examples_minimal_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS)
 examples_minimal_LDADD = handler/libmhdgz.la $(MHD_LIBS)
 
-# gzserve: the sample server (installed); shares the benchmark payload.
+# The deterministic JSON payload of gzserve's demo, shared with the
+# benchmarks and the gzserve tests (a library here, so nothing builds
+# from another program's folder).
+noinst_LTLIBRARIES += examples/payload/libpayload.la
+examples_payload_libpayload_la_SOURCES = examples/payload/payload.c examples/payload/payload.h
+
+# gzserve: the sample server (installed).
 bin_PROGRAMS = examples/gzserve
-examples_gzserve_SOURCES = examples/gzserve.c bench/payload.c bench/payload.h
-examples_gzserve_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/bench
+examples_gzserve_SOURCES = examples/gzserve.c
+examples_gzserve_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/examples/payload
 examples_gzserve_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS)
-examples_gzserve_LDADD = handler/libmhdgz.la $(MHD_LIBS)
+examples_gzserve_LDADD = handler/libmhdgz.la examples/payload/libpayload.la $(MHD_LIBS)
 

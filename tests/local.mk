@@ -36,11 +36,10 @@ tests_check_faults_LDADD = handler/libmhdgz_hnd.la $(CHECK_LIBS) $(CURL_LIBS) $(
 # GZSERVE finds the binary in a VPATH build.
 TESTS += tests/gzserve_test.sh tests/check_gzserve
 check_PROGRAMS += tests/check_gzserve
-tests_check_gzserve_SOURCES = tests/check_gzserve.c $(tests_common) \
-	bench/payload.c bench/payload.h
-tests_check_gzserve_CPPFLAGS = $(HND_CPPFLAGS) -I$(top_srcdir)/bench
+tests_check_gzserve_SOURCES = tests/check_gzserve.c $(tests_common)
+tests_check_gzserve_CPPFLAGS = $(HND_CPPFLAGS) -I$(top_srcdir)/examples/payload
 tests_check_gzserve_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(MHD_CFLAGS) $(CURL_CFLAGS) $(ZLIB_CFLAGS)
-tests_check_gzserve_LDADD = handler/libmhdgz_hnd.la $(CHECK_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(ZLIB_LIBS)
+tests_check_gzserve_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la $(CHECK_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(ZLIB_LIBS)
 endif
 TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = bash

@@ -23,7 +23,8 @@
  * from their last record, prefixes of the whole document, and each is a
  * complete JSON text a browser's JSON.parse() accepts.
  *
- * Not installed: compiled into gzserve and the benchmarks.
+ * Not installed: a convenience library (examples/payload/libpayload.la)
+ * linked into gzserve, the benchmarks and the gzserve tests.
  */
 
 /** Size of the whole document in bytes (128 KiB). */
