@@ -2,7 +2,7 @@
 # e2e.sh: make bench-e2e: gzserve on 127.0.0.1 (port 0) driven by wrk, gzip and identity.
 #
 # Usage: bench/e2e.sh [GZSERVE [OUTFILE]]
-#   GZSERVE   the gzserve binary (default examples/gzserve)
+#   GZSERVE   the gzserve binary (default examples/gzserve/gzserve)
 #   OUTFILE   also write the report there
 # Environment (all optional):
 #   E2E_DURATION     seconds per case (default 3); 12 cases, so ~45 s in all
@@ -27,7 +27,7 @@
 # pair, not the server alone.
 set -eu
 
-GZSERVE=${1:-examples/gzserve}
+GZSERVE=${1:-examples/gzserve/gzserve}
 OUTFILE=${2:-}
 DURATION=${E2E_DURATION:-3}
 CONNS=${E2E_CONNECTIONS:-16}
@@ -39,7 +39,7 @@ if ! command -v wrk >/dev/null 2>&1; then
 	exit 0
 fi
 if [ ! -x "$GZSERVE" ]; then
-	echo "bench-e2e: $GZSERVE not found; build it first (make examples/gzserve)" >&2
+	echo "bench-e2e: $GZSERVE not found; build it first (make examples/gzserve/gzserve)" >&2
 	exit 1
 fi
 

@@ -23,9 +23,9 @@ bench: bench/bench_handler
 bench-full: bench/bench_handler
 	@$(MKDIR_P) bench/results
 	bench/bench_handler --full $(BENCH_FULL_FLAGS) --out bench/results/bench-full-$(BENCH_STAMP).txt
-bench-e2e: examples/gzserve
+bench-e2e: examples/gzserve/gzserve
 	@$(MKDIR_P) bench/results
-	$(SHELL) $(top_srcdir)/bench/e2e.sh examples/gzserve bench/results/bench-e2e-$(BENCH_STAMP).txt
+	$(SHELL) $(top_srcdir)/bench/e2e.sh examples/gzserve/gzserve bench/results/bench-e2e-$(BENCH_STAMP).txt
 # Instructions per op under callgrind: handler overhead without load noise.
 bench-ir: bench/bench_handler
 	$(SHELL) $(top_srcdir)/bench/ircount.sh bench/bench_handler

@@ -12,9 +12,9 @@ noinst_LTLIBRARIES += examples/payload/libpayload.la
 examples_payload_libpayload_la_SOURCES = examples/payload/payload.c examples/payload/payload.h
 
 # gzserve: the sample server (installed).
-bin_PROGRAMS = examples/gzserve
-examples_gzserve_SOURCES = examples/gzserve.c
-examples_gzserve_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/examples/payload
-examples_gzserve_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS)
-examples_gzserve_LDADD = handler/libmhdgz.la examples/payload/libpayload.la $(MHD_LIBS)
+bin_PROGRAMS = examples/gzserve/gzserve
+examples_gzserve_gzserve_SOURCES = examples/gzserve/main.c
+examples_gzserve_gzserve_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/examples/payload
+examples_gzserve_gzserve_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS)
+examples_gzserve_gzserve_LDADD = handler/libmhdgz.la examples/payload/libpayload.la $(MHD_LIBS)
 

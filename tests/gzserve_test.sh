@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gzserve_test.sh: end-to-end tests of examples/gzserve on 127.0.0.1 port 0 with the curl command-line tool.
+# gzserve_test.sh: end-to-end tests of examples/gzserve/gzserve on 127.0.0.1 port 0 with the curl command-line tool.
 #
 # Every check prints one line ("ok N - what" or "not ok N - what: why"); the
 # script ends with "N passed, M failed" and exits non-zero on any failure.
@@ -7,10 +7,10 @@
 # script starts is killed by the EXIT trap.
 #
 # GZSERVE names the binary (make check sets it, for VPATH builds); by default
-# ../examples/gzserve next to this script.
+# ../examples/gzserve/gzserve next to this script.
 set -u
 
-GZSERVE=${GZSERVE:-$(cd "$(dirname "$0")/.." && pwd)/examples/gzserve}
+GZSERVE=${GZSERVE:-$(cd "$(dirname "$0")/.." && pwd)/examples/gzserve/gzserve}
 CURL=(curl -s -S --max-time 15)
 
 if ! command -v curl >/dev/null 2>&1; then

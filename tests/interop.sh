@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # interop.sh: real clients (headless Chromium, curl, wget, Python) decode everything gzserve sends.
 #
-# Against examples/gzserve on 127.0.0.1, port 0:
+# Against examples/gzserve/gzserve on 127.0.0.1, port 0:
 #  - the built-in demo: Chromium (Debian's chromium, driven by playwright-core
 #    from npm, tests/interop/browser.js) loads the page: HTML, CSS and
 #    JavaScript arrive gzip-compressed, the script runs, the stylesheet
@@ -23,7 +23,7 @@
 # the whole script under INTEROP_TIMEOUT (240 s); a run takes 20-45 s.
 # Loopback only; the servers it starts are killed on exit.
 #
-# Environment: GZSERVE the binary (default examples/gzserve beside this
+# Environment: GZSERVE the binary (default examples/gzserve/gzserve beside this
 # script's parent, or in the current build tree); INTEROP_OUT the output
 # folder (default tests/interop-out under the current directory): logs,
 # screenshots, the bodies compared; CHROMIUM the browser (/usr/bin/chromium).
@@ -47,8 +47,8 @@ fi
 
 SRCDIR=$(cd "$(dirname "$0")" && pwd)
 if [ -z "${GZSERVE:-}" ]; then
-	GZSERVE=$PWD/examples/gzserve
-	[ -x "$GZSERVE" ] || GZSERVE=$SRCDIR/../examples/gzserve
+	GZSERVE=$PWD/examples/gzserve/gzserve
+	[ -x "$GZSERVE" ] || GZSERVE=$SRCDIR/../examples/gzserve/gzserve
 fi
 OUT=${INTEROP_OUT:-$PWD/tests/interop-out}
 export CHROMIUM=${CHROMIUM:-/usr/bin/chromium}

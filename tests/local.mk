@@ -43,6 +43,6 @@ tests_check_gzserve_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.
 endif
 TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = bash
-AM_TESTS_ENVIRONMENT = GZSERVE='$(abs_top_builddir)/examples/gzserve'; export GZSERVE;
+AM_TESTS_ENVIRONMENT = GZSERVE='$(abs_top_builddir)/examples/gzserve/gzserve'; export GZSERVE;
 EXTRA_DIST += tests/gzserve_test.sh
 

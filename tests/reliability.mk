@@ -5,8 +5,8 @@
 EXTRA_DIST += tests/interop.sh tests/interop/browser.js tests/interop/http_check.py \
 	tests/interop/package.json tests/interop/package-lock.json
 .PHONY: interop
-interop: examples/gzserve
-	GZSERVE='$(abs_top_builddir)/examples/gzserve' bash $(top_srcdir)/tests/interop.sh
+interop: examples/gzserve/gzserve
+	GZSERVE='$(abs_top_builddir)/examples/gzserve/gzserve' bash $(top_srcdir)/tests/interop.sh
 
 
 # --- make valgrind: Check suites under valgrind memcheck --------------------
@@ -38,6 +38,6 @@ SOAK_CONNECTIONS = 64
 SOAK_STREAMS = 24
 EXTRA_DIST += tests/soak.sh tests/soak.lua
 .PHONY: soak
-soak: examples/gzserve$(EXEEXT)
+soak: examples/gzserve/gzserve$(EXEEXT)
 	bash $(srcdir)/tests/soak.sh --seconds $(SOAK_SECONDS) --connections $(SOAK_CONNECTIONS) \
-	  --streams $(SOAK_STREAMS) examples/gzserve$(EXEEXT) $(srcdir)/tests/soak.lua
+	  --streams $(SOAK_STREAMS) examples/gzserve/gzserve$(EXEEXT) $(srcdir)/tests/soak.lua
