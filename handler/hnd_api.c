@@ -1,4 +1,4 @@
-/* hnd_api.c: handler lifetime, options, statistics, version, errors, allocator, backend and reason names. */
+/* hnd_api.c: handler lifetime and options, version, backends, errors and the allocator hook. */
 #include <string.h>
 #include <strings.h>
 
@@ -87,47 +87,6 @@ mhdgz_backend_levels(enum mhdgz_backend backend, int *min_ret, int *max_ret, int
 	return 0;
 }
 
-static const char *const hnd_reason_names[MHDGZ_REASON_COUNT] = {
-	[MHDGZ_COMPRESSED] = "compressed",
-	[MHDGZ_SKIP_UNTRACKED] = "untracked",
-	[MHDGZ_SKIP_OPT_OUT] = "opt-out",
-	[MHDGZ_SKIP_STATUS] = "status",
-	[MHDGZ_SKIP_RANGE] = "range",
-	[MHDGZ_SKIP_ENCODED] = "encoded",
-	[MHDGZ_SKIP_NO_TRANSFORM] = "no-transform",
-	[MHDGZ_SKIP_EMPTY] = "empty",
-	[MHDGZ_SKIP_TYPE] = "type",
-	[MHDGZ_SKIP_NOT_ACCEPTED] = "not-accepted",
-	[MHDGZ_SKIP_SMALL] = "small",
-	[MHDGZ_SKIP_NOT_SMALLER] = "not-smaller",
-	[MHDGZ_SKIP_ERROR] = "error",
-};
-
-MHDGZ_API const char *
-mhdgz_reason_name(enum mhdgz_reason reason)
-{
-	if ((unsigned int)reason >= MHDGZ_REASON_COUNT)
-		return "unknown";
-	return hnd_reason_names[reason];
-}
-
-/*
- * Streams need a streaming compressor: the backend's own, or the core's
- * choice for a whole-buffer backend (gz_stream_backend, gz_stream_level).
- * A streaming backend shares one pool between both uses.
- */
-static int
-stream_pool_new(struct mhdgz *gz, size_t cap)
-{
-	const struct gz_backend *sb = gz_stream_backend(gz->be);
-
-	if (sb == gz->be) {
-		gz->stream_pool = gz->pool;
-		return 0;
-	}
-	return gz_pool_new(sb, gz_stream_level(gz->be, gz->level), cap, &gz->stream_pool);
-}
-
 MHDGZ_API int
 mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 {
@@ -175,10 +134,7 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	if (rc < 0)
 		goto fail;
 	cap = (o.flags & MHDGZ_F_NO_POOL) ? 0 : o.pool_idle_cap ? o.pool_idle_cap : HND_POOL_IDLE_CAP;
-	rc = gz_pool_new(gz->be, gz->level, cap, &gz->pool);
-	if (rc < 0)
-		goto fail;
-	rc = stream_pool_new(gz, cap);
+	rc = gz_pool_pair_new(gz->be, gz->level, cap, &gz->pool, &gz->stream_pool);
 	if (rc < 0)
 		goto fail;
 	rc = hnd_table_init(&gz->table);
@@ -198,53 +154,11 @@ mhdgz_free(struct mhdgz *gz)
 		return;
 	if (gz->table.bucket)
 		hnd_table_fini(&gz->table);
-	if (gz->stream_pool != gz->pool)
-		gz_pool_free(gz->stream_pool);
+	gz_pool_free(gz->stream_pool);
 	gz_pool_free(gz->pool);
 	hnd_typelist_fini(&gz->compress_types);
 	hnd_typelist_fini(&gz->skip_types);
 	gz_free(gz);
-}
-
-static uint64_t
-sum(const struct mhdgz *gz, enum hnd_counter which)
-{
-	uint64_t n = 0;
-	unsigned int i;
-
-	for (i = 0; i < HND_STAT_STRIPES; i++)
-		n += atomic_load_explicit(&gz->stats[i].c[which], memory_order_relaxed);
-	return n;
-}
-
-MHDGZ_API int
-mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
-{
-	struct gz_pool_stats ps;
-	unsigned int i;
-
-	if (!gz || !st || st->size != sizeof *st)
-		return MHDGZ_EINVAL;
-	st->responses = sum(gz, HND_C_RESPONSES);
-	st->compressed = sum(gz, HND_C_COMPRESSED);
-	for (i = 0; i < MHDGZ_REASON_COUNT; i++)
-		st->reasons[i] = sum(gz, HND_C_REASON0 + i);
-	st->bytes_in = sum(gz, HND_C_BYTES_IN);
-	st->bytes_out = sum(gz, HND_C_BYTES_OUT);
-	st->compressions = sum(gz, HND_C_COMPRESSIONS);
-	st->failures = sum(gz, HND_C_FAILURES);
-	st->cache_hits = sum(gz, HND_C_CACHE_HITS);
-	gz_pool_get_stats(gz->pool, &ps);
-	st->pool_gets = ps.gets;
-	st->pool_misses = ps.misses;
-	st->pool_idle = ps.idle;
-	if (gz->stream_pool != gz->pool) { /* streams of a whole-buffer backend */
-		gz_pool_get_stats(gz->stream_pool, &ps);
-		st->pool_gets += ps.gets;
-		st->pool_misses += ps.misses;
-		st->pool_idle += ps.idle;
-	}
-	return 0;
 }
 
 MHDGZ_API const char *

@@ -4,6 +4,14 @@
 
 #include "hnd_internal.h"
 
+/* Files up to this many bytes are compressed whole when first queued (a
+ * gzip 200 with Content-Length, cached with the response); larger ones are
+ * compressed as a stream per connection, in bounded memory. 1 MiB of
+ * text is ~3 ms of libdeflate level 6. */
+#ifndef HND_FD_WHOLE_MAX
+#define HND_FD_WHOLE_MAX (1024 * 1024)
+#endif
+
 /* 1xx, 204 and 304 responses carry no content (RFC 9110 sections 6.4.1,
  * 15.3.5, 15.4.5). */
 static bool
@@ -107,4 +115,28 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
 		return;
 	}
 	d->reason = MHDGZ_COMPRESSED;
+}
+
+/* A file small enough to compress whole: the gzip 200 then has a
+ * Content-Length (HEAD and 304 can carry it), is cached like a buffer's,
+ * and uses the whole-buffer backend. */
+bool
+hnd_whole_body(const struct hnd_entry *e)
+{
+	return e->kind == HND_BUFFER || (e->kind == HND_FD && e->body_len <= HND_FD_WHOLE_MAX);
+}
+
+/* Is this stream one whose every chunk must reach the client at once? */
+bool
+hnd_low_latency(const struct hnd_entry *e, const struct hnd_facts *f)
+{
+	const char *mt;
+	size_t len;
+
+	if (e->low_latency)
+		return true;
+	if (!f->content_type)
+		return false;
+	mt = hnd_media_type(f->content_type, &len);
+	return len == 17 && strncasecmp(mt, "text/event-stream", 17) == 0;
 }

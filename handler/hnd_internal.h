@@ -35,6 +35,22 @@
 #define HND_SNIFF_NBYTES 512
 #endif
 
+/* Most Vary field lines merged into one; more are left as they are and
+ * Accept-Encoding is added as a field of its own. */
+#ifndef HND_VARY_MAX
+#define HND_VARY_MAX 8
+#endif
+
+/* Input buffer of a file stream in bytes: large enough that pread() and the
+ * compressor's per-call overhead vanish, small enough to keep a thousand
+ * concurrent streams under 32 MiB of input buffers. */
+#ifndef HND_FD_BLOCK
+#define HND_FD_BLOCK (32 * 1024)
+#endif
+
+/* The opaque-tag suffix of MHDGZ_ETAG_SUFFIX: "x" becomes "x-gzip". */
+#define HND_GZIP_SUFFIX "-gzip"
+
 /* Counters are striped over this many cache lines so threads of a pool do
  * not bounce one line between cores; reads sum the stripes. */
 #ifndef HND_STAT_STRIPES
@@ -96,6 +112,7 @@ extern const char *const hnd_default_skip_types[];
 /* The handle                                                               */
 
 struct hnd_entry;
+struct hnd_accept;
 struct hnd_facts;
 struct hnd_body;
 
@@ -107,8 +124,14 @@ struct hnd_table {
 	size_t count;
 };
 
+/* hnd_table.c. The table does not hold references: an entry leaves it in
+ * its response's free callback, before its address can be reused. */
 int hnd_table_init(struct hnd_table *t);
 void hnd_table_fini(struct hnd_table *t);
+void hnd_table_insert(struct hnd_table *t, struct hnd_entry *e);
+void hnd_table_remove(struct hnd_table *t, struct hnd_entry *e);
+/* The entry of a response created by this handle, or NULL. */
+struct hnd_entry *hnd_table_lookup(struct hnd_table *t, const struct MHD_Response *r);
 
 struct mhdgz {
 	const struct gz_backend *be;
@@ -117,8 +140,8 @@ struct mhdgz {
 	enum mhdgz_etag_policy etag_policy;
 	struct hnd_typelist compress_types;
 	struct hnd_typelist skip_types;
-	struct gz_pool *pool;        /* whole-buffer compressors */
-	struct gz_pool *stream_pool; /* streaming compressors (== pool if it streams) */
+	struct gz_pool *pool;        /* whole-buffer (one-shot) compressors */
+	struct gz_pool *stream_pool; /* streaming compressors (gz_pool_pair_new) */
 	struct hnd_table table;
 	struct hnd_stripe stats[HND_STAT_STRIPES];
 };
@@ -176,25 +199,82 @@ struct hnd_entry {
 	bool vary_done;   /* Vary: Accept-Encoding merged into the response */
 	bool not_smaller; /* gzip was tried and did not shrink the body */
 	int sniffed;      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
-	struct MHD_Response *gz_variant;   /* gzip body, with headers */
-	size_t gz_variant_len;             /* its body length in bytes */
-	struct hnd_body *gz_body;          /* its body (the variant holds it) */
-	struct MHD_Response *etag_variant; /* no body, gzip ETag (304) */
-	struct MHD_Response *fd_variant;   /* HND_FD identity: sendfile path */
+	struct MHD_Response *gzip_rep;     /* the gzip representation: body, headers */
+	size_t gzip_rep_len;               /* its body length in bytes */
+	struct hnd_body *gzip_body;        /* its body (gzip_rep holds the reference) */
+	struct MHD_Response *rep_304;      /* the 304 response: no body sent, gzip ETag */
+	struct MHD_Response *sendfile_rep; /* HND_FD: the sendfile identity response */
 };
 
+/* hnd_table.c: a new entry holding one reference (its response's), or
+ * NULL; free it with hnd_entry_free while it has no response yet. */
+struct hnd_entry *hnd_entry_new(struct mhdgz *gz, enum hnd_kind kind);
+void hnd_entry_free(struct hnd_entry *e);
+/* libmicrohttpd's free callback of a tracked response (cls: the entry). */
+void hnd_entry_release(void *cls);
 /* Drop a reference; the last one frees the entry and runs the user's free
  * callback (or closes the file). */
 void hnd_entry_unref(struct hnd_entry *e);
+
+/* ------------------------------------------------------------------------ */
+/* Header rewriting (hnd_headers.c)                                         */
+
+struct hnd_facts_ctx {
+	struct hnd_facts *f;
+	const char *vary[HND_VARY_MAX];     /* values of the Vary fields */
+	const char *vary_key[HND_VARY_MAX]; /* their names, as the user spelled them */
+};
+
+/* Read the facts of r's header fields (and its Vary fields into c). */
+void hnd_read_facts(struct MHD_Response *r, struct hnd_facts *f, struct hnd_facts_ctx *c);
+/* Merge "Accept-Encoding" into r's own Vary. Only before r is first queued. */
+int hnd_merge_vary(struct MHD_Response *r, const struct hnd_facts *f,
+		   const struct hnd_facts_ctx *c);
+/* Set f->vary_add/vary_replace: the Vary a variant carries (in buf of cap
+ * bytes, or in *heap, which the caller gz_frees). */
+void hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, char *buf,
+			  size_t cap, char **heap);
 /* Copy the fields of r to v; coded: a gzip variant (Content-Encoding set,
  * Content-Length and Accept-Ranges dropped, ETag per policy). Returns 0 or
  * MHDGZ_EMHD (v is left for the caller to destroy). */
 int hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
 		     const struct hnd_facts *f, bool coded);
 
+/* ------------------------------------------------------------------------ */
+/* Representations (hnd_variants.c, hnd_conditional.c, hnd_stream.c)        */
+
+/*
+ * A compressed body, shared by reference: the gzip variant and the 304
+ * variant (which libmicrohttpd sends without it, but whose size gives the
+ * 304 the 200's Content-Length) point at the same bytes.
+ */
+struct hnd_body {
+	atomic_uint refs;
+	size_t len; /* bytes at data */
+	uint8_t data[];
+};
+
+void hnd_body_unref(void *cls);
+/* A buffer response of body b (one reference passes in; NULL for none) with
+ * r's fields, Content-Encoding: gzip when coded. 0 or MHDGZ_E*. */
+int hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
+		       struct hnd_body *b, bool coded, struct MHD_Response **ret);
+/* The gzip representation of a whole-body entry, built or reused: returns
+ * MHDGZ_COMPRESSED and *v_ret, or why not (NOT_SMALLER, ERROR). e->lock held. */
+enum mhdgz_reason hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e,
+					  const struct hnd_facts *f, bool no_cache,
+					  struct MHD_Response **v_ret);
+/* The sendfile identity response of a file entry, cached; NULL on failure.
+ * e->lock held. */
+struct MHD_Response *hnd_sendfile_identity(struct mhdgz *gz, struct hnd_entry *e,
+					   const struct hnd_facts *f);
+/* The response to queue for a 304 (hnd_conditional.c). e->lock held. */
+struct MHD_Response *hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e,
+				      const struct hnd_facts *f, const uint8_t *sniff,
+				      size_t sniff_len, const struct hnd_accept *acc);
 /* hnd_stream.c: a per-connection gzip stream of a streaming entry, as a
  * response of unknown size. Takes a reference on e. NULL on failure. */
-struct MHD_Response *hnd_stream_variant(struct mhdgz *gz, struct hnd_entry *e, bool low_latency);
+struct MHD_Response *hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency);
 /* hnd_stream.c: the identity reader of a streaming entry's own response. */
 ssize_t hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max);
 
@@ -216,6 +296,10 @@ unsigned int hnd_accept_gzip_q(const struct hnd_accept *acc);
  * than an explicitly listed identity. */
 bool hnd_accept_wants_gzip(const struct hnd_accept *acc);
 
+/* Split an entity-tag [W/]"opaque" at s into its weak flag and opaque-tag
+ * (without quotes); the position after it, or NULL if malformed (RFC 9110
+ * section 8.8.3: etagc = %x21 / %x23-7E / obs-text). */
+const char *hnd_etag_parse(const char *s, bool *weak, const char **op, size_t *op_len);
 /* Does a comma-separated header value contain token (case-insensitive)? */
 bool hnd_list_has_token(const char *value, const char *token);
 /* Content sniff of an untyped body: true for text-like. */
@@ -248,6 +332,14 @@ struct hnd_decision {
 	bool vary;      /* the representation depends on Accept-Encoding */
 	bool etag_only; /* no body coding, but the ETag must be the gzip one (304) */
 };
+
+/* Policies of the decision (hnd_decide.c). A whole body (a buffer, or a
+ * file up to HND_FD_WHOLE_MAX) is compressed once and cached with a
+ * Content-Length; anything else is streamed per connection. */
+bool hnd_whole_body(const struct hnd_entry *e);
+/* A stream whose every chunk must reach the client at once: marked so, or
+ * text/event-stream. */
+bool hnd_low_latency(const struct hnd_entry *e, const struct hnd_facts *f);
 
 void hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
 		const struct hnd_facts *facts, const uint8_t *sniff, size_t sniff_len,

@@ -422,16 +422,10 @@ hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
 /* ------------------------------------------------------------------------ */
 /* Entity-tags (RFC 9110 section 8.8.3)                                     */
 
-#define GZIP_SUFFIX "-gzip"
-#define GZIP_SUFFIX_LEN (sizeof GZIP_SUFFIX - 1)
+#define GZIP_SUFFIX_LEN (sizeof HND_GZIP_SUFFIX - 1)
 
-/*
- * Split an entity-tag [W/]"opaque" at s (after OWS) into weak flag and
- * opaque-tag without quotes; returns the position after it or NULL if
- * malformed. etagc = %x21 / %x23-7E / obs-text.
- */
-static const char *
-parse_etag(const char *s, bool *weak, const char **op, size_t *op_len)
+const char *
+hnd_etag_parse(const char *s, bool *weak, const char **op, size_t *op_len)
 {
 	*weak = false;
 	if (s[0] == 'W' && s[1] == '/') {
@@ -462,7 +456,7 @@ opaque_match(const char *m, size_t m_len, const char *r, size_t r_len)
 	if (m_len == r_len && memcmp(m, r, r_len) == 0)
 		return true;
 	return m_len == r_len + GZIP_SUFFIX_LEN && memcmp(m, r, r_len) == 0 &&
-	       memcmp(m + r_len, GZIP_SUFFIX, GZIP_SUFFIX_LEN) == 0;
+	       memcmp(m + r_len, HND_GZIP_SUFFIX, GZIP_SUFFIX_LEN) == 0;
 }
 
 MHDGZ_API int
@@ -485,7 +479,7 @@ mhdgz_etag_match(const char *field_value, const char *etag, int weak)
 	}
 	while (is_ows(*etag))
 		etag++;
-	if (!parse_etag(etag, &r_weak, &r_op, &r_len))
+	if (!hnd_etag_parse(etag, &r_weak, &r_op, &r_len))
 		return 0;
 	if (!weak && r_weak)
 		return 0;
@@ -498,7 +492,7 @@ mhdgz_etag_match(const char *field_value, const char *etag, int weak)
 			p++;
 		if (!*p)
 			break;
-		next = parse_etag(p, &m_weak, &m_op, &m_len);
+		next = hnd_etag_parse(p, &m_weak, &m_op, &m_len);
 		if (!next) {
 			/* Malformed member: skip to the next comma. */
 			p = strchr(p, ',');
@@ -511,29 +505,4 @@ mhdgz_etag_match(const char *field_value, const char *etag, int weak)
 		p = next;
 	}
 	return 0;
-}
-
-const char *
-hnd_etag_for_gzip(enum mhdgz_etag_policy policy, const char *etag, char *buf, size_t cap)
-{
-	bool weak;
-	const char *op;
-	size_t op_len;
-	int n;
-
-	if (!etag)
-		return NULL;
-	if (policy == MHDGZ_ETAG_DROP)
-		return NULL;
-	if (policy == MHDGZ_ETAG_KEEP)
-		return etag;
-	if (!parse_etag(etag, &weak, &op, &op_len) || weak)
-		return etag; /* weak (or unparseable) validators may be shared */
-	if (policy == MHDGZ_ETAG_WEAKEN)
-		n = snprintf(buf, cap, "W/\"%.*s\"", (int)op_len, op);
-	else
-		n = snprintf(buf, cap, "\"%.*s" GZIP_SUFFIX "\"", (int)op_len, op);
-	if (n < 0 || (size_t)n >= cap)
-		return NULL;
-	return buf;
 }

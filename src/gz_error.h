@@ -15,6 +15,9 @@
 #define GZ_ENOSPC (-4)   /* the output does not fit in the space given */
 #define GZ_ENOTSUP (-5)  /* backend or capability not compiled in */
 #define GZ_EBUSY (-7)    /* resource in use */
+/* A stream's source reported an error (gz_stream.h). Internal: the handler
+ * turns it into an error end of the response, never a public code. */
+#define GZ_ESOURCE (-100)
 
 /* A static English message for a GZ_E* code; NULL for a code the core
  * does not produce (the handler then names its own). */

@@ -69,6 +69,28 @@ gz_pool_new(const struct gz_backend *be, int level, size_t idle_cap, struct gz_p
 	return 0;
 }
 
+int
+gz_pool_pair_new(const struct gz_backend *be, int level, size_t idle_cap,
+		 struct gz_pool **oneshot_ret, struct gz_pool **stream_ret)
+{
+	struct gz_pool *oneshot = NULL, *stream = NULL;
+	int rc;
+
+	if (!be || !oneshot_ret || !stream_ret)
+		return GZ_EINVAL;
+	rc = gz_pool_new(be, level, idle_cap, &oneshot);
+	if (rc < 0)
+		return rc;
+	rc = gz_pool_new(gz_stream_backend(be), gz_stream_level(be, level), idle_cap, &stream);
+	if (rc < 0) {
+		gz_pool_free(oneshot);
+		return rc;
+	}
+	*oneshot_ret = oneshot;
+	*stream_ret = stream;
+	return 0;
+}
+
 void
 gz_pool_free(struct gz_pool *pool)
 {

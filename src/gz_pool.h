@@ -33,6 +33,13 @@ struct gz_pool_stats {
 /* Create a pool. Returns 0 and *pool_ret, GZ_EINVAL (bad level, NULL
  * backend), GZ_ENOMEM. No compressor is created until the first get. */
 int gz_pool_new(const struct gz_backend *be, int level, size_t idle_cap, struct gz_pool **pool_ret);
+/* The two pools a user of (be, level) needs: one-shot compressors of be,
+ * and streaming compressors of gz_stream_backend(be) at gz_stream_level()
+ * (gz_backend.h). Always two pools, also when be streams itself: a
+ * stream's compressor and a whole body's never wait for each other.
+ * Returns 0, or GZ_EINVAL / GZ_ENOMEM with nothing left allocated. */
+int gz_pool_pair_new(const struct gz_backend *be, int level, size_t idle_cap,
+		     struct gz_pool **oneshot_ret, struct gz_pool **stream_ret);
 /* Free the pool and its idle compressors. Compressors still out (taken and
  * not put back) must be put back before; NULL is a no-op. */
 void gz_pool_free(struct gz_pool *pool);

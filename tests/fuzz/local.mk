@@ -20,10 +20,11 @@ FUZZ_CPPFLAGS = -I$(top_builddir) -I$(top_srcdir)/src -I$(top_srcdir)/handler \
 FUZZ_LIBS = $(MHD_LIBS) $(ZLIB_LIBS) $(LIBDEFLATE_LIBS) $(ISAL_LIBS) $(PTHREAD_LIBS) $(LIBS)
 # gz_backend_isal.c compiles to nothing without HAVE_ISAL.
 FUZZ_LIB_SRC = src/gz_alloc.c src/gz_error.c src/gz_backend.c src/gz_backend_zlib.c \
-	src/gz_backend_libdeflate.c src/gz_backend_isal.c src/gz_pool.c \
-	handler/hnd_api.c handler/hnd_negotiate.c handler/hnd_decide.c handler/hnd_response.c \
-	handler/hnd_stream.c
-FUZZ_LIB_HDR = src/gz_alloc.h src/gz_backend.h src/gz_error.h src/gz_pool.h handler/hnd_internal.h \
+	src/gz_backend_libdeflate.c src/gz_backend_isal.c src/gz_pool.c src/gz_stream.c \
+	handler/hnd_api.c handler/hnd_stats.c handler/hnd_table.c handler/hnd_response.c \
+	handler/hnd_negotiate.c handler/hnd_decide.c handler/hnd_headers.c handler/hnd_variants.c \
+	handler/hnd_conditional.c handler/hnd_queue.c handler/hnd_stream.c
+FUZZ_LIB_HDR = src/gz_alloc.h src/gz_backend.h src/gz_error.h src/gz_pool.h src/gz_stream.h handler/hnd_internal.h \
 	handler/mhdgz.h config.h
 FUZZ_LIB = tests/fuzz/libmhdgz_fuzz.a
 FUZZ_BINS = tests/fuzz/fuzz_accept$(EXEEXT) tests/fuzz/fuzz_decide$(EXEEXT) \
