@@ -558,6 +558,18 @@ struct mhdgz_allocator {
 /**
  * Install an allocator process-wide, or restore malloc/free with NULL.
  *
+ * libdeflate 1.14 has one allocator for the whole process
+ * (libdeflate_set_memory_allocator), shared with any other libdeflate user
+ * in the program. mhdgz leaves it alone until the first call of this
+ * function with a non-NULL allocator; from then on, for the rest of the
+ * process, every libdeflate compressor (also the application's own) is
+ * allocated through mhdgz's allocator, and therefore through @a alloc while
+ * it is installed and malloc/free after NULL restores the default. So call
+ * it at start-up, before the program or mhdgz has created any libdeflate
+ * compressor, and do not free a libdeflate compressor made before that
+ * call after it. zlib and ISA-L state is per compressor and always follows
+ * the allocator installed when it was created.
+ *
  * @param alloc the allocator; copied. NULL restores the default.
  * @return 0; MHDGZ_EINVAL for an unknown size or a NULL function;
  *         MHDGZ_EBUSY if memory allocated through the current allocator is
