@@ -5,50 +5,63 @@
 #include "hnd_internal.h"
 
 /*
- * The response to queue for a 304 to a gzip-accepting client: the fields
- * of the 200 it validates (RFC 9110 section 15.4.5), so the ETag is the
- * gzip one, and no other representation metadata (no Content-Encoding).
+ * The response to queue for a 304 standing for the 200 this client would
+ * get (RFC 9110 section 15.4.5): that 200's header fields, and its length
+ * where it has one, since a 304 may state no other (section 8.6) while
  * libmicrohttpd 0.9.75 sends a Content-Length with every 304 of known size
- * (chunked framing with one of unknown size), while section 8.6 allows only
- * the 200's: so for a body compressed whole, the 304 variant shares the
- * gzip body (never sent with a 304) to get its size. Without a body (the
- * usual empty 304 response, or a stream) the variant is empty, with the
- * gzip ETag: libmicrohttpd then says "Content-Length: 0", as it does for
- * any empty 304 (caches ignore a 304's Content-Length, RFC 9111 section
- * 3.2). When the 200 would be identity (small, not compressible, known not
- * to shrink): the response itself. Called with e->lock.
+ * (and chunked framing, body bytes included, with one of unknown size).
+ *
+ * A 200 that would be gzip (gzip_client, and the response compresses):
+ * for a body compressed whole, the 304 response shares the gzip body
+ * (never sent with a 304) to get its size; otherwise (the usual empty 304
+ * response, or a stream, whose gzip length is not known) it is empty, with
+ * the gzip fields: libmicrohttpd then says "Content-Length: 0", as for any
+ * empty 304 (caches take the length from the stored 200, RFC 9111 section
+ * 4.3.4). A 200 that would be identity: the response itself, unless it
+ * has no length (a stream of unknown size): then an empty copy of it.
+ * NULL on failure (the caller queues the response itself). e->lock held.
  */
 struct MHD_Response *
 hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
-	     const uint8_t *sniff, size_t sniff_len, const struct hnd_accept *acc)
+		 const uint8_t *sniff, size_t sniff_len, const struct hnd_accept *acc,
+		 bool gzip_client)
 {
 	struct hnd_decision d200;
 	struct MHD_Response *v;
+	bool gzip = gzip_client && !e->not_smaller;
 
-	if (e->not_smaller)
-		return e->response;
-	if (e->body_len != 0) {
+	if (gzip && e->body_len != 0) {
 		hnd_decide(gz, e->opt_out, 200, f, sniff, sniff_len, e->body_len, acc, &d200);
-		if (d200.reason != MHDGZ_COMPRESSED)
-			return e->response;
-		if (hnd_whole_body(e)) {
-			if (hnd_gzip_representation(gz, e, f, false, &v) != MHDGZ_COMPRESSED)
-				return e->response;
-			if (!e->rep_304) {
-				atomic_fetch_add(&e->gzip_body->refs, 1);
-				if (hnd_build_response(gz, e->response, f, e->gzip_body, false,
-						  &e->rep_304) < 0)
-					hnd_count(gz, HND_C_FAILURES, 1);
+		gzip = d200.reason == MHDGZ_COMPRESSED;
+		if (gzip && hnd_whole_body(e)) {
+			if (hnd_gzip_representation(gz, e, f, false, &v) != MHDGZ_COMPRESSED) {
+				gzip = false; /* not smaller, or failed: the 200 is identity */
+			} else {
+				if (!e->rep_304) {
+					atomic_fetch_add(&e->gzip_body->refs, 1);
+					if (hnd_build_response(gz, e->response, f, e->gzip_body,
+							       HND_REP_GZIP_304, &e->rep_304) < 0)
+						hnd_count(gz, HND_C_FAILURES, 1);
+				}
+				return e->rep_304;
 			}
-			return e->rep_304 ? e->rep_304 : e->response;
 		}
 	}
-	if (gz->etag_policy == MHDGZ_ETAG_KEEP)
+	if (gzip) {
+		/* Unchanged fields on an empty response: nothing to rewrite. */
+		if (e->body_len == 0 && (gz->etag_policy == MHDGZ_ETAG_KEEP || !f->etag))
+			return e->response;
+		if (!e->rep_304 &&
+		    hnd_build_response(gz, e->response, f, NULL, HND_REP_GZIP_304, &e->rep_304) < 0)
+			hnd_count(gz, HND_C_FAILURES, 1);
+		return e->rep_304;
+	}
+	if (e->body_len != MHD_SIZE_UNKNOWN)
 		return e->response;
-	if (!e->rep_304 &&
-	    hnd_build_response(gz, e->response, f, NULL, false, &e->rep_304) < 0)
+	if (!e->rep_304_identity &&
+	    hnd_build_response(gz, e->response, f, NULL, HND_REP_IDENTITY, &e->rep_304_identity) < 0)
 		hnd_count(gz, HND_C_FAILURES, 1);
-	return e->rep_304 ? e->rep_304 : e->response;
+	return e->rep_304_identity;
 }
 
 struct precond_ctx {

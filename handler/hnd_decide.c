@@ -65,7 +65,7 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
 	bool encoded;
 
 	d->vary = false;
-	d->etag_only = false;
+	d->gzip_304 = false;
 	if (opt_out) {
 		d->reason = MHDGZ_SKIP_OPT_OUT;
 		return;
@@ -74,11 +74,15 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
 		d->reason = MHDGZ_SKIP_STATUS;
 		return;
 	}
+	encoded = f->content_encoding && strcasecmp(f->content_encoding, "identity") != 0;
 	if (status == 206 || f->content_range) {
+		/* Ranges are of the identity body; but a 206 carries the Vary
+		 * its 200 would carry (RFC 9110 section 15.3.7). */
 		d->reason = MHDGZ_SKIP_RANGE;
+		d->vary = !encoded && !f->no_transform &&
+			  type_compressible(gz, f->content_type, sniff, sniff_len);
 		return;
 	}
-	encoded = f->content_encoding && strcasecmp(f->content_encoding, "identity") != 0;
 	if (encoded) {
 		d->reason = MHDGZ_SKIP_ENCODED;
 		return;
@@ -93,7 +97,7 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
 			return;
 		}
 		d->vary = true;
-		d->etag_only = f->etag != NULL && hnd_accept_wants_gzip(acc);
+		d->gzip_304 = hnd_accept_wants_gzip(acc);
 		d->reason = MHDGZ_SKIP_STATUS;
 		return;
 	}

@@ -162,8 +162,20 @@ hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, char *b
 	f->vary_replace = true;
 }
 
+bool
+hnd_is_digest_field(const char *name)
+{
+	/* RFC 9530 defines Content-Digest over the content as sent (after
+	 * content coding) and Repr-Digest over the selected representation,
+	 * whose coding is part of it; Digest (RFC 3230) and Content-MD5
+	 * (RFC 1864) likewise describe the bytes they were computed from. */
+	return strcasecmp(name, "Content-MD5") == 0 || strcasecmp(name, "Digest") == 0 ||
+	       strcasecmp(name, "Content-Digest") == 0 || strcasecmp(name, "Repr-Digest") == 0;
+}
+
 struct copy_ctx {
 	struct MHD_Response *to;
+	unsigned int digests; /* integrity fields left out */
 	bool coded;
 	bool skip_vary; /* the Vary fields are replaced by one merged field */
 	bool failed;
@@ -192,6 +204,10 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 				 strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
 				 strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0))
 			return MHD_YES;
+		if (c->coded && hnd_is_digest_field(key)) {
+			c->digests++;
+			return MHD_YES;
+		}
 		ok = MHD_add_response_header(c->to, key, value);
 	} else {
 		return MHD_YES;
@@ -213,6 +229,14 @@ hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *
 
 	MHD_get_response_headers(r, copy_iter, &c);
 	if (c.failed)
+		return MHDGZ_EMHD;
+	if (c.digests)
+		hnd_count(gz, HND_C_DIGESTS_DROPPED, c.digests);
+	/* Framing and protocol options the application set on its response
+	 * (mhdgz_response_set_options): libmicrohttpd 0.9.75 cannot read them
+	 * back, so the handler carries them to every response in its place. */
+	if (f->mhd_flags != MHD_RF_NONE &&
+	    MHD_set_response_options(v, f->mhd_flags, MHD_RO_END) != MHD_YES)
 		return MHDGZ_EMHD;
 	if (f->vary_add && MHD_add_response_header(v, MHD_HTTP_HEADER_VARY, f->vary_add) != MHD_YES)
 		return MHDGZ_EMHD;

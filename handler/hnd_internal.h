@@ -48,6 +48,14 @@
 #define HND_FD_BLOCK (32 * 1024)
 #endif
 
+/* HEAD of a gzip stream of known source size: up to this many source bytes
+ * are compressed to learn the Content-Length GET would send (kept-alive
+ * connection); above it the HEAD response has no length and closes the
+ * connection, so a HEAD never costs more than this much compression. */
+#ifndef HND_HEAD_LENGTH_MAX
+#define HND_HEAD_LENGTH_MAX (16 * 1024 * 1024)
+#endif
+
 /* The opaque-tag suffix of MHDGZ_ETAG_SUFFIX: "x" becomes "x-gzip". */
 #define HND_GZIP_SUFFIX "-gzip"
 
@@ -68,6 +76,7 @@ enum hnd_counter {
 	HND_C_COMPRESSIONS,
 	HND_C_FAILURES,
 	HND_C_CACHE_HITS,
+	HND_C_DIGESTS_DROPPED,
 	HND_C_REASON0, /* + enum mhdgz_reason */
 	HND_C_COUNT = HND_C_REASON0 + MHDGZ_REASON_COUNT
 };
@@ -196,6 +205,7 @@ struct hnd_entry {
 	bool opt_out;
 	bool low_latency;
 	bool response_queued; /* queued itself: its fields are now read-only */
+	enum MHD_ResponseFlags mhd_flags; /* mhdgz_response_set_options: every variant gets them */
 	bool vary_done;   /* Vary: Accept-Encoding merged into the response */
 	bool not_smaller; /* gzip was tried and did not shrink the body */
 	int sniffed;      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
@@ -203,6 +213,7 @@ struct hnd_entry {
 	size_t gzip_rep_len;               /* its body length in bytes */
 	struct hnd_body *gzip_body;        /* its body (gzip_rep holds the reference) */
 	struct MHD_Response *rep_304;      /* the 304 response: no body sent, gzip ETag */
+	struct MHD_Response *rep_304_identity; /* the 304 of an unknown-size identity 200 */
 	struct MHD_Response *sendfile_rep; /* HND_FD: the sendfile identity response */
 };
 
@@ -254,11 +265,31 @@ struct hnd_body {
 	uint8_t data[];
 };
 
+/* What a response built in another's place stands for: the gzip
+ * representation (header fields rewritten for the coding, Content-Encoding
+ * set), a 304 for it (the same fields without Content-Encoding), or the
+ * identity representation (the fields as they are). */
+enum hnd_rep {
+	HND_REP_GZIP,
+	HND_REP_GZIP_304,
+	HND_REP_IDENTITY
+};
+
 void hnd_body_unref(void *cls);
 /* A buffer response of body b (one reference passes in; NULL for none) with
- * r's fields, Content-Encoding: gzip when coded. 0 or MHDGZ_E*. */
+ * r's fields as rep says. 0 or MHDGZ_E*. */
 int hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
-		       struct hnd_body *b, bool coded, struct MHD_Response **ret);
+		       struct hnd_body *b, enum hnd_rep rep, struct MHD_Response **ret);
+/*
+ * A response for HEAD: r's fields as rep says, no content, framed as the
+ * GET response would be where libmicrohttpd 0.9.75 can say it: size bytes
+ * (its Content-Length), or MHD_SIZE_UNKNOWN for a body whose length is
+ * known only once it is generated: then no length and Connection: close,
+ * because libmicrohttpd 0.9.75 writes a chunked body's last chunk even
+ * after HEAD headers. NULL on failure.
+ */
+struct MHD_Response *hnd_head_response(struct mhdgz *gz, struct MHD_Response *r,
+				       const struct hnd_facts *f, uint64_t size, enum hnd_rep rep);
 /* The gzip representation of a whole-body entry, built or reused: returns
  * MHDGZ_COMPRESSED and *v_ret, or why not (NOT_SMALLER, ERROR). e->lock held. */
 enum mhdgz_reason hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e,
@@ -268,13 +299,20 @@ enum mhdgz_reason hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e,
  * e->lock held. */
 struct MHD_Response *hnd_sendfile_identity(struct mhdgz *gz, struct hnd_entry *e,
 					   const struct hnd_facts *f);
-/* The response to queue for a 304 (hnd_conditional.c). e->lock held. */
+/* The response to queue for a 304 (hnd_conditional.c); gzip_client: the
+ * decision's gzip_304. NULL on failure. e->lock held. */
 struct MHD_Response *hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e,
 				      const struct hnd_facts *f, const uint8_t *sniff,
-				      size_t sniff_len, const struct hnd_accept *acc);
+				      size_t sniff_len, const struct hnd_accept *acc,
+				      bool gzip_client);
 /* hnd_stream.c: a per-connection gzip stream of a streaming entry, as a
  * response of unknown size. Takes a reference on e. NULL on failure. */
 struct MHD_Response *hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency);
+/* hnd_stream.c: the length in bytes of the gzip stream of a known-size
+ * entry, by compressing it (for HEAD). 0, or MHDGZ_E* when it cannot be
+ * known now (a reader with no data ready, a failure). e->lock held. */
+int hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency,
+			   uint64_t *len_ret);
 /* hnd_stream.c: the identity reader of a streaming entry's own response. */
 ssize_t hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max);
 
@@ -300,6 +338,10 @@ bool hnd_accept_wants_gzip(const struct hnd_accept *acc);
  * (without quotes); the position after it, or NULL if malformed (RFC 9110
  * section 8.8.3: etagc = %x21 / %x23-7E / obs-text). */
 const char *hnd_etag_parse(const char *s, bool *weak, const char **op, size_t *op_len);
+/* Is the field one of the integrity fields computed over the content
+ * (Content-MD5, Digest, Content-Digest, Repr-Digest; RFC 9530)? A coded
+ * variant never carries a digest of other bytes. */
+bool hnd_is_digest_field(const char *name);
 /* Does a comma-separated header value contain token (case-insensitive)? */
 bool hnd_list_has_token(const char *value, const char *token);
 /* Content sniff of an untyped body: true for text-like. */
@@ -321,17 +363,41 @@ struct hnd_facts {
 	bool vary_has_ae;             /* Vary already lists Accept-Encoding or "*" */
 	unsigned int vary_count;      /* number of Vary fields */
 	/* Set by the handler, not read from the response: the Vary value a
-	 * variant adds, and whether it replaces the response's Vary fields. */
+	 * variant adds, and whether it replaces the response's Vary fields;
+	 * the libmicrohttpd response flags every variant gets. */
 	const char *vary_add;
 	bool vary_replace;
+	enum MHD_ResponseFlags mhd_flags;
 };
 
 /* The outcome: a reason, plus what the headers of either variant need. */
 struct hnd_decision {
 	enum mhdgz_reason reason;
 	bool vary;      /* the representation depends on Accept-Encoding */
-	bool etag_only; /* no body coding, but the ETag must be the gzip one (304) */
+	bool gzip_304;  /* a 304 standing for a 200 that would be gzip for this
+			 * client (as far as the header fields tell) */
 };
+
+/* ------------------------------------------------------------------------ */
+/* Selection (hnd_queue.c)                                                  */
+
+/* What the selection needs from the request. */
+struct hnd_request {
+	struct hnd_accept acc;
+	bool head;          /* HEAD: GET's header fields, no content */
+	unsigned int flags; /* MHDGZ_REQ_* */
+};
+
+/* What the selection did (struct mhdgz_outcome without the coding name). */
+struct hnd_result {
+	enum mhdgz_reason reason;
+	uint64_t body_nbytes;  /* identity body, or MHDGZ_NBYTES_UNKNOWN */
+	uint64_t coded_nbytes; /* body as coded, or MHDGZ_NBYTES_UNKNOWN */
+};
+
+int hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
+	       struct MHD_Response *response, struct MHD_Response **queue_ret,
+	       struct hnd_result *res);
 
 /* Policies of the decision (hnd_decide.c). A whole body (a buffer, or a
  * file up to HND_FD_WHOLE_MAX) is compressed once and cached with a

@@ -148,3 +148,24 @@ mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response)
 	pthread_mutex_unlock(&e->lock);
 	return 0;
 }
+
+MHDGZ_API int
+mhdgz_response_set_options(struct mhdgz *gz, struct MHD_Response *response,
+			   enum MHD_ResponseFlags flags)
+{
+	struct hnd_entry *e;
+	int rc = 0;
+
+	if (!gz || !response)
+		return MHDGZ_EINVAL;
+	e = hnd_table_lookup(&gz->table, response);
+	if (!e)
+		return MHDGZ_EINVAL;
+	pthread_mutex_lock(&e->lock);
+	if (MHD_set_response_options(response, flags, MHD_RO_END) == MHD_YES)
+		e->mhd_flags = flags;
+	else
+		rc = MHDGZ_EMHD;
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}

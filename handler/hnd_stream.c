@@ -1,5 +1,6 @@
 /* hnd_stream.c: the libmicrohttpd side of streams: a content reader over the core's stream pump, and the identity reader. */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -133,7 +134,7 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency)
 	st->e = e;
 	st->fd = -1;
 	if (e->kind == HND_FD) {
-		st->fd = dup(e->fd);
+		st->fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0); /* not inherited by children */
 		if (st->fd < 0)
 			goto fail;
 	}
@@ -154,4 +155,64 @@ fail:
 		close(st->fd);
 	gz_free(st);
 	return NULL;
+}
+
+/* A pump's source reading an entry directly (HEAD: no libmicrohttpd
+ * connection reads it). A reader with no data now ends the count: the
+ * length cannot be known without waiting. */
+struct count_src {
+	struct hnd_entry *e;
+	struct gz_pump *pump;
+	bool stalled;
+};
+
+static ssize_t
+count_source(void *cls, uint8_t *buf, size_t max)
+{
+	struct count_src *cs = cls;
+	ssize_t n = source_read(cs->e, cs->e->fd, cs->pump->in_total, (char *)buf, max);
+
+	if (n == MHD_CONTENT_READER_END_OF_STREAM)
+		return GZ_SOURCE_END;
+	if (n == 0)
+		cs->stalled = true;
+	if (n <= 0)
+		return GZ_SOURCE_ERROR;
+	return n;
+}
+
+int
+hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t *len_ret)
+{
+	struct gz_pump pump;
+	struct count_src cs = {.e = e, .pump = &pump};
+	uint8_t out[HND_FD_BLOCK / 2];
+	uint64_t total = 0;
+	bool end = false;
+	int rc;
+
+	if (e->body_len == MHD_SIZE_UNKNOWN || e->body_len > HND_HEAD_LENGTH_MAX)
+		return MHDGZ_ENOTSUP;
+	/* The same input block and flush policy as a GET's stream, so the
+	 * same bytes: libmicrohttpd's buffer size only cuts them differently. */
+	rc = gz_pump_init(&pump, gz->stream_pool,
+			  e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency);
+	if (rc < 0)
+		return rc;
+	/* Bounded: every round consumes input or writes output, and the
+	 * input is at most body_len bytes. */
+	while (!end) {
+		ssize_t n = gz_pump_read(&pump, count_source, &cs, out, sizeof out, &end);
+
+		if (n < 0) {
+			rc = cs.stalled ? MHDGZ_EBUSY : MHDGZ_EBACKEND;
+			break;
+		}
+		total += (uint64_t)n;
+	}
+	gz_pump_fini(&pump);
+	if (!end)
+		return rc;
+	*len_ret = total;
+	return 0;
 }

@@ -114,6 +114,8 @@ hnd_entry_free(struct hnd_entry *e)
 		MHD_destroy_response(e->gzip_rep);
 	if (e->rep_304)
 		MHD_destroy_response(e->rep_304);
+	if (e->rep_304_identity)
+		MHD_destroy_response(e->rep_304_identity);
 	if (e->sendfile_rep)
 		MHD_destroy_response(e->sendfile_rep);
 	free(e->owned_libc); /* the caller's malloc'd MUST_FREE buffer */

@@ -1,5 +1,6 @@
-/* hnd_variants.c: the representations queued in a response's place: the gzip representation and the sendfile identity response. */
+/* hnd_variants.c: the responses queued in an application response's place: the gzip representation, HEAD responses, the sendfile identity response. */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,14 +15,22 @@ hnd_body_unref(void *cls)
 		gz_free(b);
 }
 
-/*
- * Build a buffer variant of r: body b (one reference passes in; NULL for
- * none), r's fields, Content-Encoding: gzip when coded (a 304 variant has
- * the gzip ETag but no Content-Encoding), the ETag per policy.
- */
+/* r's fields on v as rep says. 0 or MHDGZ_EMHD. */
+static int
+rep_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
+	    const struct hnd_facts *f, enum hnd_rep rep)
+{
+	if (hnd_copy_headers(gz, r, v, f, rep != HND_REP_IDENTITY) < 0)
+		return MHDGZ_EMHD;
+	if (rep == HND_REP_GZIP &&
+	    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") != MHD_YES)
+		return MHDGZ_EMHD;
+	return 0;
+}
+
 int
 hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
-	      struct hnd_body *b, bool coded, struct MHD_Response **ret)
+		   struct hnd_body *b, enum hnd_rep rep, struct MHD_Response **ret)
 {
 	struct MHD_Response *v;
 
@@ -32,15 +41,49 @@ hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_fa
 			hnd_body_unref(b);
 		return MHDGZ_ENOMEM;
 	}
-	if (hnd_copy_headers(gz, r, v, f, true) < 0)
-		goto fail;
-	if (coded && MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") != MHD_YES)
-		goto fail;
+	if (rep_headers(gz, r, v, f, rep) < 0) {
+		MHD_destroy_response(v); /* drops the body reference */
+		return MHDGZ_EMHD;
+	}
 	*ret = v;
 	return 0;
+}
+
+/* The content reader of a HEAD response: libmicrohttpd never calls it for
+ * HEAD; should it ever, the response ends with an error, never with bytes
+ * that were not asked for. */
+static ssize_t
+head_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)cls;
+	(void)pos;
+	(void)buf;
+	(void)max;
+	return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+struct MHD_Response *
+hnd_head_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
+		  uint64_t size, enum hnd_rep rep)
+{
+	struct MHD_Response *v = MHD_create_response_from_callback(size, 1024, head_read, NULL, NULL);
+
+	if (!v)
+		return NULL;
+	if (rep_headers(gz, r, v, f, rep) < 0)
+		goto fail;
+	/* Unknown length: libmicrohttpd 0.9.75 frames it as chunked and
+	 * writes the last chunk after the HEAD headers, which a kept-alive
+	 * client reads as the next status line; HTTP/1.0-compatible framing
+	 * sends neither a length nor a chunk and closes the connection. */
+	if (size == MHD_SIZE_UNKNOWN &&
+	    MHD_set_response_options(v, f->mhd_flags | MHD_RF_HTTP_1_0_COMPATIBLE_STRICT,
+				     MHD_RO_END) != MHD_YES)
+		goto fail;
+	return v;
 fail:
-	MHD_destroy_response(v); /* drops the body reference */
-	return MHDGZ_EMHD;
+	MHD_destroy_response(v);
+	return NULL;
 }
 
 /*
@@ -142,7 +185,7 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 		return MHDGZ_SKIP_NOT_SMALLER;
 	}
 	if (rc == 0)
-		rc = hnd_build_response(gz, e->response, f, out, true, &v);
+		rc = hnd_build_response(gz, e->response, f, out, HND_REP_GZIP, &v);
 	if (rc < 0) {
 		hnd_count(gz, HND_C_FAILURES, 1);
 		return MHDGZ_SKIP_ERROR;
@@ -168,7 +211,8 @@ hnd_sendfile_identity(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_fa
 
 	if (e->sendfile_rep)
 		return e->sendfile_rep;
-	fd = dup(e->fd);
+	/* Close-on-exec: a child the application starts must not inherit it. */
+	fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0)
 		return NULL;
 	v = MHD_create_response_from_fd_at_offset64(e->body_len, fd, e->offset);

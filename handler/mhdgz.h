@@ -283,6 +283,27 @@ mhdgz_queue_response(struct mhdgz *gz, struct MHD_Connection *connection,
 		     unsigned int status_code, struct MHD_Response *response);
 
 /**
+ * Same as MHD_set_response_options(response, flags, MHD_RO_END), and
+ * remembered so that every response mhdgz queues in this response's place
+ * (the gzip representation, a gzip stream, a 304 or HEAD response, the
+ * sendfile identity response) gets the same flags: libmicrohttpd 0.9.75
+ * cannot read a response's flags back, so flags set with
+ * MHD_set_response_options() directly reach only the response itself.
+ * Every flag of libmicrohttpd 0.9.75 is carried
+ * (MHD_RF_HTTP_1_0_COMPATIBLE_STRICT, MHD_RF_HTTP_1_0_SERVER,
+ * MHD_RF_INSANITY_HEADER_CONTENT_LENGTH, MHD_RF_SEND_KEEP_ALIVE_HEADER).
+ *
+ * @param gz the handler that created @a response.
+ * @param response a response created through @a gz.
+ * @param flags as for MHD_set_response_options(); they replace earlier ones.
+ * @return 0; MHDGZ_EINVAL if @a response was not created by @a gz;
+ *         MHDGZ_EMHD if libmicrohttpd refused the flags.
+ * @note Thread-safe; call before the response is first queued.
+ */
+MHDGZ_API int mhdgz_response_set_options(struct mhdgz *gz, struct MHD_Response *response,
+					 enum MHD_ResponseFlags flags);
+
+/**
  * Opt one response out of compression: it is always queued identity,
  * unchanged (no Vary added). Counted as MHDGZ_SKIP_OPT_OUT.
  *
@@ -318,6 +339,62 @@ enum mhdgz_reason {
  * @return a static string; "unknown" for a value out of range.
  */
 MHDGZ_API const char *mhdgz_reason_name(enum mhdgz_reason reason);
+
+/** A byte count that is not known (a stream of unknown length, a body
+ * compressed as it is sent). */
+#define MHDGZ_NBYTES_UNKNOWN UINT64_MAX
+
+/** What mhdgz_queue_response_ex() queued. */
+struct mhdgz_outcome {
+	/** sizeof(struct mhdgz_outcome), set by the caller. */
+	size_t size;
+	/** The content coding of the response queued: "gzip" or "identity";
+	 * a static string. */
+	const char *coding;
+	/** Why (MHDGZ_COMPRESSED for gzip). */
+	enum mhdgz_reason reason;
+	/** Bytes of the application's (identity) body, or
+	 * MHDGZ_NBYTES_UNKNOWN (a stream of unknown size, a response not
+	 * created through mhdgz). */
+	uint64_t body_nbytes;
+	/** Bytes of the body as coded: the gzip length of a body compressed
+	 * whole (and of a HEAD's stream where it was computed), the identity
+	 * length when not coded, MHDGZ_NBYTES_UNKNOWN for a gzip stream
+	 * (compressed as it is sent). For HEAD, what GET would send. */
+	uint64_t coded_nbytes;
+};
+
+/**
+ * mhdgz_queue_response() for a request whose method is known, reporting
+ * what was queued. Use it: only with the method can a HEAD response be
+ * exactly the GET response's header fields without content (RFC 9110
+ * section 9.3.2).
+ *
+ * For HEAD, the response queued carries the header fields the GET
+ * response would carry and no content. Its length is the GET response's:
+ * a body compressed whole has its gzip Content-Length; a stream of known
+ * source size up to 16 MiB is compressed once to learn its gzip length
+ * (the same bytes GET would stream); a stream of unknown length, or above
+ * 16 MiB, or whose reader has no data ready, has no length, and then the
+ * connection is closed after the header block (libmicrohttpd 0.9.75 cannot
+ * frame a HEAD response of unknown length on a kept-alive connection: it
+ * writes a last chunk after the header block). The same holds for the
+ * identity response of a stream of unknown length.
+ *
+ * @param gz, connection, status_code, response as for
+ *        mhdgz_queue_response().
+ * @param method the request method as the access handler received it
+ *        ("GET", "HEAD", ...); borrowed. NULL: treated as GET.
+ * @param outcome receives what was queued, with outcome->size set by the
+ *        caller; NULL if not wanted.
+ * @return MHD_queue_response()'s result; MHD_NO also for a NULL connection
+ *         or response or an unknown outcome->size (nothing queued then).
+ * @note Thread-safe; call from the access handler as libmicrohttpd requires.
+ */
+MHDGZ_API enum MHD_Result
+mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, const char *method,
+			unsigned int status_code, struct MHD_Response *response,
+			struct mhdgz_outcome *outcome);
 
 /** A request as the decision sees it, without a connection. */
 struct mhdgz_request {
@@ -521,8 +598,11 @@ struct mhdgz_stats {
 	uint64_t pool_gets;   /**< compressor pools: compressors taken */
 	uint64_t pool_misses; /**< compressor pools: compressors created */
 	uint64_t pool_idle;   /**< compressor pools: compressors idle now (the
-			       *   whole-buffer pool plus, for libdeflate, the
-			       *   zlib pool its streams use) */
+			       *   one-shot pool plus the streams' pool) */
+	uint64_t digests_dropped; /**< integrity fields (Content-MD5, Digest,
+				   *   Content-Digest, Repr-Digest) left out of
+				   *   gzip responses built: they describe the
+				   *   identity bytes (RFC 9530) */
 };
 
 /**
