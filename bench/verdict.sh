@@ -38,8 +38,12 @@ function key(kind, be, level, size, threads) {
 }
 function has(k) { return (k SUBSEP "ns/op") in m }
 function v(k, unit) { return m[k SUBSEP unit] + 0 }
+# x/ref, 0 if ref is 0 (a column missing from an older output file).
+function div(x, ref) { return ref ? x / ref : 0 }
 # "+12.3% (1.14x slower)" for the ratio x/ref.
 function rel(x, ref,    r) {
+	if (!ref)
+		return "-"
 	r = x / ref
 	return sprintf("%+.1f%% (%.2fx %s)", (r - 1) * 100, r < 1 ? 1 / r : r,
 		r < 1 ? "faster" : "slower")
@@ -110,6 +114,9 @@ END {
 		print "verdict: no Benchmark line in the input" > "/dev/stderr"
 		exit 1
 	}
+	if (nbe == 0 || ncpu == 0)
+		print "verdict: no default-levels or ncpu line (an older bench_handler?): " \
+			"the per-backend targets are left out" > "/dev/stderr"
 	nsz = split("2k 20k 100k", sizes, " ")
 	split("25 10 10", limit, " ")
 
@@ -173,7 +180,7 @@ END {
 				sprintf("handler-overhead %s/level=%d %s: %+.1f%% over raw " \
 					"(%.0f vs %.0f ns/op; CPU time %+.1f%%; limit %+.0f%%)",
 					be, l, sizes[s], over, v(h, "ns/op"), v(r, "ns/op"),
-					(v(h, "cpu-ns/op") / v(r, "cpu-ns/op") - 1) * 100, limit[s]))
+					(div(v(h, "cpu-ns/op"), v(r, "cpu-ns/op")) - 1) * 100, limit[s]))
 		}
 	}
 	# 2. Allocations per op, process-wide, and the share through mhdgz.
@@ -248,7 +255,7 @@ END {
 			sprintf("libdeflate-6 vs zlib-6 %s: %.2fx faster (CPU time %.2fx; " \
 				"limit 1.40x), %.0f vs %.0f out-B (%+.1f%%; limit 0%%)",
 				sizes[s], v(z, "ns/op") / v(h, "ns/op"),
-				v(z, "cpu-ns/op") / v(h, "cpu-ns/op"), v(h, "out-B/op"),
+				div(v(z, "cpu-ns/op"), v(h, "cpu-ns/op")), v(h, "out-B/op"),
 				v(z, "out-B/op"), (v(h, "out-B/op") / v(z, "out-B/op") - 1) * 100))
 	}
 	# 5. Small bodies: nginx-sized zlib parameters against the raw call.
@@ -263,7 +270,7 @@ END {
 			"15, 8: %+.1f%% wall, %+.1f%% CPU time, %.0f vs %.0f out-B\n",
 			row_be[i], row_level[i], row_size[i], sw_wbits[row_size[i]],
 			sw_memlevel[row_size[i]], (v(c, "ns/op") / v(r, "ns/op") - 1) * 100,
-			(v(c, "cpu-ns/op") / v(r, "cpu-ns/op") - 1) * 100, v(c, "out-B/op"),
+			(div(v(c, "cpu-ns/op"), v(r, "cpu-ns/op")) - 1) * 100, v(c, "out-B/op"),
 			v(r, "out-B/op")
 	}
 	# Informational: the pool and the cache, for the default backend.
@@ -276,7 +283,7 @@ END {
 			printf "INFO pool %s/level=%d %s: pooled %.0f, unpooled %.0f ns/op " \
 				"(%.2fx; CPU %.2fx); %.0f vs %.0f B/op, %.1f vs %.1f allocs/op\n",
 				dflt, l, sizes[s], v(h, "ns/op"), v(p, "ns/op"),
-				v(p, "ns/op") / v(h, "ns/op"), v(p, "cpu-ns/op") / v(h, "cpu-ns/op"),
+				v(p, "ns/op") / v(h, "ns/op"), div(v(p, "cpu-ns/op"), v(h, "cpu-ns/op")),
 				v(h, "B/op"), v(p, "B/op"), v(h, "allocs/op"), v(p, "allocs/op")
 		if (has(h) && has(r))
 			printf "INFO cache %s/level=%d %s: a cache hit costs %.0f ns/op, " \
