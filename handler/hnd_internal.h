@@ -48,6 +48,13 @@
 #define HND_FD_BLOCK (32 * 1024)
 #endif
 
+/* Most bytes of a stream of unknown size read at queue time to decide it
+ * (min_nbytes, at least HND_SNIFF_NBYTES, is what is asked for): a larger
+ * min_nbytes then decides on this many. */
+#ifndef HND_PREFIX_MAX
+#define HND_PREFIX_MAX (64 * 1024)
+#endif
+
 /* HEAD of a gzip stream of known source size: up to this many source bytes
  * are compressed to learn the Content-Length GET would send (kept-alive
  * connection); above it the HEAD response has no length and closes the
@@ -305,9 +312,31 @@ struct MHD_Response *hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e,
 				      const struct hnd_facts *f, const uint8_t *sniff,
 				      size_t sniff_len, const struct hnd_accept *acc,
 				      bool gzip_client);
+/*
+ * hnd_stream.c: the first bytes of a stream of unknown size, read at queue
+ * time so that it is decided on what it holds (empty, small, its sniffed
+ * type), as gzhttp does: up to want bytes, stopping at the end, an error,
+ * a reader with no data now, or after one call (one_call: a low-latency
+ * stream gets no added latency). 0 or MHDGZ_ENOMEM. e->lock held.
+ */
+struct hnd_prefix {
+	uint8_t *buf;
+	size_t len;  /* bytes at buf */
+	bool eof;    /* the source ended after them */
+	bool failed; /* the source reported an error after them */
+};
+int hnd_prefix_read(struct hnd_entry *e, size_t want, bool one_call, struct hnd_prefix *px);
+void hnd_prefix_fini(struct hnd_prefix *px);
 /* hnd_stream.c: a per-connection gzip stream of a streaming entry, as a
- * response of unknown size. Takes a reference on e. NULL on failure. */
-struct MHD_Response *hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency);
+ * response of unknown size, sending pre (may be NULL) first: on success
+ * the prefix moves into the stream. Takes a reference on e. NULL on
+ * failure (pre is still the caller's). */
+struct MHD_Response *hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency,
+					 struct hnd_prefix *pre);
+/* An identity stream of unknown size sending pre first, then the source;
+ * pre moves in on success. NULL on failure. */
+struct MHD_Response *hnd_identity_stream_new(struct mhdgz *gz, struct hnd_entry *e,
+					     struct hnd_prefix *pre);
 /* hnd_stream.c: the length in bytes of the gzip stream of a known-size
  * entry, by compressing it (for HEAD). 0, or MHDGZ_E* when it cannot be
  * known now (a reader with no data ready, a failure). e->lock held. */

@@ -28,6 +28,43 @@ no_content(unsigned int status)
 }
 
 /*
+ * The identity response of a stream of unknown size whose first bytes were
+ * read to decide it: a buffer response with its exact length when the
+ * stream ended within them, else a stream sending them first. For HEAD the
+ * same framing without content. NULL on failure (the prefix then stays
+ * with the caller, and the error is counted there).
+ */
+static struct MHD_Response *
+identity_of_prefix(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
+		   struct hnd_prefix *pre, bool head)
+{
+	struct hnd_body *b;
+	struct MHD_Response *v;
+
+	if (!pre->eof || pre->failed) {
+		if (head)
+			return hnd_head_response(gz, e->response, f, MHD_SIZE_UNKNOWN,
+						 HND_REP_IDENTITY);
+		v = hnd_identity_stream_new(gz, e, pre);
+		if (v && hnd_copy_headers(gz, e->response, v, f, false) < 0) {
+			MHD_destroy_response(v);
+			v = NULL;
+		}
+		return v;
+	}
+	if (head)
+		return hnd_head_response(gz, e->response, f, pre->len, HND_REP_IDENTITY);
+	b = gz_malloc(sizeof *b + pre->len);
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = pre->len;
+	if (pre->len)
+		memcpy(b->data, pre->buf, pre->len);
+	return hnd_build_response(gz, e->response, f, b, HND_REP_IDENTITY, &v) == 0 ? v : NULL;
+}
+
+/*
  * The whole selection: decide, then build or reuse what is queued in the
  * response's place. *queue_ret is the response itself or a response of
  * ours; the return value is MHDGZ_RELEASE when the caller owns a reference
@@ -45,6 +82,8 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	struct hnd_facts_ctx fc;
 	struct hnd_decision d;
 	struct MHD_Response *v = NULL;
+	struct hnd_prefix pre = {.buf = NULL};
+	bool peeked = false;
 	uint8_t sniff_buf[HND_SNIFF_NBYTES];
 	const uint8_t *sniff = NULL;
 	size_t sniff_len = 0;
@@ -70,6 +109,24 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		sniff = sniff_buf;
 	}
 	hnd_decide(gz, e->opt_out, status, &f, sniff, sniff_len, e->body_len, &rq->acc, &d);
+	if (e->kind == HND_CALLBACK && e->body_len == MHD_SIZE_UNKNOWN && !no_content(status) &&
+	    !rq->head &&
+	    (d.reason == MHDGZ_COMPRESSED ||
+	     (d.reason == MHDGZ_SKIP_TYPE && !f.content_type && hnd_accept_wants_gzip(&rq->acc)))) {
+		/* A stream of unknown size is decided on its first bytes: empty
+		 * or ending below min_nbytes goes out identity, an untyped one
+		 * is sniffed. The prefix is sent first by whatever is queued.
+		 * Not for HEAD: a HEAD never runs the application's reader. */
+		size_t want = gz->min_nbytes > HND_SNIFF_NBYTES ? gz->min_nbytes : HND_SNIFF_NBYTES;
+
+		if (want > HND_PREFIX_MAX)
+			want = HND_PREFIX_MAX;
+		if (hnd_prefix_read(e, want, hnd_low_latency(e, &f), &pre) == 0) {
+			peeked = true;
+			hnd_decide(gz, e->opt_out, status, &f, pre.buf, pre.len,
+				   pre.eof ? pre.len : MHD_SIZE_UNKNOWN, &rq->acc, &d);
+		}
+	}
 	/* Variants get Vary: Accept-Encoding as they are built; the response
 	 * itself only when it is queued itself (below), so a response that is
 	 * only ever sent compressed is not modified at all. */
@@ -109,7 +166,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	} else if (d.reason == MHDGZ_COMPRESSED) {
 		/* Streams: a fresh gzip stream per queue (per connection); the
 		 * bytes are counted as they are produced. */
-		v = hnd_gzip_stream_new(gz, e, hnd_low_latency(e, &f));
+		v = hnd_gzip_stream_new(gz, e, hnd_low_latency(e, &f), peeked ? &pre : NULL);
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		if (v && hnd_copy_headers(gz, response, v, &f, true) == 0 &&
 		    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") == MHD_YES) {
@@ -128,6 +185,18 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		v = hnd_not_modified(gz, e, &f, sniff, sniff_len, &rq->acc, d.gzip_304);
 		if (v)
 			*queue_ret = v;
+	} else if (peeked) {
+		/* Identity after all: what was read is sent first. */
+		v = identity_of_prefix(gz, e, &f, &pre, rq->head);
+		if (v) {
+			*queue_ret = v;
+			release = MHDGZ_RELEASE;
+			if (pre.eof)
+				in_len = out_len = pre.len;
+		} else {
+			hnd_count(gz, HND_C_FAILURES, 1);
+			d.reason = MHDGZ_SKIP_ERROR;
+		}
 	}
 	if (*queue_ret == response && e->kind == HND_FD) {
 		v = hnd_sendfile_identity(gz, e, &f);
@@ -159,7 +228,13 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		else if (hnd_whole_body(e))
 			res->coded_nbytes = e->gzip_rep_len;
 	}
+	if (no_content(status))
+		res->coded_nbytes = 0; /* whatever the 200 it stands for */
+	if (peeked && pre.eof && !pre.failed && d.reason != MHDGZ_COMPRESSED) {
+		res->body_nbytes = res->coded_nbytes = pre.len;
+	}
 	pthread_mutex_unlock(&e->lock);
+	hnd_prefix_fini(&pre); /* unless it moved into what was queued */
 	gz_free(vary_heap);
 	hnd_count(gz, HND_C_BYTES_IN, in_len);
 	hnd_count(gz, HND_C_BYTES_OUT, out_len);

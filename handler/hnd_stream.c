@@ -19,6 +19,8 @@ struct hnd_stream {
 	struct hnd_entry *e; /* holds a reference */
 	int fd;              /* HND_FD: our own duplicate; else -1 */
 	bool failed;         /* counted once */
+	struct hnd_prefix pre; /* bytes read at queue time, sent first */
+	size_t pre_off;        /* of them, bytes given to the pump */
 	struct gz_pump pump;
 };
 
@@ -67,12 +69,33 @@ hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return source_read(e, e->fd, pos, buf, max);
 }
 
+/* The prefix first, then the source from where the prefix ended. Returns
+ * bytes, 0, or MHD_CONTENT_READER_END_*. */
+static ssize_t
+prefix_then_source(struct hnd_stream *st, uint64_t pos, uint8_t *buf, size_t max)
+{
+	if (st->pre_off < st->pre.len) {
+		size_t n = st->pre.len - st->pre_off;
+
+		if (n > max)
+			n = max;
+		memcpy(buf, st->pre.buf + st->pre_off, n);
+		st->pre_off += n;
+		return (ssize_t)n;
+	}
+	if (st->pre.failed)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	if (st->pre.eof)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	return source_read(st->e, st->fd, pos, (char *)buf, max);
+}
+
 /* The pump's source: libmicrohttpd's reader codes in, the core's out. */
 static ssize_t
 stream_source(void *cls, uint8_t *buf, size_t max)
 {
 	struct hnd_stream *st = cls;
-	ssize_t n = source_read(st->e, st->fd, st->pump.in_total, (char *)buf, max);
+	ssize_t n = prefix_then_source(st, st->pump.in_total, buf, max);
 
 	if (n == MHD_CONTENT_READER_END_OF_STREAM)
 		return GZ_SOURCE_END;
@@ -115,6 +138,7 @@ stream_free(void *cls)
 	hnd_count(st->gz, HND_C_BYTES_IN, st->pump.in_total);
 	hnd_count(st->gz, HND_C_BYTES_OUT, st->pump.out_total);
 	gz_pump_fini(&st->pump);
+	hnd_prefix_fini(&st->pre);
 	if (st->fd >= 0)
 		close(st->fd);
 	hnd_entry_unref(st->e);
@@ -122,7 +146,8 @@ stream_free(void *cls)
 }
 
 struct MHD_Response *
-hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency)
+hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency,
+		    struct hnd_prefix *pre)
 {
 	struct hnd_stream *st;
 	struct MHD_Response *v;
@@ -133,6 +158,10 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency)
 	st->gz = gz;
 	st->e = e;
 	st->fd = -1;
+	if (pre) { /* the prefix moves into the stream */
+		st->pre = *pre;
+		memset(pre, 0, sizeof *pre);
+	}
 	if (e->kind == HND_FD) {
 		st->fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0); /* not inherited by children */
 		if (st->fd < 0)
@@ -151,10 +180,98 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency)
 	return v;
 fail:
 	gz_pump_fini(&st->pump);
+	if (pre) /* back to the caller, who still owns it on failure */
+		*pre = st->pre;
 	if (st->fd >= 0)
 		close(st->fd);
 	gz_free(st);
 	return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The first bytes of a stream of unknown size                              */
+
+int
+hnd_prefix_read(struct hnd_entry *e, size_t want, bool one_call, struct hnd_prefix *px)
+{
+	size_t cap;
+
+	memset(px, 0, sizeof *px);
+	if (want == 0)
+		return 0;
+	/* The reader is called with block_size bytes of room, as
+	 * libmicrohttpd calls it (a reader may need that much for one item). */
+	cap = want - 1 + e->block_size;
+	px->buf = gz_malloc(cap);
+	if (!px->buf)
+		return MHDGZ_ENOMEM;
+	/* Bounded: every round either adds bytes or ends (end, error, no data
+	 * now, or the one call of a low-latency stream), and stops once want
+	 * bytes are held. */
+	while (px->len < want) {
+		ssize_t n = source_read(e, e->fd, px->len, (char *)px->buf + px->len, e->block_size);
+
+		if (n == MHD_CONTENT_READER_END_OF_STREAM) {
+			px->eof = true;
+			break;
+		}
+		if (n < 0) {
+			px->failed = true;
+			break;
+		}
+		px->len += (size_t)n;
+		if (n == 0 || one_call)
+			break;
+	}
+	return 0;
+}
+
+void
+hnd_prefix_fini(struct hnd_prefix *px)
+{
+	gz_free(px->buf);
+	memset(px, 0, sizeof *px);
+}
+
+/* An identity stream replaying a prefix, then reading on. */
+static ssize_t
+identity_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	return prefix_then_source(cls, pos, (uint8_t *)buf, max);
+}
+
+static void
+identity_free(void *cls)
+{
+	struct hnd_stream *st = cls;
+
+	hnd_prefix_fini(&st->pre);
+	hnd_entry_unref(st->e);
+	gz_free(st);
+}
+
+struct MHD_Response *
+hnd_identity_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct hnd_prefix *pre)
+{
+	struct hnd_stream *st = gz_calloc(1, sizeof *st);
+	struct MHD_Response *v;
+
+	if (!st)
+		return NULL;
+	st->gz = gz;
+	st->e = e;
+	st->fd = -1;
+	atomic_fetch_add(&e->refs, 1);
+	v = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, e->block_size, identity_read, st,
+					      identity_free);
+	if (!v) {
+		hnd_entry_unref(e);
+		gz_free(st);
+		return NULL;
+	}
+	st->pre = *pre; /* moves in only on success */
+	memset(pre, 0, sizeof *pre);
+	return v;
 }
 
 /* A pump's source reading an entry directly (HEAD: no libmicrohttpd
@@ -195,6 +312,8 @@ hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, 
 		return MHDGZ_ENOTSUP;
 	/* The same input block and flush policy as a GET's stream, so the
 	 * same bytes: libmicrohttpd's buffer size only cuts them differently. */
+	if (e->kind == HND_CALLBACK && e->body_len == MHD_SIZE_UNKNOWN)
+		return MHDGZ_ENOTSUP;
 	rc = gz_pump_init(&pump, gz->stream_pool,
 			  e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency);
 	if (rc < 0)

@@ -360,7 +360,8 @@ struct mhdgz_outcome {
 	/** Bytes of the body as coded: the gzip length of a body compressed
 	 * whole (and of a HEAD's stream where it was computed), the identity
 	 * length when not coded, MHDGZ_NBYTES_UNKNOWN for a gzip stream
-	 * (compressed as it is sent). For HEAD, what GET would send. */
+	 * (compressed as it is sent). For HEAD, what GET would send; for 1xx,
+	 * 204 and 304, 0. */
 	uint64_t coded_nbytes;
 };
 
