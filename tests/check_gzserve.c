@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_suites.h"
+#include "harness.h"
 #include "payload.h"
 #include "testutil.h"
 
@@ -488,7 +490,7 @@ START_TEST(test_sigterm_in_flight)
 }
 END_TEST
 
-static Suite *
+Suite *
 gzserve_suite(void)
 {
 	Suite *s = suite_create("gzserve");
@@ -502,23 +504,4 @@ gzserve_suite(void)
 	tcase_add_test(tc, test_sigterm_in_flight);
 	suite_add_tcase(s, tc);
 	return s;
-}
-
-int
-main(void)
-{
-	SRunner *sr;
-	int failed;
-
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		fprintf(stderr, "curl_global_init failed\n");
-		return EXIT_FAILURE;
-	}
-	signal(SIGPIPE, SIG_IGN);
-	sr = srunner_create(gzserve_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	curl_global_cleanup();
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
