@@ -397,13 +397,10 @@ th_curl_new(void)
 	return h;
 }
 
-CURLcode
-th_fetch_ex(CURL *h, uint16_t port, const char *path, unsigned int flags, const char *const *hdrs,
-	    struct th_reply *r)
+void
+th_curl_prepare(CURL *h, uint16_t port, const char *path, unsigned int flags, struct th_reply *r)
 {
-	CURL *own = NULL;
-	struct curl_slist *hl = NULL;
-	char url[256], line[256];
+	char url[256];
 
 	r->rc = CURLE_FAILED_INIT;
 	r->status = 0;
@@ -412,18 +409,13 @@ th_fetch_ex(CURL *h, uint16_t port, const char *path, unsigned int flags, const 
 	r->body_overflow = false;
 	r->writes = 0;
 	clear_hdrs(r);
-	if (!h) {
-		own = h = curl_easy_init();
-		if (!h)
-			return r->rc;
-	} else {
-		/* Options go, the connection cache stays (keep-alive). */
-		curl_easy_reset(h);
-	}
+	/* Options go, the connection cache stays (keep-alive). */
+	curl_easy_reset(h);
 	snprintf(url, sizeof url, "http://127.0.0.1:%u%s", (unsigned int)port, path);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT, TH_CURL_TIMEOUT_S);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
+			 r->timeout_ms ? (long)r->timeout_ms : TH_CURL_TIMEOUT_S * 1000L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(h, CURLOPT_PROXY, "");
 	curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
@@ -433,6 +425,42 @@ th_fetch_ex(CURL *h, uint16_t port, const char *path, unsigned int flags, const 
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, th_header_cb);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+	if (flags & TH_DECODE)
+		curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "gzip");
+	if (flags & TH_HEAD) {
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+	} else if (flags & TH_POST) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+	}
+	if (flags & TH_RAW)
+		curl_easy_setopt(h, CURLOPT_HTTP_TRANSFER_DECODING, 0L);
+	curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (flags & TH_HTTP10) ?
+							  (long)CURL_HTTP_VERSION_1_0 :
+							  (long)CURL_HTTP_VERSION_1_1);
+	if (flags & TH_FRESH) {
+		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+		curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+	}
+}
+
+CURLcode
+th_fetch_ex(CURL *h, uint16_t port, const char *path, unsigned int flags, const char *const *hdrs,
+	    struct th_reply *r)
+{
+	CURL *own = NULL;
+	struct curl_slist *hl = NULL;
+	char line[256];
+
+	if (!h) {
+		own = h = curl_easy_init();
+		if (!h) {
+			r->rc = CURLE_FAILED_INIT;
+			return r->rc;
+		}
+	}
+	th_curl_prepare(h, port, path, flags, r);
 	if (r->accept_encoding) {
 		snprintf(line, sizeof line, "Accept-Encoding: %s", r->accept_encoding);
 		hl = curl_slist_append(hl, line);
@@ -452,27 +480,8 @@ th_fetch_ex(CURL *h, uint16_t port, const char *path, unsigned int flags, const 
 	}
 	if (hl)
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-	if (flags & TH_DECODE)
-		curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "gzip");
-	if (flags & TH_HEAD) {
-		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-	} else if (flags & TH_POST) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
-		curl_easy_setopt(h, CURLOPT_POST, 1L);
-	}
-	if (flags & TH_RAW)
-		curl_easy_setopt(h, CURLOPT_HTTP_TRANSFER_DECODING, 0L);
-	curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (flags & TH_HTTP10) ?
-							  (long)CURL_HTTP_VERSION_1_0 :
-							  (long)CURL_HTTP_VERSION_1_1);
-	if (flags & TH_FRESH) {
-		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
-		curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
-	}
 	r->rc = curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-	curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &r->num_connects);
+	th_reply_info(h, r);
 	if (hl) {
 		/* The handle must not keep a pointer to the freed list. */
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
@@ -482,6 +491,13 @@ out:
 	if (own)
 		curl_easy_cleanup(own);
 	return r->rc;
+}
+
+void
+th_reply_info(CURL *h, struct th_reply *r)
+{
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+	curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &r->num_connects);
 }
 
 CURLcode

@@ -169,6 +169,7 @@ struct th_reply {
 	size_t abort_after; /* > 0: the write callback fails once this many bytes are in */
 	th_data_fn on_data; /* optional */
 	void *cls;          /* for on_data */
+	unsigned long timeout_ms; /* whole transfer; 0: TH_CURL_TIMEOUT_S */
 	uint64_t writes;    /* write callback calls */
 };
 
@@ -189,6 +190,12 @@ CURL *th_curl_new(void);
  */
 CURLcode th_fetch_ex(CURL *h, uint16_t port, const char *path, unsigned int flags,
 		     const char *const *hdrs, struct th_reply *r);
+/* For a transfer the test performs itself (a multi handle): set h up as
+ * th_fetch_ex would, without extra header lines; after the transfer,
+ * th_reply_info fills r's status and connection count. */
+void th_curl_prepare(CURL *h, uint16_t port, const char *path, unsigned int flags,
+		     struct th_reply *r);
+void th_reply_info(CURL *h, struct th_reply *r);
 CURLcode th_fetch(CURL *h, uint16_t port, const char *path, unsigned int flags,
 		  struct th_reply *r);
 
