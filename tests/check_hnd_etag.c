@@ -101,6 +101,69 @@ START_TEST(test_etag_policy)
 }
 END_TEST
 
+/* One request of a conditional sequence and what it must get. */
+enum cond_want { C_GZIP, C_IDENTITY, C_304, C_412 };
+enum cond_len { L_NONE, L_GZIP, L_IDENTITY }; /* a 304's Content-Length, if any, is the 200's */
+
+struct cond_step {
+	const char *ctx;
+	unsigned int flags; /* 0 (GET), TH_HEAD, TH_POST */
+	const char *path;
+	const char *hdr[4]; /* request lines, NULL-terminated */
+	enum cond_want want;
+	const char *etag; /* the one ETag wanted; NULL: not checked */
+	bool vary;        /* Vary is exactly Accept-Encoding */
+	enum cond_len len304;
+	bool reused; /* on the connection of the request before */
+};
+
+#define AE "Accept-Encoding: gzip"
+
+/* Run steps on one connection; the first gzip body's length is the one a
+ * gzip 304 may announce. */
+static void
+run_cond_steps(struct th_site *s, const uint8_t *body, size_t len, const struct cond_step *st,
+	       size_t n)
+{
+	CURL *h = th_curl_new();
+	struct th_reply rs = { 0 };
+	char err[512];
+	size_t gz_len = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *ctx = st[i].ctx;
+
+		TH_REQ(h, s, st[i].flags, st[i].path, st[i].hdr, &rs);
+		switch (st[i].want) {
+		case C_GZIP:
+			TH_OK(ctx, th_v_gzip(&rs, 200, body, len, TH_E));
+			if (!gz_len)
+				gz_len = rs.body_len;
+			break;
+		case C_IDENTITY:
+			TH_OK(ctx, th_v_identity(&rs, 200, body, len, TH_E));
+			break;
+		case C_304:
+			TH_OK(ctx, th_v_no_body(&rs, 304, TH_E));
+			break;
+		case C_412:
+			TH_OK(ctx, th_v_no_body(&rs, 412, TH_E));
+			break;
+		}
+		if (st[i].len304 != L_NONE)
+			TH_OK(ctx, th_v_304_length(&rs, st[i].len304 == L_GZIP ? gz_len : len, TH_E));
+		if (st[i].vary)
+			TH_OK(ctx, th_v_vary_ae(&rs, NULL, TH_E));
+		if (st[i].etag)
+			TH_OK(ctx, th_v_etag(&rs, st[i].etag, TH_E));
+		if (st[i].reused)
+			ck_assert_msg(rs.num_connects == 0, "%s: new connection", ctx);
+		th_reply_free(&rs);
+	}
+	ck_assert_uint_eq(s->errors, 0);
+	curl_easy_cleanup(h);
+}
+
 /*
  * Conditional requests (default policy, loop 0: per-request responses,
  * 1: one shared response): the application evaluates the validators with
@@ -111,6 +174,39 @@ END_TEST
  */
 START_TEST(test_conditional)
 {
+	static const char W[] = "W/\"abc\"", S[] = "\"abc\"";
+	static const struct cond_step steps[] = {
+		{ "200 gzip", 0, "/r", { AE }, C_GZIP, W, false, L_NONE, false },
+		{ "304 gzip", 0, "/r", { AE, "If-None-Match: W/\"abc\"" }, C_304, W, true, L_GZIP,
+		  true },
+		{ "304 gzip (strong INM)", 0, "/r", { AE, "If-None-Match: \"abc\"" }, C_304, W, false,
+		  L_GZIP, false },
+		{ "HEAD 304", TH_HEAD, "/r", { AE, "If-None-Match: W/\"abc\"" }, C_304, W, false,
+		  L_GZIP, false },
+		{ "304 *", 0, "/r", { AE, "If-None-Match: *" }, C_304, NULL, false, L_GZIP, false },
+		{ "200 gzip after 304", 0, "/r", { AE }, C_GZIP, W, false, L_NONE, true },
+		{ "304 identity", 0, "/r", { "If-None-Match: \"abc\"" }, C_304, S, true, L_IDENTITY,
+		  false },
+		{ "200 identity after 304", 0, "/r", { NULL }, C_IDENTITY, S, true, L_NONE, false },
+		{ "INM other", 0, "/r", { AE, "If-None-Match: \"x\", \"y\"" }, C_GZIP, NULL, false, L_NONE, false },
+		{ "If-Match ok", 0, "/r", { AE, "If-Match: \"abc\"" }, C_GZIP, NULL, false, L_NONE, false },
+		{ "If-Match weak", 0, "/r", { AE, "If-Match: W/\"abc\"" }, C_412, NULL, false, L_NONE, false },
+		{ "If-Match other", 0, "/r", { AE, "If-Match: \"zzz\"" }, C_412, NULL, false, L_NONE, false },
+		/* If-None-Match on POST: 412, not 304 (RFC 9110 13.1.2). */
+		{ "POST INM", TH_POST, "/r", { "If-None-Match: \"abc\"" }, C_412, NULL, false, L_NONE, false },
+		/* If-Match is evaluated first (RFC 9110 13.2.2 step 1). */
+		{ "If-Match fails before If-None-Match", 0, "/r",
+		  { AE, "If-Match: \"zzz\"", "If-None-Match: \"abc\"" }, C_412, NULL, false, L_NONE, false },
+		{ "If-Match passes, If-None-Match matches", 0, "/r",
+		  { AE, "If-Match: \"abc\"", "If-None-Match: \"abc\"" }, C_304, NULL, false, L_NONE, false },
+		{ "If-Match *", 0, "/r", { AE, "If-Match: *" }, C_GZIP, NULL, false, L_NONE, false },
+		/* A resource without an ETag: only "*" matches. */
+		{ "no ETag, INM *", 0, "/n", { AE, "If-None-Match: *" }, C_304, NULL, false, L_NONE, false },
+		{ "no ETag, INM tag", 0, "/n", { AE, "If-None-Match: \"abc\"" }, C_GZIP, NULL, false, L_NONE, false },
+		{ "no ETag, If-Match tag", 0, "/n", { AE, "If-Match: \"abc\"" }, C_412, NULL, false, L_NONE, false },
+		{ "no ETag, If-Match *", 0, "/n", { AE, "If-Match: *" }, C_GZIP, NULL, false, L_NONE, false },
+		{ "200 gzip at the end", 0, "/r", { AE }, C_GZIP, NULL, false, L_NONE, true },
+	};
 	uint8_t *body = tu_payload(8192, TU_TEXT, 16);
 	struct th_route rt[] = {
 		{ .path = "/r", .status = 200, .body = body, .body_len = 8192,
@@ -119,138 +215,10 @@ START_TEST(test_conditional)
 		{ .path = "/n", .status = 200, .body = body, .body_len = 8192,
 		  .hdr = { "Content-Type", "text/plain" }, .flags = TH_RT_PRECOND, .etag = NULL },
 	};
-	static const char *const inm_weak_gz[] = { "Accept-Encoding: gzip",
-						   "If-None-Match: W/\"abc\"", NULL };
-	static const char *const inm_strong_gz[] = { "Accept-Encoding: gzip",
-						     "If-None-Match: \"abc\"", NULL };
-	static const char *const inm_strong[] = { "If-None-Match: \"abc\"", NULL };
-	static const char *const inm_other_gz[] = { "Accept-Encoding: gzip",
-						    "If-None-Match: \"x\", \"y\"", NULL };
-	static const char *const inm_star_gz[] = { "Accept-Encoding: gzip", "If-None-Match: *",
-						   NULL };
-	static const char *const im_ok_gz[] = { "Accept-Encoding: gzip", "If-Match: \"abc\"",
-						NULL };
-	static const char *const im_weak_gz[] = { "Accept-Encoding: gzip", "If-Match: W/\"abc\"",
-						  NULL };
-	static const char *const im_bad_gz[] = { "Accept-Encoding: gzip", "If-Match: \"zzz\"",
-						 NULL };
-	static const char *const inm_post[] = { "If-None-Match: \"abc\"", NULL };
-	static const char *const im_bad_inm_gz[] = { "Accept-Encoding: gzip",
-						     "If-Match: \"zzz\"", "If-None-Match: \"abc\"",
-						     NULL };
-	static const char *const im_ok_inm_gz[] = { "Accept-Encoding: gzip",
-						    "If-Match: \"abc\"", "If-None-Match: \"abc\"",
-						    NULL };
-	static const char *const im_star_gz[] = { "Accept-Encoding: gzip", "If-Match: *", NULL };
 	struct th_site s;
-	CURL *h = th_curl_new();
-	struct th_reply rs = { 0 };
-	char err[512];
-	size_t gz_len = 0;
 
 	th_site_start(&s, NULL, rt, N_ELEMS(rt), 0);
-	TH_REQ(h, &s, 0, "/r", th_h_gzip, &rs);
-	TH_OK("200 gzip", th_v_gzip(&rs, 200, body, 8192, TH_E));
-	TH_OK("200 gzip", th_v_etag(&rs, "W/\"abc\"", TH_E));
-	gz_len = rs.body_len;
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", inm_weak_gz, &rs);
-	TH_OK("304 gzip", th_v_no_body(&rs, 304, TH_E));
-	TH_OK("304 gzip", th_v_304_length(&rs, gz_len, TH_E));
-	TH_OK("304 gzip", th_v_vary_ae(&rs, NULL, TH_E));
-	TH_OK("304 gzip", th_v_etag(&rs, "W/\"abc\"", TH_E));
-	ck_assert_int_eq(rs.num_connects, 0);
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", inm_strong_gz, &rs);
-	TH_OK("304 gzip (strong INM)", th_v_no_body(&rs, 304, TH_E));
-	TH_OK("304 gzip (strong INM)", th_v_304_length(&rs, gz_len, TH_E));
-	TH_OK("304 gzip (strong INM)", th_v_etag(&rs, "W/\"abc\"", TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, TH_HEAD, "/r", inm_weak_gz, &rs);
-	TH_OK("HEAD 304", th_v_no_body(&rs, 304, TH_E));
-	TH_OK("HEAD 304", th_v_304_length(&rs, gz_len, TH_E));
-	TH_OK("HEAD 304", th_v_etag(&rs, "W/\"abc\"", TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", inm_star_gz, &rs);
-	TH_OK("304 *", th_v_no_body(&rs, 304, TH_E));
-	TH_OK("304 *", th_v_304_length(&rs, gz_len, TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", th_h_gzip, &rs);
-	TH_OK("200 gzip after 304", th_v_gzip(&rs, 200, body, 8192, TH_E));
-	TH_OK("200 gzip after 304", th_v_etag(&rs, "W/\"abc\"", TH_E));
-	ck_assert_int_eq(rs.num_connects, 0);
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", inm_strong, &rs);
-	TH_OK("304 identity", th_v_no_body(&rs, 304, TH_E));
-	TH_OK("304 identity", th_v_304_length(&rs, (size_t)8192, TH_E));
-	TH_OK("304 identity", th_v_vary_ae(&rs, NULL, TH_E));
-	TH_OK("304 identity", th_v_etag(&rs, "\"abc\"", TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", NULL, &rs);
-	TH_OK("200 identity after 304", th_v_identity(&rs, 200, body, 8192, TH_E));
-	TH_OK("200 identity after 304", th_v_etag(&rs, "\"abc\"", TH_E));
-	TH_OK("200 identity after 304", th_v_vary_ae(&rs, NULL, TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", inm_other_gz, &rs);
-	TH_OK("INM other", th_v_gzip(&rs, 200, body, 8192, TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", im_ok_gz, &rs);
-	TH_OK("If-Match ok", th_v_gzip(&rs, 200, body, 8192, TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", im_weak_gz, &rs);
-	TH_OK("If-Match weak", th_v_no_body(&rs, 412, TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", im_bad_gz, &rs);
-	TH_OK("If-Match other", th_v_no_body(&rs, 412, TH_E));
-	th_reply_free(&rs);
-
-	/* If-None-Match on POST: 412, not 304 (RFC 9110 13.1.2). */
-	TH_REQ(h, &s, TH_POST, "/r", inm_post, &rs);
-	TH_OK("POST INM", th_v_no_body(&rs, 412, TH_E));
-	th_reply_free(&rs);
-
-	/* If-Match is evaluated first (RFC 9110 13.2.2 step 1). */
-	TH_REQ(h, &s, 0, "/r", im_bad_inm_gz, &rs);
-	TH_OK("If-Match fails before If-None-Match", th_v_no_body(&rs, 412, TH_E));
-	th_reply_free(&rs);
-	TH_REQ(h, &s, 0, "/r", im_ok_inm_gz, &rs);
-	TH_OK("If-Match passes, If-None-Match matches", th_v_no_body(&rs, 304, TH_E));
-	th_reply_free(&rs);
-	TH_REQ(h, &s, 0, "/r", im_star_gz, &rs);
-	TH_OK("If-Match *", th_v_gzip(&rs, 200, body, 8192, TH_E));
-	th_reply_free(&rs);
-
-	/* A resource without an ETag: only "*" matches. */
-	TH_REQ(h, &s, 0, "/n", inm_star_gz, &rs);
-	TH_OK("no ETag, INM *", th_v_no_body(&rs, 304, TH_E));
-	th_reply_free(&rs);
-	TH_REQ(h, &s, 0, "/n", inm_strong_gz, &rs);
-	TH_OK("no ETag, INM tag", th_v_gzip(&rs, 200, body, 8192, TH_E));
-	th_reply_free(&rs);
-	TH_REQ(h, &s, 0, "/n", im_ok_gz, &rs);
-	TH_OK("no ETag, If-Match tag", th_v_no_body(&rs, 412, TH_E));
-	th_reply_free(&rs);
-	TH_REQ(h, &s, 0, "/n", im_star_gz, &rs);
-	TH_OK("no ETag, If-Match *", th_v_gzip(&rs, 200, body, 8192, TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", th_h_gzip, &rs);
-	TH_OK("200 gzip at the end", th_v_gzip(&rs, 200, body, 8192, TH_E));
-	ck_assert_int_eq(rs.num_connects, 0);
-	th_reply_free(&rs);
-	ck_assert_uint_eq(s.errors, 0);
-	curl_easy_cleanup(h);
+	run_cond_steps(&s, body, 8192, steps, N_ELEMS(steps));
 	th_site_stop(&s);
 	free(body);
 }
@@ -260,77 +228,32 @@ END_TEST
  * carrying it still give 304 and 412 correctly. */
 START_TEST(test_conditional_suffix)
 {
+	static const char G[] = "\"abc-gzip\"", S[] = "\"abc\"";
+	static const struct cond_step steps[] = {
+		{ "200 gzip", 0, "/r", { AE }, C_GZIP, G, false, L_NONE, false },
+		{ "304 suffix", 0, "/r", { AE, "If-None-Match: \"abc-gzip\"" }, C_304, G, true,
+		  L_GZIP, false },
+		{ "304 plain tag, gzip client", 0, "/r", { AE, "If-None-Match: \"abc\"" }, C_304, G,
+		  false, L_GZIP, false },
+		{ "304 identity client", 0, "/r", { "If-None-Match: \"abc-gzip\"" }, C_304, S, true,
+		  L_IDENTITY, false },
+		{ "If-Match suffix", 0, "/r", { AE, "If-Match: \"abc-gzip\"" }, C_GZIP, G, false, L_NONE, false },
+		{ "If-Match plain", 0, "/r", { AE, "If-Match: \"abc\"" }, C_GZIP, NULL, false, L_NONE, false },
+		{ "If-Match other", 0, "/r", { AE, "If-Match: \"zzz-gzip\"" }, C_412, NULL, false, L_NONE, false },
+		{ "identity", 0, "/r", { NULL }, C_IDENTITY, S, false, L_NONE, true },
+	};
 	uint8_t *body = tu_payload(8192, TU_TEXT, 17);
 	struct th_route rt[] = {
 		{ .path = "/r", .status = 200, .body = body, .body_len = 8192,
 		  .hdr = { "Content-Type", "text/plain", "ETag", "\"abc\"" },
 		  .flags = TH_RT_PRECOND | (_i ? TH_RT_SHARED : 0), .etag = "\"abc\"" },
 	};
-	static const char *const inm_sfx_gz[] = { "Accept-Encoding: gzip",
-						  "If-None-Match: \"abc-gzip\"", NULL };
-	static const char *const inm_sfx[] = { "If-None-Match: \"abc-gzip\"", NULL };
-	static const char *const inm_plain_gz[] = { "Accept-Encoding: gzip",
-						    "If-None-Match: \"abc\"", NULL };
-	static const char *const im_sfx_gz[] = { "Accept-Encoding: gzip",
-						 "If-Match: \"abc-gzip\"", NULL };
-	static const char *const im_plain_gz[] = { "Accept-Encoding: gzip", "If-Match: \"abc\"",
-						   NULL };
-	static const char *const im_bad_gz[] = { "Accept-Encoding: gzip",
-						 "If-Match: \"zzz-gzip\"", NULL };
 	struct mhdgz_options o = th_opts();
 	struct th_site s;
-	CURL *h = th_curl_new();
-	struct th_reply rs = { 0 };
-	char err[512];
-	size_t gz_len = 0;
 
 	o.etag_policy = MHDGZ_ETAG_SUFFIX;
 	th_site_start(&s, &o, rt, N_ELEMS(rt), 0);
-	TH_REQ(h, &s, 0, "/r", th_h_gzip, &rs);
-	TH_OK("200 gzip", th_v_gzip(&rs, 200, body, 8192, TH_E));
-	TH_OK("200 gzip", th_v_etag(&rs, "\"abc-gzip\"", TH_E));
-	gz_len = rs.body_len;
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", inm_sfx_gz, &rs);
-	TH_OK("304 suffix", th_v_no_body(&rs, 304, TH_E));
-	TH_OK("304 suffix", th_v_304_length(&rs, gz_len, TH_E));
-	TH_OK("304 suffix", th_v_vary_ae(&rs, NULL, TH_E));
-	TH_OK("304 suffix", th_v_etag(&rs, "\"abc-gzip\"", TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", inm_plain_gz, &rs);
-	TH_OK("304 plain tag, gzip client", th_v_no_body(&rs, 304, TH_E));
-	TH_OK("304 plain tag, gzip client", th_v_304_length(&rs, gz_len, TH_E));
-	TH_OK("304 plain tag, gzip client", th_v_etag(&rs, "\"abc-gzip\"", TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", inm_sfx, &rs);
-	TH_OK("304 identity client", th_v_no_body(&rs, 304, TH_E));
-	TH_OK("304 identity client", th_v_304_length(&rs, (size_t)8192, TH_E));
-	TH_OK("304 identity client", th_v_etag(&rs, "\"abc\"", TH_E));
-	TH_OK("304 identity client", th_v_vary_ae(&rs, NULL, TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", im_sfx_gz, &rs);
-	TH_OK("If-Match suffix", th_v_gzip(&rs, 200, body, 8192, TH_E));
-	TH_OK("If-Match suffix", th_v_etag(&rs, "\"abc-gzip\"", TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", im_plain_gz, &rs);
-	TH_OK("If-Match plain", th_v_gzip(&rs, 200, body, 8192, TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", im_bad_gz, &rs);
-	TH_OK("If-Match other", th_v_no_body(&rs, 412, TH_E));
-	th_reply_free(&rs);
-
-	TH_REQ(h, &s, 0, "/r", NULL, &rs);
-	TH_OK("identity", th_v_identity(&rs, 200, body, 8192, TH_E));
-	TH_OK("identity", th_v_etag(&rs, "\"abc\"", TH_E));
-	ck_assert_int_eq(rs.num_connects, 0);
-	th_reply_free(&rs);
-	curl_easy_cleanup(h);
+	run_cond_steps(&s, body, 8192, steps, N_ELEMS(steps));
 	th_site_stop(&s);
 	free(body);
 }
