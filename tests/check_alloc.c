@@ -9,7 +9,7 @@
 #include "gz_error.h"
 #include "gz_alloc.h"
 #include "gz_backend.h"
-#include "check_core.h"
+#include "check_suites.h"
 #include "testutil.h"
 
 /* Bodies used by the work done after creation, in bytes. */

@@ -10,7 +10,7 @@
 #include "gz_error.h"
 #include "gz_alloc.h"
 #include "gz_backend.h"
-#include "check_core.h"
+#include "check_suites.h"
 #include "testutil.h"
 
 /* Guard bytes after every output window; a write past out_cap shows up here. */

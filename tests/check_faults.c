@@ -46,14 +46,13 @@
 #include <unistd.h>
 
 #include "mhdgz.h"
-#include "stream_util.h"
+#include "check_suites.h"
+#include "harness.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
-
 /* Per-test timeout in seconds (each test makes a few hundred requests). */
-#ifndef TF_TIMEOUT
-#define TF_TIMEOUT 300
+#ifndef CK_CASE_TIMEOUT
+#define CK_CASE_TIMEOUT 300
 #endif
 
 /* Most allocations one request may need; more fails the test. */
@@ -99,7 +98,7 @@ cb_read(void *cls, uint64_t pos, char *buf, size_t max)
 }
 
 static enum MHD_Result
-route(struct su_server *s, struct MHD_Connection *c, const char *url, const char *method)
+route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
 	struct fix *f = s->cls;
 	struct MHD_Response *r = NULL;
@@ -140,126 +139,28 @@ route(struct su_server *s, struct MHD_Connection *c, const char *url, const char
 /* ------------------------------------------------------------------------ */
 /* The client                                                               */
 
-struct reply {
-	CURLcode rc;
-	long status;
-	uint8_t *body;
-	size_t len, cap;
-	char ce[64];     /* Content-Encoding, "" if none */
-	char vary[1024]; /* every Vary line, joined by ", " */
-	char etag[128];
-};
-
-static size_t
-on_body(char *p, size_t size, size_t n, void *cls)
-{
-	struct reply *r = cls;
-	size_t len = size * n;
-
-	if (r->len + len > r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 65536;
-		while (cap < r->len + len)
-			cap *= 2;
-		r->body = realloc(r->body, cap);
-		if (!r->body)
-			return 0;
-		r->cap = cap;
-	}
-	memcpy(r->body + r->len, p, len);
-	r->len += len;
-	return len;
-}
-
-/* Copy the value of a "Name: value\r\n" line into dst (appending with ", "
- * when append). */
-static void
-take(const char *line, size_t len, size_t name_len, char *dst, size_t cap, bool append)
-{
-	const char *v = line + name_len + 1;
-	size_t vlen = len - name_len - 1, used = append ? strlen(dst) : 0;
-
-	while (vlen && (*v == ' ' || *v == '\t')) {
-		v++;
-		vlen--;
-	}
-	while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
-		vlen--;
-	if (used && used + 2 < cap) {
-		memcpy(dst + used, ", ", 2);
-		used += 2;
-	}
-	if (used + vlen >= cap)
-		vlen = cap - used - 1;
-	memcpy(dst + used, v, vlen);
-	dst[used + vlen] = '\0';
-}
-
-static size_t
-on_header(char *p, size_t size, size_t n, void *cls)
-{
-	struct reply *r = cls;
-	size_t len = size * n;
-
-	if (len > 17 && strncasecmp(p, "Content-Encoding:", 17) == 0)
-		take(p, len, 16, r->ce, sizeof r->ce, false);
-	else if (len > 5 && strncasecmp(p, "Vary:", 5) == 0)
-		take(p, len, 4, r->vary, sizeof r->vary, true);
-	else if (len > 5 && strncasecmp(p, "ETag:", 5) == 0)
-		take(p, len, 4, r->etag, sizeof r->etag, false);
-	return len;
-}
-
 enum kind { K_GZIP, K_IDENTITY, K_NOT_MODIFIED, K_COUNT };
 static const char *const kind_names[K_COUNT] = {"gzip", "identity", "304"};
 
+/* A connection per request: on a reused one, libcurl would silently retry
+ * a request the server refused (closed) and hide the refusal. */
 static void
-fetch(CURL *h, uint16_t port, const char *path, enum kind k, struct reply *r)
+fetch(CURL *h, uint16_t port, const char *path, enum kind k, struct th_reply *r)
 {
-	struct curl_slist *hl = NULL;
-	char url[128];
+	static const char *const inm[] = {"If-None-Match: " ETAG_GZIP, NULL};
 
-	r->len = 0;
-	r->ce[0] = r->vary[0] = r->etag[0] = '\0';
-	curl_easy_reset(h);
-	snprintf(url, sizeof url, "http://127.0.0.1:%u%s", (unsigned int)port, path);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-	/* A connection per request: on a reused one, libcurl would silently
-	 * retry a request the server refused (closed) and hide the refusal. */
-	curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
-	curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
-	if (k != K_IDENTITY)
-		hl = curl_slist_append(hl, "Accept-Encoding: gzip");
-	if (k == K_NOT_MODIFIED)
-		hl = curl_slist_append(hl, "If-None-Match: " ETAG_GZIP);
-	if (hl)
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-	r->rc = curl_easy_perform(h);
-	r->status = 0;
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-	curl_slist_free_all(hl);
+	th_fetch_ex(h, port, path, TH_FRESH | (k != K_IDENTITY ? TH_GZIP : 0),
+		    k == K_NOT_MODIFIED ? inm : NULL, r);
 }
 
-/* Does a comma-separated value list a token (case-insensitive)? */
+/* Does any Vary line list Accept-Encoding? */
 static bool
-has_token(const char *list, const char *token)
+vary_ae(const struct th_reply *r)
 {
-	size_t tl = strlen(token);
-	const char *p = list;
-
-	while (*p) {
-		while (*p == ' ' || *p == ',')
-			p++;
-		if (strncasecmp(p, token, tl) == 0 && (p[tl] == '\0' || p[tl] == ',' || p[tl] == ' '))
+	for (unsigned int i = 0; i < r->nhdr; i++)
+		if (strcasecmp(r->hdr_name[i], "Vary") == 0 &&
+		    th_has_token(r->hdr_value[i], "Accept-Encoding"))
 			return true;
-		p += strcspn(p, ",");
-	}
 	return false;
 }
 
@@ -285,14 +186,6 @@ static const struct {
 	{"/cb", CB_LEN},
 };
 
-/* Every compressor taken from the compressor pools is back: the daemon is done
- * with the request's responses and streams. */
-static bool
-pool_whole(void *cls)
-{
-	return su_pool_all_back(cls);
-}
-
 static bool
 live_is(void *cls)
 {
@@ -307,9 +200,9 @@ START_TEST(test_request_faults)
 	size_t want_len = paths[pi].len;
 	struct mhdgz_options o;
 	struct mhdgz *gz = NULL;
-	struct su_server s = {0};
+	struct th_server s = {0};
 	struct fix f;
-	struct reply r = {0};
+	struct th_reply r = {0};
 	CURL *h;
 	unsigned int counts[K_COUNT][4] = {{0}}; /* refused, gzip, identity, 304 */
 	int64_t live0;
@@ -318,7 +211,7 @@ START_TEST(test_request_faults)
 		return;
 	memset(&f, 0, sizeof f);
 	f.data = tu_payload(BIG_LEN, TU_TEXT, 77 + (uint32_t)pi);
-	f.fd = su_temp_file(f.data, BIG_LEN);
+	f.fd = th_temp_file(f.data, BIG_LEN);
 	want = f.data;
 	h = curl_easy_init();
 	ck_assert_ptr_nonnull(h);
@@ -329,7 +222,7 @@ START_TEST(test_request_faults)
 	o.backend = cfgs[ci].be;
 	o.flags = cfgs[ci].flags;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
-	su_start(&s, gz, 0, route, &f);
+	th_start(&s, gz, 0, route, &f);
 
 	/* Unpooled, nothing of ours outlives a request: the handler's own
 	 * blocks are all that is live between requests. */
@@ -341,10 +234,11 @@ START_TEST(test_request_faults)
 		 * compressors the path needs in the pool). */
 		fetch(h, s.port, paths[pi].path, (enum kind)k, &r);
 		ck_assert_int_eq(r.rc, CURLE_OK);
-		ck_assert(su_wait(pool_whole, gz, TF_RELEASE_MS));
+		ck_assert(th_wait(th_pool_back_pred, gz, TF_RELEASE_MS));
 		for (n = 1; n <= TF_MAX_K; n++) {
-			struct mhdgz_stats s0 = su_stats(gz), s1;
+			struct mhdgz_stats s0 = th_stats(gz), s1;
 			unsigned int refused0 = atomic_load(&f.refused);
+			const char *ce, *etag;
 			char ctx[96];
 			int fired;
 
@@ -352,25 +246,27 @@ START_TEST(test_request_faults)
 				 paths[pi].path, kind_names[k], n);
 			tu_alloc_fail_at(n);
 			fetch(h, s.port, paths[pi].path, (enum kind)k, &r);
-			ck_assert_msg(su_wait(pool_whole, gz, TF_RELEASE_MS),
+			ck_assert_msg(th_wait(th_pool_back_pred, gz, TF_RELEASE_MS),
 				      "%s: a compressor did not come back", ctx);
 			fired = tu_alloc_failed();
 			tu_alloc_fail_at(0);
 			if (!pooled)
-				ck_assert_msg(su_wait(live_is, &live0, TF_RELEASE_MS),
+				ck_assert_msg(th_wait(live_is, &live0, TF_RELEASE_MS),
 					      "%s: %lld blocks live, %lld before", ctx,
 					      (long long)tu_alloc_live(), (long long)live0);
-			s1 = su_stats(gz);
+			s1 = th_stats(gz);
+			ce = th_header(&r, "Content-Encoding", NULL);
+			etag = th_header(&r, "ETag", NULL);
 			if (atomic_load(&f.refused) > refused0) {
 				ck_assert_msg(fired, "%s: refused without a failure", ctx);
 				ck_assert_msg(r.rc != CURLE_OK, "%s: a refused request answered", ctx);
 				counts[k][0]++;
 			} else if (r.status == MHD_HTTP_NOT_MODIFIED) {
 				ck_assert_msg(k == K_NOT_MODIFIED, "%s: unexpected 304", ctx);
-				ck_assert_msg(r.rc == CURLE_OK && r.len == 0, "%s: 304 with a body", ctx);
-				ck_assert_msg(!strcmp(r.etag, ETAG) || !strcmp(r.etag, ETAG_GZIP),
-					      "%s: 304 ETag '%s'", ctx, r.etag);
-				ck_assert_msg(has_token(r.vary, "Accept-Encoding"),
+				ck_assert_msg(r.rc == CURLE_OK && r.body_len == 0, "%s: 304 with a body", ctx);
+				ck_assert_msg(etag && (!strcmp(etag, ETAG) || !strcmp(etag, ETAG_GZIP)),
+					      "%s: 304 ETag '%s'", ctx, etag ? etag : "");
+				ck_assert_msg(vary_ae(&r),
 					      "%s: 304 without Vary: Accept-Encoding", ctx);
 				counts[k][3]++;
 			} else {
@@ -378,28 +274,28 @@ START_TEST(test_request_faults)
 					      "%s: curl %d (%s), status %ld", ctx, r.rc,
 					      curl_easy_strerror(r.rc), r.status);
 				ck_assert_msg(k != K_NOT_MODIFIED, "%s: 200 to a matching ETag", ctx);
-				if (r.ce[0]) {
+				if (ce) {
 					uint8_t *dec = NULL;
 					size_t dec_len = 0;
 
-					ck_assert_msg(k == K_GZIP && !strcmp(r.ce, "gzip"),
-						      "%s: Content-Encoding '%s'", ctx, r.ce);
-					ck_assert_msg(has_token(r.vary, "Accept-Encoding"),
+					ck_assert_msg(k == K_GZIP && !strcmp(ce, "gzip"),
+						      "%s: Content-Encoding '%s'", ctx, ce);
+					ck_assert_msg(vary_ae(&r),
 						      "%s: gzip without Vary: Accept-Encoding", ctx);
-					ck_assert_msg(tu_gunzip(r.body, r.len, &dec, &dec_len) == 0 &&
+					ck_assert_msg(tu_gunzip(r.body, r.body_len, &dec, &dec_len) == 0 &&
 							      dec_len == want_len &&
 							      memcmp(dec, want, want_len) == 0,
 						      "%s: gzip body does not decode to the body", ctx);
 					free(dec);
 					counts[k][1]++;
 				} else {
-					ck_assert_msg(r.len == want_len && !memcmp(r.body, want, want_len),
-						      "%s: identity body of %zu bytes", ctx, r.len);
+					ck_assert_msg(r.body_len == want_len && !memcmp(r.body, want, want_len),
+						      "%s: identity body of %zu bytes", ctx, r.body_len);
 					ck_assert_msg(k == K_IDENTITY || fired,
 						      "%s: identity without a failure", ctx);
 					/* Every path is compressible: the identity
 					 * varies with Accept-Encoding too. */
-					ck_assert_msg(has_token(r.vary, "Accept-Encoding"),
+					ck_assert_msg(vary_ae(&r),
 						      "%s: identity without Vary: Accept-Encoding",
 						      ctx);
 					counts[k][2]++;
@@ -424,46 +320,25 @@ START_TEST(test_request_faults)
 			counts[k][0], counts[k][1], counts[k][2], counts[k][3]);
 		ck_assert_msg(n > 1, "%s %s: no allocation to fail", paths[pi].path, kind_names[k]);
 	}
-	su_stop(&s);
+	th_stop(&s);
 	curl_easy_cleanup(h);
 	mhdgz_free(gz);
 	ck_assert_msg(tu_alloc_live() == 0, "%lld blocks leaked", (long long)tu_alloc_live());
 	tu_alloc_uninstall();
 	close(f.fd);
-	free(r.body);
+	th_reply_free(&r);
 	free(f.data);
 }
 END_TEST
 
-static Suite *
+Suite *
 faults_suite(void)
 {
 	Suite *s = suite_create("faults");
 	TCase *tc = tcase_create("requests");
 
-	tcase_set_timeout(tc, TF_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_loop_test(tc, test_request_faults, 0, (int)(N_ELEMS(cfgs) * N_ELEMS(paths)));
 	suite_add_tcase(s, tc);
 	return s;
-}
-
-int
-main(void)
-{
-	SRunner *sr;
-	int failed;
-
-	/* libcurl's global state must be set up once, before any thread. */
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		fprintf(stderr, "curl_global_init failed\n");
-		return EXIT_FAILURE;
-	}
-	sr = srunner_create(faults_suite());
-	/* CK_FORK (the default): each test in its own process, so the
-	 * installed allocator belongs to one test. */
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	curl_global_cleanup();
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "mhdgz.h"
-#include "check_handler.h"
+#include "check_suites.h"
 #include "testutil.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
@@ -1315,21 +1315,21 @@ negotiate_suite(void)
 	TCase *tc;
 
 	tc = tcase_create("accept-encoding");
-	tcase_set_timeout(tc, TH_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_loop_test(tc, test_ae_table, 0, (int)N_ELEMS(ae_cases));
 	tcase_add_test(tc, test_ae_commas);
 	tcase_add_test(tc, test_ae_many_lines);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("etag");
-	tcase_set_timeout(tc, TH_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_loop_test(tc, test_etag_table, 0, (int)N_ELEMS(etag_cases));
 	tcase_add_test(tc, test_etag_null);
 	tcase_add_test(tc, test_etag_long_list);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("api");
-	tcase_set_timeout(tc, TH_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_test(tc, test_reason_names);
 	tcase_add_test(tc, test_strerror);
 	tcase_add_test(tc, test_version);
@@ -1343,7 +1343,7 @@ negotiate_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("select");
-	tcase_set_timeout(tc, TH_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_test(tc, test_select_identity_and_variant);
 	tcase_add_test(tc, test_select_bad_args);
 	tcase_add_test(tc, test_select_reasons);

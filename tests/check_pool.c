@@ -13,7 +13,7 @@
 #include "gz_alloc.h"
 #include "gz_backend.h"
 #include "gz_pool.h"
-#include "check_core.h"
+#include "check_suites.h"
 #include "testutil.h"
 
 /* Stress shape: STRESS_THREADS threads each do STRESS_CYCLES

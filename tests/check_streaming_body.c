@@ -13,11 +13,10 @@
 #include <curl/curl.h>
 
 #include "mhdgz.h"
-#include "check_streaming.h"
-#include "stream_util.h"
+#include "check_suites.h"
+#include "harness.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 #define KIB 1024u
 #define MIB (1024u * 1024u)
 
@@ -35,21 +34,21 @@ enum bf_kind { BF_CALLBACK, BF_FD, BF_FD_OFFSET };
  * mhdgz_queue_response and destroyed at once (the usual pattern). */
 struct bfix {
 	enum bf_kind kind;
-	struct su_src src;    /* BF_CALLBACK: the body; counts frees */
+	struct th_src src;    /* BF_CALLBACK: the body; counts frees */
 	uint64_t size;        /* announced size, or MHD_SIZE_UNKNOWN */
 	size_t block_size;    /* BF_CALLBACK */
 	int fd;               /* BF_FD*: the test's descriptor, dup'ed per response */
 	uint64_t offset;      /* BF_FD_OFFSET */
 	unsigned int status;  /* 0 = 200 */
 	const char *hdr[13];  /* name, value pairs, NULL-terminated */
-	ssize_t (*reader)(void *cls, uint64_t pos, char *buf, size_t max); /* NULL = su_src_read */
+	ssize_t (*reader)(void *cls, uint64_t pos, char *buf, size_t max); /* NULL = th_src_read */
 	const char *footer_name, *footer_value; /* a trailer field, if set */
 	_Atomic unsigned int create_failures;
 	_Atomic unsigned int responses;
 };
 
 static enum MHD_Result
-body_route(struct su_server *s, struct MHD_Connection *c, const char *url, const char *method)
+body_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
 	struct bfix *f = s->cls;
 	struct MHD_Response *r = NULL;
@@ -60,8 +59,8 @@ body_route(struct su_server *s, struct MHD_Connection *c, const char *url, const
 	(void)method;
 	if (f->kind == BF_CALLBACK) {
 		r = mhdgz_response_from_callback(s->gz, f->size, f->block_size,
-						 f->reader ? f->reader : su_src_read, &f->src,
-						 su_src_free);
+						 f->reader ? f->reader : th_src_read, &f->src,
+						 th_src_free);
 	} else {
 		int fd = dup(f->fd);
 
@@ -128,22 +127,6 @@ frees_reach(void *cls)
 /*                               Checks                                  */
 /* ===================================================================== */
 
-static bool
-has_token(const char *v, const char *token)
-{
-	size_t tl = strlen(token);
-
-	while (v && *v) {
-		while (*v == ' ' || *v == '\t' || *v == ',')
-			v++;
-		if (strncasecmp(v, token, tl) == 0 &&
-		    (v[tl] == '\0' || v[tl] == ',' || v[tl] == ' ' || v[tl] == '\t'))
-			return true;
-		v = strchr(v, ',');
-	}
-	return false;
-}
-
 static void
 expect_same_bytes(const uint8_t *got, size_t got_len, const uint8_t *want, size_t want_len,
 		  const char *what)
@@ -163,7 +146,7 @@ expect_same_bytes(const uint8_t *got, size_t got_len, const uint8_t *want, size_
  * Accept-Ranges, ETag etag_want (NULL: none), and one complete RFC 1952
  * member decoding to want. */
 static void
-expect_gzip(const struct su_reply *r, const uint8_t *want, size_t want_len,
+expect_gzip(const struct th_reply *r, const uint8_t *want, size_t want_len,
 	    const char *etag_want)
 {
 	unsigned int n;
@@ -174,19 +157,19 @@ expect_gzip(const struct su_reply *r, const uint8_t *want, size_t want_len,
 	ck_assert_msg(r->rc == CURLE_OK, "gzip transfer failed: %s", curl_easy_strerror(r->rc));
 	ck_assert_int_eq(r->status, 200);
 	ck_assert(!r->hdr_overflow);
-	v = su_header(r, "Content-Encoding", &n);
+	v = th_header(r, "Content-Encoding", &n);
 	ck_assert_msg(v && n == 1 && strcasecmp(v, "gzip") == 0, "Content-Encoding: %s (x%u)",
 		      v ? v : "(none)", n);
-	v = su_header(r, "Transfer-Encoding", &n);
+	v = th_header(r, "Transfer-Encoding", &n);
 	ck_assert_msg(v && n == 1 && strcasecmp(v, "chunked") == 0, "Transfer-Encoding: %s",
 		      v ? v : "(none)");
-	v = su_header(r, "Content-Length", NULL);
+	v = th_header(r, "Content-Length", NULL);
 	ck_assert_msg(v == NULL, "Content-Length %s on a chunked gzip stream", v);
-	v = su_header(r, "Vary", &n);
-	ck_assert_msg(v && n == 1 && has_token(v, "Accept-Encoding"), "Vary: %s (x%u)",
+	v = th_header(r, "Vary", &n);
+	ck_assert_msg(v && n == 1 && th_has_token(v, "Accept-Encoding"), "Vary: %s (x%u)",
 		      v ? v : "(none)", n);
-	ck_assert_msg(su_header(r, "Accept-Ranges", NULL) == NULL, "Accept-Ranges on gzip");
-	v = su_header(r, "ETag", &n);
+	ck_assert_msg(th_header(r, "Accept-Ranges", NULL) == NULL, "Accept-Ranges on gzip");
+	v = th_header(r, "ETag", &n);
 	if (etag_want)
 		ck_assert_msg(v && n == 1 && strcmp(v, etag_want) == 0, "ETag %s, want %s",
 			      v ? v : "(none)", etag_want);
@@ -204,7 +187,7 @@ expect_gzip(const struct su_reply *r, const uint8_t *want, size_t want_len,
  * one given), Content-Length when known (else chunked), Vary listing
  * Accept-Encoding when vary. */
 static void
-expect_identity(const struct su_reply *r, const uint8_t *want, size_t want_len, bool known,
+expect_identity(const struct th_reply *r, const uint8_t *want, size_t want_len, bool known,
 		bool vary, const char *ce_want)
 {
 	unsigned int n;
@@ -214,41 +197,41 @@ expect_identity(const struct su_reply *r, const uint8_t *want, size_t want_len, 
 	ck_assert_msg(r->rc == CURLE_OK, "identity transfer failed: %s",
 		      curl_easy_strerror(r->rc));
 	ck_assert_int_eq(r->status, 200);
-	v = su_header(r, "Content-Encoding", &n);
+	v = th_header(r, "Content-Encoding", &n);
 	if (ce_want)
 		ck_assert_msg(v && strcmp(v, ce_want) == 0, "Content-Encoding %s, want %s",
 			      v ? v : "(none)", ce_want);
 	else
 		ck_assert_msg(v == NULL, "identity response has Content-Encoding: %s", v);
-	v = su_header(r, "Content-Length", &n);
+	v = th_header(r, "Content-Length", &n);
 	if (known) {
 		snprintf(num, sizeof num, "%zu", want_len);
 		ck_assert_msg(v && n == 1 && strcmp(v, num) == 0, "Content-Length %s, want %s",
 			      v ? v : "(none)", num);
 	} else {
 		ck_assert_msg(v == NULL, "Content-Length %s for an unknown size", v);
-		v = su_header(r, "Transfer-Encoding", NULL);
+		v = th_header(r, "Transfer-Encoding", NULL);
 		ck_assert_msg(v && strcasecmp(v, "chunked") == 0, "Transfer-Encoding %s",
 			      v ? v : "(none)");
 	}
-	v = su_header(r, "Vary", &n);
+	v = th_header(r, "Vary", &n);
 	if (vary)
-		ck_assert_msg(v && n == 1 && has_token(v, "Accept-Encoding"), "Vary: %s (x%u)",
+		ck_assert_msg(v && n == 1 && th_has_token(v, "Accept-Encoding"), "Vary: %s (x%u)",
 			      v ? v : "(none)", n);
 	else
-		ck_assert_msg(v == NULL || !has_token(v, "Accept-Encoding"), "Vary: %s", v);
+		ck_assert_msg(v == NULL || !th_has_token(v, "Accept-Encoding"), "Vary: %s", v);
 	expect_same_bytes(r->body, r->body_len, want, want_len, "identity body");
 }
 
 /* After the requests: every response released exactly once, every
  * compressor back in the pool, no reader call after a free callback. */
 static void
-expect_released(struct su_server *s, struct bfix *f)
+expect_released(struct th_server *s, struct bfix *f)
 {
-	ck_assert_msg(su_wait(frees_reach, f, RELEASE_WAIT_MS),
+	ck_assert_msg(th_wait(frees_reach, f, RELEASE_WAIT_MS),
 		      "free callback ran %u times for %u responses", atomic_load(&f->src.frees),
 		      atomic_load(&f->responses));
-	ck_assert_msg(su_wait((bool (*)(void *))su_pool_all_back, s->gz, RELEASE_WAIT_MS),
+	ck_assert_msg(th_wait((bool (*)(void *))th_pool_all_back, s->gz, RELEASE_WAIT_MS),
 		      "compressor pool: compressors still out after the responses ended");
 	ck_assert_uint_eq(atomic_load(&f->create_failures), 0);
 }
@@ -274,30 +257,30 @@ START_TEST(roundtrip_chunk_sizes)
 	bool known = _i % 2;
 	size_t len = rt_cases[ci].len, chunk = rt_cases[ci].chunk;
 	uint8_t *data = tu_payload(len, ci % 2 ? TU_JSON : TU_TEXT, (uint32_t)_i + 1);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	CURL *h = curl_easy_init();
 
 	bfix_callback(&f, data, len, known, chunk, chunk, "text/plain; charset=utf-8");
 	bfix_header(&f, MHD_HTTP_HEADER_ETAG, "\"v1\"");
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
 
 	/* Twice over one keep-alive connection, then identity. */
-	su_fetch(h, s.port, "/", SU_GZIP, &r);
+	th_fetch(h, s.port, "/", TH_GZIP, &r);
 	expect_gzip(&r, data, len, "W/\"v1\"");
-	su_fetch(h, s.port, "/", SU_GZIP, &r);
+	th_fetch(h, s.port, "/", TH_GZIP, &r);
 	expect_gzip(&r, data, len, "W/\"v1\"");
-	su_fetch(h, s.port, "/", 0, &r);
+	th_fetch(h, s.port, "/", 0, &r);
 	expect_identity(&r, data, len, known, true, NULL);
-	ck_assert_str_eq(su_header(&r, "ETag", NULL), "\"v1\"");
+	ck_assert_str_eq(th_header(&r, "ETag", NULL), "\"v1\"");
 
 	expect_released(&s, &f);
-	su_stop(&s);
+	th_stop(&s);
 	ck_assert_uint_eq(atomic_load(&f.src.frees), 3);
-	su_reply_free(&r);
+	th_reply_free(&r);
 	curl_easy_cleanup(h);
 	mhdgz_free(gz);
 	free(data);
@@ -325,8 +308,8 @@ START_TEST(roundtrip_backends)
 	uint8_t *data;
 	struct mhdgz_options o;
 	struct mhdgz *gz = NULL;
-	struct su_server s = {0};
-	struct su_reply r;
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	int rc;
 
@@ -341,14 +324,14 @@ START_TEST(roundtrip_backends)
 	ck_assert_msg(rc == 0, "mhdgz_new: %s", mhdgz_strerror(rc));
 	data = tu_payload(len, TU_TEXT, 77);
 	bfix_callback(&f, data, len, known, 4096, 4096, "application/json");
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	expect_gzip(&r, data, len, NULL);
 	ck_assert_msg(r.body_len < len / 2, "%zu gzip bytes for %zu of text", r.body_len, len);
 	expect_released(&s, &f);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -359,7 +342,7 @@ END_TEST
 static ssize_t
 irregular_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
-	struct su_src *s = cls;
+	struct th_src *s = cls;
 	uint64_t k = atomic_fetch_add(&s->calls, 1);
 	size_t n = (size_t)(k % 13) + 1;
 
@@ -378,22 +361,22 @@ START_TEST(roundtrip_irregular_reads)
 	bool known = _i;
 	size_t len = 200 * KIB + 17;
 	uint8_t *data = tu_payload(len, TU_TEXT, 5);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 
 	bfix_callback(&f, data, len, known, 0, 4096, "text/html");
 	f.reader = irregular_read;
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	expect_gzip(&r, data, len, NULL);
-	su_fetch(NULL, s.port, "/", 0, &r);
+	th_fetch(NULL, s.port, "/", 0, &r);
 	expect_identity(&r, data, len, known, true, NULL);
 	expect_released(&s, &f);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -415,27 +398,27 @@ START_TEST(identity_when_not_accepted)
 	bool known = _i % 2;
 	size_t len = 300 * KIB + 9;
 	uint8_t *data = tu_payload(len, TU_TEXT, 9);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	struct mhdgz_stats st;
 
 	bfix_callback(&f, data, len, known, 4096, 4096, "text/plain");
 	bfix_header(&f, MHD_HTTP_HEADER_ETAG, "\"tag\"");
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
 	r.accept_encoding = not_accepting[ai];
-	su_fetch(NULL, s.port, "/", 0, &r);
+	th_fetch(NULL, s.port, "/", 0, &r);
 	expect_identity(&r, data, len, known, true, NULL);
-	ck_assert_str_eq(su_header(&r, "ETag", NULL), "\"tag\"");
+	ck_assert_str_eq(th_header(&r, "ETag", NULL), "\"tag\"");
 	expect_released(&s, &f);
-	st = su_stats(gz);
+	st = th_stats(gz);
 	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_NOT_ACCEPTED], 1);
 	ck_assert_uint_eq(st.compressed, 0);
 	ck_assert_uint_eq(st.pool_gets, 0);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -457,26 +440,26 @@ START_TEST(min_size_known_and_unknown)
 
 	for (i = 0; i < N_ELEMS(c); i++) {
 		uint8_t *data = tu_payload(c[i].len, TU_TEXT, (uint32_t)i);
-		struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0); /* 1024 */
-		struct su_server s = {0};
-		struct su_reply r;
+		struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0); /* 1024 */
+		struct th_server s = {0};
+		struct th_reply r;
 		struct bfix f;
 		struct mhdgz_stats st;
 
 		bfix_callback(&f, data, c[i].len, c[i].known, 512, 512, "text/plain");
-		su_start(&s, gz, 0, body_route, &f);
-		su_reply_init(&r);
-		su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+		th_start(&s, gz, 0, body_route, &f);
+		th_reply_init(&r);
+		th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 		if (c[i].gzip)
 			expect_gzip(&r, data, c[i].len, NULL);
 		else
 			expect_identity(&r, data, c[i].len, c[i].known, true, NULL);
 		expect_released(&s, &f);
-		st = su_stats(gz);
+		st = th_stats(gz);
 		ck_assert_msg(st.reasons[c[i].gzip ? MHDGZ_COMPRESSED : MHDGZ_SKIP_SMALL] == 1,
 			      "case %zu: reason not counted", i);
-		su_stop(&s);
-		su_reply_free(&r);
+		th_stop(&s);
+		th_reply_free(&r);
 		mhdgz_free(gz);
 		free(data);
 	}
@@ -494,23 +477,23 @@ START_TEST(untyped_or_skipped_type_identity)
 	const char *ct = identity_types[_i];
 	size_t len = 64 * KIB;
 	uint8_t *data = tu_payload(len, TU_TEXT, 3); /* text: a sniff would say yes */
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	struct mhdgz_stats st;
 
 	bfix_callback(&f, data, len, false, 4096, 4096, ct);
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	expect_identity(&r, data, len, false, false, NULL);
 	expect_released(&s, &f);
-	st = su_stats(gz);
+	st = th_stats(gz);
 	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_TYPE], 1);
 	ck_assert_uint_eq(st.pool_gets, 0);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -521,9 +504,9 @@ START_TEST(header_rules)
 {
 	size_t len = 100 * KIB + 1;
 	uint8_t *data = tu_payload(len, TU_TEXT, 11);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	unsigned int n;
 	const char *v;
@@ -556,9 +539,9 @@ START_TEST(header_rules)
 		bfix_header(&f, MHD_HTTP_HEADER_TRANSFER_ENCODING, "chunked");
 		break;
 	}
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
 	switch (_i) {
 	case 0:
@@ -569,44 +552,44 @@ START_TEST(header_rules)
 		break;
 	case 2:
 		expect_gzip(&r, data, len, "W/\"weak\"");
-		v = su_header(&r, "Vary", &n);
-		ck_assert_msg(n == 1 && has_token(v, "Cookie") && has_token(v, "Accept-Encoding"),
+		v = th_header(&r, "Vary", &n);
+		ck_assert_msg(n == 1 && th_has_token(v, "Cookie") && th_has_token(v, "Accept-Encoding"),
 			      "Vary: %s (x%u)", v, n);
-		su_fetch(NULL, s.port, "/", 0, &r);
+		th_fetch(NULL, s.port, "/", 0, &r);
 		expect_identity(&r, data, len, true, true, NULL);
-		ck_assert_str_eq(su_header(&r, "Accept-Ranges", NULL), "bytes");
+		ck_assert_str_eq(th_header(&r, "Accept-Ranges", NULL), "bytes");
 		break;
 	case 3:
 		ck_assert_int_eq(r.status, 206);
-		ck_assert(su_header(&r, "Content-Encoding", NULL) == NULL);
+		ck_assert(th_header(&r, "Content-Encoding", NULL) == NULL);
 		expect_same_bytes(r.body, r.body_len, data, len, "206 body");
 		break;
 	case 4:
 		ck_assert_int_eq(r.status, 304);
 		ck_assert_uint_eq(r.body_len, 0);
-		ck_assert(su_header(&r, "Content-Encoding", NULL) == NULL);
-		v = su_header(&r, "ETag", NULL);
+		ck_assert(th_header(&r, "Content-Encoding", NULL) == NULL);
+		v = th_header(&r, "ETag", NULL);
 		ck_assert_msg(v && strcmp(v, "W/\"x\"") == 0, "304 ETag %s", v ? v : "(none)");
-		ck_assert(has_token(su_header(&r, "Vary", NULL), "Accept-Encoding"));
+		ck_assert(th_has_token(th_header(&r, "Vary", NULL), "Accept-Encoding"));
 		break;
 	case 5:
 		ck_assert_int_eq(r.status, 204);
 		ck_assert_uint_eq(r.body_len, 0);
-		ck_assert(su_header(&r, "Content-Encoding", NULL) == NULL);
+		ck_assert(th_header(&r, "Content-Encoding", NULL) == NULL);
 		break;
 	case 6:
 		expect_gzip(&r, data, len, NULL);
-		su_fetch(NULL, s.port, "/", 0, &r);
+		th_fetch(NULL, s.port, "/", 0, &r);
 		ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
-		v = su_header(&r, "Transfer-Encoding", &n);
+		v = th_header(&r, "Transfer-Encoding", &n);
 		ck_assert_msg(n == 1 && strcasecmp(v, "chunked") == 0, "identity: Transfer-Encoding "
 			      "%s (x%u)", v ? v : "(none)", n);
 		expect_same_bytes(r.body, r.body_len, data, len, "identity body");
 		break;
 	}
 	expect_released(&s, &f);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -618,19 +601,19 @@ START_TEST(stream_stats)
 {
 	size_t len = 500 * KIB + 5;
 	uint8_t *data = tu_payload(len, TU_TEXT, 21);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	struct mhdgz_stats st;
 
 	bfix_callback(&f, data, len, false, 8192, 8192, "text/plain");
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	expect_gzip(&r, data, len, NULL);
 	expect_released(&s, &f);
-	st = su_stats(gz);
+	st = th_stats(gz);
 	ck_assert_uint_eq(st.responses, 1);
 	ck_assert_uint_eq(st.compressed, 1);
 	ck_assert_uint_eq(st.reasons[MHDGZ_COMPRESSED], 1);
@@ -638,8 +621,8 @@ START_TEST(stream_stats)
 	ck_assert_uint_eq(st.pool_gets, 1);
 	ck_assert_uint_eq(st.bytes_in, len);
 	ck_assert_uint_eq(st.bytes_out, r.body_len);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -676,12 +659,6 @@ count_fds(void)
 	return n;
 }
 
-static bool
-pool_back(void *cls)
-{
-	return su_pool_all_back(cls);
-}
-
 /* A text file: compressed (byte-exact after decoding), identity exact with
  * Content-Length (libmicrohttpd's own file path); _i = 1 uses the offset
  * variant with a body that starts inside the file and ends before its end. */
@@ -689,33 +666,33 @@ START_TEST(file_text)
 {
 	size_t flen = 1536 * KIB + 3, off = _i ? 777 : 0, blen = _i ? flen - 777 - 100 : flen;
 	uint8_t *data = tu_payload(flen, TU_TEXT, 31);
-	int fd = su_temp_file(data, flen), fds_before;
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	int fd = th_temp_file(data, flen), fds_before;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	CURL *h = curl_easy_init();
 
 	bfix_file(&f, fd, blen, off, "text/plain");
 	bfix_header(&f, MHD_HTTP_HEADER_ETAG, "\"file\"");
-	su_start(&s, gz, 0, body_route, &f);
+	th_start(&s, gz, 0, body_route, &f);
 	fds_before = count_fds();
-	su_reply_init(&r);
-	su_fetch(h, s.port, "/", SU_GZIP, &r);
+	th_reply_init(&r);
+	th_fetch(h, s.port, "/", TH_GZIP, &r);
 	expect_gzip(&r, data + off, blen, "W/\"file\"");
-	su_fetch(h, s.port, "/", 0, &r);
+	th_fetch(h, s.port, "/", 0, &r);
 	expect_identity(&r, data + off, blen, true, true, NULL);
-	ck_assert_str_eq(su_header(&r, "ETag", NULL), "\"file\"");
-	su_fetch(h, s.port, "/", SU_GZIP, &r);
+	ck_assert_str_eq(th_header(&r, "ETag", NULL), "\"file\"");
+	th_fetch(h, s.port, "/", TH_GZIP, &r);
 	expect_gzip(&r, data + off, blen, "W/\"file\"");
 	ck_assert_uint_eq(atomic_load(&f.create_failures), 0);
-	ck_assert(su_wait(pool_back, gz, RELEASE_WAIT_MS));
+	ck_assert(th_wait(th_pool_back_pred, gz, RELEASE_WAIT_MS));
 	curl_easy_cleanup(h);
-	su_stop(&s);
+	th_stop(&s);
 	/* Every duplicate the responses took is closed (the client's
 	 * connection is gone too). */
 	ck_assert_int_le(count_fds(), fds_before);
-	su_reply_free(&r);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	close(fd);
 	free(data);
@@ -728,25 +705,25 @@ START_TEST(file_png_identity)
 {
 	size_t len = 700 * KIB + 1;
 	uint8_t *data = tu_payload(len, _i ? TU_TEXT : TU_RANDOM, 41);
-	int fd = su_temp_file(data, len);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	int fd = th_temp_file(data, len);
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	struct mhdgz_stats st;
 
 	bfix_file(&f, fd, len, _i ? 1 : 0, "image/png");
 	if (_i)
 		f.size = len - 1;
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	expect_identity(&r, data + (_i ? 1 : 0), _i ? len - 1 : len, true, false, NULL);
-	st = su_stats(gz);
+	st = th_stats(gz);
 	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_TYPE], 1);
 	ck_assert_uint_eq(st.pool_gets, 0);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	close(fd);
 	free(data);
@@ -760,32 +737,32 @@ START_TEST(file_truncated_gzip_errors)
 {
 	size_t len = 2 * MIB, cut = _i ? 0 : 256 * KIB + 3;
 	uint8_t *data = tu_payload(len, TU_TEXT, 51);
-	int fd = su_temp_file(data, len);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	int fd = th_temp_file(data, len);
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	uint8_t *dec = NULL, *body = NULL;
 	size_t dec_len = 0, body_len = 0, nchunks = 0;
 	bool early;
 
 	bfix_file(&f, fd, len, 0, "text/plain");
-	su_start(&s, gz, 0, body_route, &f);
+	th_start(&s, gz, 0, body_route, &f);
 	ck_assert_int_eq(ftruncate(fd, (off_t)cut), 0);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP | SU_RAW, &r);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP | TH_RAW, &r);
 	ck_assert_msg(r.rc != CURLE_OK, "truncated file: transfer completed (%zu bytes)",
 		      r.body_len);
-	if (su_dechunk(r.body, r.body_len, &body, &body_len, &nchunks, &early) == 0) {
+	if (th_dechunk(r.body, r.body_len, &body, &body_len, &nchunks, &early) == 0) {
 		/* A properly terminated chunked body would claim completeness. */
 		ck_abort_msg("truncated file: chunked body properly terminated");
 	}
 	/* Whatever chunks arrived must not decode to a complete member. */
 	ck_assert(tu_gunzip(r.body, r.body_len, &dec, &dec_len) != 0);
-	ck_assert(su_wait(pool_back, gz, RELEASE_WAIT_MS));
-	su_stop(&s);
-	ck_assert_uint_ge(su_stats(gz).failures, 1);
-	su_reply_free(&r);
+	ck_assert(th_wait(th_pool_back_pred, gz, RELEASE_WAIT_MS));
+	th_stop(&s);
+	ck_assert_uint_ge(th_stats(gz).failures, 1);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	close(fd);
 	free(data);
@@ -799,22 +776,22 @@ START_TEST(file_untyped_sniffed)
 {
 	size_t len = 1536 * KIB + 5;
 	uint8_t *data = tu_payload(len, _i ? TU_RANDOM : TU_TEXT, 61);
-	int fd = su_temp_file(data, len);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	int fd = th_temp_file(data, len);
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 
 	bfix_file(&f, fd, len, 0, NULL);
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	if (_i)
 		expect_identity(&r, data, len, true, false, NULL);
 	else
 		expect_gzip(&r, data, len, NULL);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	close(fd);
 	free(data);
@@ -828,10 +805,10 @@ START_TEST(file_small_whole)
 {
 	size_t len = 300 * KIB + 7;
 	uint8_t *data = tu_payload(len, TU_JSON, 62), *dec = NULL;
-	int fd = su_temp_file(data, len);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	int fd = th_temp_file(data, len);
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	struct mhdgz_stats st;
 	size_t dec_len = 0;
@@ -839,29 +816,29 @@ START_TEST(file_small_whole)
 	const char *v;
 
 	bfix_file(&f, fd, len, 0, "application/json");
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	ck_assert_int_eq(r.status, 200);
-	ck_assert_str_eq(su_header(&r, "Content-Encoding", NULL), "gzip");
-	ck_assert_ptr_null(su_header(&r, "Transfer-Encoding", NULL));
+	ck_assert_str_eq(th_header(&r, "Content-Encoding", NULL), "gzip");
+	ck_assert_ptr_null(th_header(&r, "Transfer-Encoding", NULL));
 	snprintf(want_len, sizeof want_len, "%zu", r.body_len);
-	v = su_header(&r, "Content-Length", NULL);
+	v = th_header(&r, "Content-Length", NULL);
 	ck_assert_msg(v && strcmp(v, want_len) == 0, "Content-Length %s, want %s", v, want_len);
 	ck_assert_int_eq(tu_gunzip(r.body, r.body_len, &dec, &dec_len), 0);
 	expect_same_bytes(dec, dec_len, data, len, "decoded whole-file gzip body");
 	free(dec);
-	su_fetch(NULL, s.port, "/", SU_GZIP | SU_HEAD, &r);
+	th_fetch(NULL, s.port, "/", TH_GZIP | TH_HEAD, &r);
 	ck_assert_uint_eq(r.body_len, 0);
-	v = su_header(&r, "Content-Length", NULL);
+	v = th_header(&r, "Content-Length", NULL);
 	ck_assert_msg(v && strcmp(v, want_len) == 0, "HEAD Content-Length %s, want %s", v,
 		      want_len);
 	/* A fresh response per request: each is compressed once, whole. */
-	st = su_stats(gz);
+	st = th_stats(gz);
 	ck_assert_uint_eq(st.compressions, 2);
 	ck_assert_uint_eq(st.compressed, 2);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	close(fd);
 	free(data);
@@ -881,7 +858,7 @@ END_TEST
 static ssize_t
 short_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
-	struct su_src *s = cls;
+	struct th_src *s = cls;
 	uint64_t real_len = s->len / 4;
 
 	atomic_fetch_add(&s->calls, 1);
@@ -900,19 +877,19 @@ START_TEST(known_size_reader_ends_early)
 	size_t len = 1 * MIB;
 	uint8_t *data = tu_payload(len, TU_TEXT, 71), *dec = NULL;
 	size_t dec_len = 0;
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 
 	bfix_callback(&f, data, len, true, 8192, 8192, "text/plain");
 	f.reader = short_read;
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
 	/* Baseline: libmicrohttpd's own identity response. */
-	su_fetch(NULL, s.port, "/", 0, &r);
+	th_fetch(NULL, s.port, "/", 0, &r);
 	ck_assert_msg(r.rc != CURLE_OK, "identity: short body accepted (%zu bytes)", r.body_len);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	if (r.rc == CURLE_OK && tu_gunzip(r.body, r.body_len, &dec, &dec_len) == 0) {
 		free(dec);
 		ck_abort_msg("gzip: a reader that ended at %zu of %zu announced bytes gave a "
@@ -920,8 +897,8 @@ START_TEST(known_size_reader_ends_early)
 			     len / 4, len, dec_len);
 	}
 	expect_released(&s, &f);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -933,34 +910,34 @@ END_TEST
 START_TEST(empty_bodies)
 {
 	static uint8_t none[1];
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	int fd = -1;
 
 	if (_i == 2) {
-		fd = su_temp_file(none, 0);
+		fd = th_temp_file(none, 0);
 		bfix_file(&f, fd, 0, 0, "text/plain");
 	} else {
 		bfix_callback(&f, none, 0, _i == 0, 4096, 4096, "text/plain");
 	}
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
 	ck_assert_int_eq(r.status, 200);
-	if (_i == 1 && su_header(&r, "Content-Encoding", NULL)) {
+	if (_i == 1 && th_header(&r, "Content-Encoding", NULL)) {
 		expect_gzip(&r, none, 0, NULL);
 	} else {
-		ck_assert(su_header(&r, "Content-Encoding", NULL) == NULL);
+		ck_assert(th_header(&r, "Content-Encoding", NULL) == NULL);
 		ck_assert_uint_eq(r.body_len, 0);
 	}
 	if (_i != 2)
 		expect_released(&s, &f);
-	ck_assert(su_wait(pool_back, gz, RELEASE_WAIT_MS));
-	su_stop(&s);
-	su_reply_free(&r);
+	ck_assert(th_wait(th_pool_back_pred, gz, RELEASE_WAIT_MS));
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	if (fd >= 0)
 		close(fd);
@@ -984,8 +961,8 @@ START_TEST(etag_policies)
 	uint8_t *data = tu_payload(len, TU_TEXT, 81);
 	struct mhdgz_options o;
 	struct mhdgz *gz = NULL;
-	struct su_server s = {0};
-	struct su_reply r;
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 
 	memset(&o, 0, sizeof o);
@@ -994,16 +971,16 @@ START_TEST(etag_policies)
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	bfix_callback(&f, data, len, _i % 2, 4096, 4096, "text/plain");
 	bfix_header(&f, MHD_HTTP_HEADER_ETAG, "\"x\"");
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	expect_gzip(&r, data, len, c[_i].want);
-	su_fetch(NULL, s.port, "/", 0, &r);
+	th_fetch(NULL, s.port, "/", 0, &r);
 	expect_identity(&r, data, len, _i % 2, true, NULL);
-	ck_assert_str_eq(su_header(&r, "ETag", NULL), "\"x\"");
+	ck_assert_str_eq(th_header(&r, "ETag", NULL), "\"x\"");
 	expect_released(&s, &f);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -1015,28 +992,28 @@ START_TEST(trailer_fields_kept)
 {
 	size_t len = 200 * KIB + 3;
 	uint8_t *data = tu_payload(len, TU_TEXT, 83);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	const char *v;
 
 	bfix_callback(&f, data, len, false, 4096, 4096, "text/plain");
 	f.footer_name = "X-Stream-Check";
 	f.footer_value = "done";
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", 0, &r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", 0, &r);
 	expect_identity(&r, data, len, false, true, NULL);
-	v = su_header(&r, "X-Stream-Check", NULL);
+	v = th_header(&r, "X-Stream-Check", NULL);
 	ck_assert_msg(v && strcmp(v, "done") == 0, "identity trailer: %s", v ? v : "(none)");
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	expect_gzip(&r, data, len, NULL);
-	v = su_header(&r, "X-Stream-Check", NULL);
+	v = th_header(&r, "X-Stream-Check", NULL);
 	ck_assert_msg(v && strcmp(v, "done") == 0, "gzip trailer: %s", v ? v : "(none)");
 	expect_released(&s, &f);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -1050,31 +1027,31 @@ START_TEST(http10_client)
 	size_t len = 400 * KIB + 1;
 	uint8_t *data = tu_payload(len, TU_JSON, 85), *dec = NULL;
 	size_t dec_len = 0;
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct bfix f;
 	const char *v;
 
 	bfix_callback(&f, data, len, _i, 4096, 4096, "application/json");
-	su_start(&s, gz, 0, body_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP | SU_HTTP10, &r);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP | TH_HTTP10, &r);
 	ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
 	ck_assert_int_eq(r.status, 200);
-	v = su_header(&r, "Content-Encoding", NULL);
+	v = th_header(&r, "Content-Encoding", NULL);
 	ck_assert_msg(v && strcmp(v, "gzip") == 0, "Content-Encoding: %s", v ? v : "(none)");
-	ck_assert(su_header(&r, "Transfer-Encoding", NULL) == NULL);
-	ck_assert(su_header(&r, "Content-Length", NULL) == NULL);
+	ck_assert(th_header(&r, "Transfer-Encoding", NULL) == NULL);
+	ck_assert(th_header(&r, "Content-Length", NULL) == NULL);
 	ck_assert_msg(tu_gunzip(r.body, r.body_len, &dec, &dec_len) == 0,
 		      "HTTP/1.0: %zu bytes are not one complete gzip member", r.body_len);
 	expect_same_bytes(dec, dec_len, data, len, "HTTP/1.0 gzip body");
 	free(dec);
-	su_fetch(NULL, s.port, "/", SU_HTTP10, &r);
+	th_fetch(NULL, s.port, "/", TH_HTTP10, &r);
 	expect_same_bytes(r.body, r.body_len, data, len, "HTTP/1.0 identity body");
 	expect_released(&s, &f);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -1089,14 +1066,14 @@ streaming_body_suite(void)
 	TCase *tc;
 
 	tc = tcase_create("roundtrip");
-	tcase_set_timeout(tc, TS_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_loop_test(tc, roundtrip_chunk_sizes, 0, (int)(2 * N_ELEMS(rt_cases)));
 	tcase_add_loop_test(tc, roundtrip_backends, 0, (int)(2 * N_ELEMS(be_cases)));
 	tcase_add_loop_test(tc, roundtrip_irregular_reads, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("decision");
-	tcase_set_timeout(tc, TS_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_loop_test(tc, identity_when_not_accepted, 0, (int)(2 * N_ELEMS(not_accepting)));
 	tcase_add_test(tc, min_size_known_and_unknown);
 	tcase_add_loop_test(tc, untyped_or_skipped_type_identity, 0, (int)N_ELEMS(identity_types));
@@ -1105,7 +1082,7 @@ streaming_body_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("file");
-	tcase_set_timeout(tc, TS_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_loop_test(tc, file_text, 0, 2);
 	tcase_add_loop_test(tc, file_png_identity, 0, 2);
 	tcase_add_loop_test(tc, file_truncated_gzip_errors, 0, 2);
@@ -1114,7 +1091,7 @@ streaming_body_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("edge");
-	tcase_set_timeout(tc, TS_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_test(tc, known_size_reader_ends_early);
 	tcase_add_loop_test(tc, empty_bodies, 0, 3);
 	tcase_add_loop_test(tc, etag_policies, 0, 4);

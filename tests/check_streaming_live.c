@@ -19,11 +19,10 @@
 #include <zlib.h>
 
 #include "mhdgz.h"
-#include "check_streaming.h"
-#include "stream_util.h"
+#include "check_suites.h"
+#include "harness.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 #define KIB 1024u
 #define MIB (1024u * 1024u)
 
@@ -37,35 +36,13 @@
  * server makes an event late. */
 #define EVENT_WAIT_MS 3000
 
-static bool
-has_token(const char *v, const char *token)
-{
-	size_t tl = strlen(token);
-
-	while (v && *v) {
-		while (*v == ' ' || *v == '\t' || *v == ',')
-			v++;
-		if (strncasecmp(v, token, tl) == 0 &&
-		    (v[tl] == '\0' || v[tl] == ',' || v[tl] == ' ' || v[tl] == '\t'))
-			return true;
-		v = strchr(v, ',');
-	}
-	return false;
-}
-
-static bool
-pool_back(void *cls)
-{
-	return su_pool_all_back(cls);
-}
-
 /* The reply is one complete gzip member decoding to want. */
 static void
-expect_gzip_body(const struct su_reply *r, const uint8_t *want, size_t want_len)
+expect_gzip_body(const struct th_reply *r, const uint8_t *want, size_t want_len)
 {
 	uint8_t *dec = NULL;
 	size_t dec_len = 0, i;
-	const char *ce = su_header(r, "Content-Encoding", NULL);
+	const char *ce = th_header(r, "Content-Encoding", NULL);
 
 	ck_assert_msg(r->rc == CURLE_OK, "gzip transfer failed: %s", curl_easy_strerror(r->rc));
 	ck_assert_int_eq(r->status, 200);
@@ -164,9 +141,9 @@ live_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (rs->stop_pos != pos) {
 			rs->stop_pos = pos;
 			rs->zeros = f->stop_zeros;
-			rs->stop_t0 = su_now_ms();
+			rs->stop_t0 = th_now_ms();
 		}
-		if (rs->zeros > 0 || (f->stop_ms && su_now_ms() - rs->stop_t0 < f->stop_ms)) {
+		if (rs->zeros > 0 || (f->stop_ms && th_now_ms() - rs->stop_t0 < f->stop_ms)) {
 			if (rs->zeros > 0)
 				rs->zeros--;
 			atomic_fetch_add(&f->zero_calls, 1);
@@ -205,7 +182,7 @@ live_free(void *cls)
 
 /* A fresh response per request. */
 static enum MHD_Result
-live_route(struct su_server *s, struct MHD_Connection *c, const char *url, const char *method)
+live_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
 	struct lfix *f = s->cls;
 	unsigned int k = atomic_fetch_add(&f->nresp, 1);
@@ -247,12 +224,12 @@ all_freed(void *cls)
 /* Every response made so far is released, each exactly once, with no
  * reader call after its release, and every compressor is back. */
 static void
-expect_all_released(struct su_server *s, struct lfix *f)
+expect_all_released(struct th_server *s, struct lfix *f)
 {
-	ck_assert_msg(su_wait(all_freed, f, RELEASE_WAIT_MS),
+	ck_assert_msg(th_wait(all_freed, f, RELEASE_WAIT_MS),
 		      "free callback ran %u times for %u responses", atomic_load(&f->frees),
 		      atomic_load(&f->nresp));
-	ck_assert_msg(su_wait(pool_back, s->gz, RELEASE_WAIT_MS),
+	ck_assert_msg(th_wait(th_pool_back_pred, s->gz, RELEASE_WAIT_MS),
 		      "compressor pool: a compressor was not returned");
 	ck_assert_uint_eq(atomic_load(&f->after_free), 0);
 	ck_assert_uint_eq(atomic_load(&f->create_failures), 0);
@@ -285,8 +262,8 @@ START_TEST(reader_zero_counted)
 	size_t len = 1 * MIB + 99;
 	uint8_t *data;
 	struct mhdgz *gz;
-	struct su_server s = {0};
-	struct su_reply r;
+	struct th_server s = {0};
+	struct th_reply r;
 	struct lfix f;
 	uint8_t *gzb = NULL;
 	size_t gz_len = 0, nchunks = 0;
@@ -296,16 +273,16 @@ START_TEST(reader_zero_counted)
 	if (!mhdgz_backend_available(be))
 		return;
 	data = tu_payload(len, TU_TEXT, 101);
-	gz = su_gz_new(be, 0, 0);
+	gz = th_gz_new(be, 0, 0);
 	lfix_init(&f, data, len, len, known, 4096, "text/plain");
 	f.stop_every = 64 * KIB;
 	f.stop_at_start = true;
 	f.stop_zeros = 3;
-	su_start(&s, gz, 0, live_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP | SU_RAW, &r);
+	th_start(&s, gz, 0, live_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP | TH_RAW, &r);
 	ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
-	ck_assert_msg(su_dechunk(r.body, r.body_len, &gzb, &gz_len, &nchunks, &early) == 0,
+	ck_assert_msg(th_dechunk(r.body, r.body_len, &gzb, &gz_len, &nchunks, &early) == 0,
 		      "raw chunked body malformed (empty chunk before the end: %d)", early);
 	ck_assert(!early);
 	free(r.body);
@@ -321,9 +298,9 @@ START_TEST(reader_zero_counted)
 	bound = atomic_load(&f.data_calls) + 3 * stops + 1;
 	ck_assert_msg(calls <= bound, "%llu reader calls, at most %llu expected",
 		      (unsigned long long)calls, (unsigned long long)bound);
-	su_stop(&s);
+	th_stop(&s);
 	expect_freed_once(&f);
-	su_reply_free(&r);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -340,9 +317,9 @@ START_TEST(reader_zero_timed)
 {
 	size_t len = 8 * 64 * KIB + 1;
 	uint8_t *data = tu_payload(len, TU_TEXT, 103);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct lfix f;
 	uint64_t z_identity, z_gzip, t0, ms_identity, ms_gzip;
 	uint8_t *gzb = NULL;
@@ -352,19 +329,19 @@ START_TEST(reader_zero_timed)
 	lfix_init(&f, data, len, len, false, 4096, "text/plain");
 	f.stop_every = 64 * KIB;
 	f.stop_ms = 20;
-	su_start(&s, gz, 0, live_route, &f);
-	su_reply_init(&r);
-	t0 = su_now_ms();
-	su_fetch(NULL, s.port, "/", 0, &r);
-	ms_identity = su_now_ms() - t0;
+	th_start(&s, gz, 0, live_route, &f);
+	th_reply_init(&r);
+	t0 = th_now_ms();
+	th_fetch(NULL, s.port, "/", 0, &r);
+	ms_identity = th_now_ms() - t0;
 	ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
 	z_identity = atomic_load(&f.zero_calls);
-	t0 = su_now_ms();
-	su_fetch(NULL, s.port, "/", SU_GZIP | SU_RAW, &r);
-	ms_gzip = su_now_ms() - t0;
+	t0 = th_now_ms();
+	th_fetch(NULL, s.port, "/", TH_GZIP | TH_RAW, &r);
+	ms_gzip = th_now_ms() - t0;
 	z_gzip = atomic_load(&f.zero_calls) - z_identity;
 	ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
-	ck_assert(su_dechunk(r.body, r.body_len, &gzb, &gz_len, &nchunks, &early) == 0);
+	ck_assert(th_dechunk(r.body, r.body_len, &gzb, &gz_len, &nchunks, &early) == 0);
 	ck_assert(!early);
 	free(r.body);
 	r.body = gzb;
@@ -379,8 +356,8 @@ START_TEST(reader_zero_timed)
 		      "gzip stream: %llu calls returning 0, identity %llu",
 		      (unsigned long long)z_gzip, (unsigned long long)z_identity);
 	expect_all_released(&s, &f);
-	su_stop(&s);
-	su_reply_free(&r);
+	th_stop(&s);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -399,31 +376,31 @@ START_TEST(reader_error)
 	bool known = _i & 1, mid = _i & 2;
 	size_t len = 1 * MIB;
 	uint8_t *data = tu_payload(len, TU_TEXT, 107);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct lfix f;
 	uint8_t *dec = NULL;
 	size_t dec_len = 0;
 
 	lfix_init(&f, data, len, len, known, 8192, "application/json");
 	f.err_at = mid ? 200 * KIB + 5 : 0;
-	su_start(&s, gz, 0, live_route, &f);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_start(&s, gz, 0, live_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	ck_assert_msg(r.rc != CURLE_OK, "reader error: the gzip transfer completed (%zu bytes)",
 		      r.body_len);
 	ck_assert_msg(tu_gunzip(r.body, r.body_len, &dec, &dec_len) != 0,
 		      "reader error: the client got a complete gzip member of %zu bytes", dec_len);
 	expect_all_released(&s, &f);
-	ck_assert_uint_ge(su_stats(gz).failures, 1);
+	ck_assert_uint_ge(th_stats(gz).failures, 1);
 	/* The same reader without gzip fails the same way (baseline). */
-	su_fetch(NULL, s.port, "/", 0, &r);
+	th_fetch(NULL, s.port, "/", 0, &r);
 	ck_assert(r.rc != CURLE_OK);
 	expect_all_released(&s, &f);
-	su_stop(&s);
+	th_stop(&s);
 	expect_freed_once(&f);
-	su_reply_free(&r);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -443,7 +420,7 @@ END_TEST
  * makes every wait time out.
  */
 struct sse {
-	struct su_src src;    /* frees */
+	struct th_src src;    /* frees */
 	unsigned int next;    /* next event to produce (daemon thread only) */
 	unsigned int late;    /* waits that timed out */
 	unsigned int seen;    /* complete events received (client) */
@@ -521,7 +498,7 @@ sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 }
 
 static void
-sse_on_data(struct su_reply *r, const uint8_t *p, size_t n)
+sse_on_data(struct th_reply *r, const uint8_t *p, size_t n)
 {
 	struct sse *e = r->cls;
 	const uint8_t *q;
@@ -537,7 +514,7 @@ sse_on_data(struct su_reply *r, const uint8_t *p, size_t n)
 }
 
 static enum MHD_Result
-sse_route(struct su_server *s, struct MHD_Connection *c, const char *url, const char *method)
+sse_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
 	struct sse *e = s->cls;
 	struct MHD_Response *r;
@@ -546,7 +523,7 @@ sse_route(struct su_server *s, struct MHD_Connection *c, const char *url, const 
 	(void)url;
 	(void)method;
 	r = mhdgz_response_from_callback(s->gz, MHD_SIZE_UNKNOWN, e->block_size, sse_read, e,
-					 su_src_free);
+					 th_src_free);
 	if (!r) {
 		atomic_fetch_add(&e->create_failures, 1);
 		return MHD_NO;
@@ -587,8 +564,8 @@ START_TEST(events_arrive_one_by_one)
 {
 	struct mhdgz_options o;
 	struct mhdgz *gz = NULL;
-	struct su_server s = {0};
-	struct su_reply r;
+	struct th_server s = {0};
+	struct th_reply r;
 	struct sse *e;
 	size_t cap;
 	unsigned int k;
@@ -617,13 +594,13 @@ START_TEST(events_arrive_one_by_one)
 		ck_assert(n > 0);
 		e->expect_len += n;
 	}
-	su_start(&s, gz, 0, sse_route, e);
-	su_reply_init(&r);
+	th_start(&s, gz, 0, sse_route, e);
+	th_reply_init(&r);
 	r.on_data = sse_on_data;
 	r.cls = e;
-	su_fetch(NULL, s.port, "/events", SU_DECODE, &r);
+	th_fetch(NULL, s.port, "/events", TH_DECODE, &r);
 	ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
-	ce = su_header(&r, "Content-Encoding", NULL);
+	ce = th_header(&r, "Content-Encoding", NULL);
 	ck_assert_msg(ce && strcasecmp(ce, "gzip") == 0, "event stream not gzip-coded: %s",
 		      ce ? ce : "(none)");
 	ck_assert_int_eq(e->ll_rc, 0);
@@ -634,10 +611,10 @@ START_TEST(events_arrive_one_by_one)
 	ck_assert_uint_eq(e->seen, SSE_EVENTS);
 	ck_assert_uint_eq(r.body_len, e->expect_len);
 	ck_assert(memcmp(r.body, e->expect, e->expect_len) == 0);
-	su_stop(&s);
+	th_stop(&s);
 	ck_assert_uint_eq(atomic_load(&e->src.frees), 1);
-	ck_assert(pool_back(gz));
-	su_reply_free(&r);
+	ck_assert(th_pool_back_pred(gz));
+	th_reply_free(&r);
 	sem_destroy(&e->got);
 	free(e->expect);
 	free(e);
@@ -671,7 +648,7 @@ bulk_read(void *cls, uint64_t pos, char *buf, size_t max)
 }
 
 static enum MHD_Result
-bulk_route(struct su_server *s, struct MHD_Connection *c, const char *url, const char *method)
+bulk_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
 	struct sse *e = s->cls;
 	struct MHD_Response *r;
@@ -681,7 +658,7 @@ bulk_route(struct su_server *s, struct MHD_Connection *c, const char *url, const
 	(void)method;
 	e->chunks_done = 0;
 	r = mhdgz_response_from_callback(s->gz, MHD_SIZE_UNKNOWN, e->block_size, bulk_read, e,
-					 su_src_free);
+					 th_src_free);
 	ck_assert(r != NULL);
 	ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, e->ctype) == MHD_YES);
 	if (e->set_low_latency)
@@ -700,8 +677,8 @@ START_TEST(flush_policy)
 	int mode = _i / (int)N_ELEMS(fp_backends);
 	enum mhdgz_backend be = fp_backends[_i % (int)N_ELEMS(fp_backends)];
 	struct mhdgz *gz;
-	struct su_server s = {0};
-	struct su_reply r;
+	struct th_server s = {0};
+	struct th_reply r;
 	struct sse *e = calloc(1, sizeof *e);
 	uint8_t *want = malloc(BULK_CHUNKS * (sizeof BULK_LINE - 1));
 	size_t i, want_len = 0;
@@ -711,7 +688,7 @@ START_TEST(flush_policy)
 		free(want);
 		return;
 	}
-	gz = su_gz_new(be, 0, 0);
+	gz = th_gz_new(be, 0, 0);
 	ck_assert(e && want);
 	for (i = 0; i < BULK_CHUNKS; i++) {
 		memcpy(want + want_len, BULK_LINE, sizeof BULK_LINE - 1);
@@ -721,9 +698,9 @@ START_TEST(flush_policy)
 	e->block_size = 4096;
 	e->ctype = mode == 2 ? "text/event-stream" : "text/plain";
 	e->set_low_latency = mode == 1;
-	su_start(&s, gz, 0, bulk_route, e);
-	su_reply_init(&r);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+	th_start(&s, gz, 0, bulk_route, e);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 	expect_gzip_body(&r, want, want_len);
 	fprintf(stderr, "flush_policy(%s, %s): %zu gzip bytes for %zu bytes in %u chunks\n",
 		mhdgz_backend_name(be), mode == 0 ? "bulk" : "low-latency", r.body_len, want_len,
@@ -738,9 +715,9 @@ START_TEST(flush_policy)
 			      "low-latency stream: %zu gzip bytes for %u chunks (not flushed per "
 			      "chunk)",
 			      r.body_len, BULK_CHUNKS);
-	su_stop(&s);
+	th_stop(&s);
 	ck_assert_uint_eq(atomic_load(&e->src.frees), 1);
-	su_reply_free(&r);
+	th_reply_free(&r);
 	free(e);
 	free(want);
 	mhdgz_free(gz);
@@ -761,16 +738,16 @@ never_read(void *cls, uint64_t pos, char *buf, size_t max)
  * handler, MHDGZ_EINVAL for anything else. */
 START_TEST(low_latency_api)
 {
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct mhdgz *other = su_gz_new(MHDGZ_BACKEND_ZLIB, 0, 0);
-	struct su_src src = {0};
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct mhdgz *other = th_gz_new(MHDGZ_BACKEND_ZLIB, 0, 0);
+	struct th_src src = {0};
 	static char body[] = "hello";
 	struct MHD_Response *cb, *cb_other, *buf, *plain, *fdr;
-	int fd = su_temp_file("hello, file\n", 12);
+	int fd = th_temp_file("hello, file\n", 12);
 
 	cb = mhdgz_response_from_callback(gz, MHD_SIZE_UNKNOWN, 1024, never_read, &src,
-					  su_src_free);
-	cb_other = mhdgz_response_from_callback(other, 100, 1024, never_read, &src, su_src_free);
+					  th_src_free);
+	cb_other = mhdgz_response_from_callback(other, 100, 1024, never_read, &src, th_src_free);
 	buf = mhdgz_response_from_buffer(gz, 5, body, MHD_RESPMEM_PERSISTENT);
 	plain = MHD_create_response_from_buffer(5, body, MHD_RESPMEM_PERSISTENT);
 	fdr = mhdgz_response_from_fd(gz, 12, fd);
@@ -783,9 +760,9 @@ START_TEST(low_latency_api)
 	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, NULL), MHDGZ_EINVAL);
 	ck_assert_int_eq(mhdgz_response_set_low_latency(NULL, cb), MHDGZ_EINVAL);
 	/* Creation errors: NULL, and the free callback is not called. */
-	ck_assert(mhdgz_response_from_callback(NULL, 10, 1024, never_read, &src, su_src_free) ==
+	ck_assert(mhdgz_response_from_callback(NULL, 10, 1024, never_read, &src, th_src_free) ==
 		  NULL);
-	ck_assert(mhdgz_response_from_callback(gz, 10, 1024, NULL, &src, su_src_free) == NULL);
+	ck_assert(mhdgz_response_from_callback(gz, 10, 1024, NULL, &src, th_src_free) == NULL);
 	ck_assert_uint_eq(atomic_load(&src.frees), 0);
 	MHD_destroy_response(cb);
 	MHD_destroy_response(cb_other);
@@ -805,16 +782,16 @@ END_TEST
  * and on every failure (NULL handler, unknown size, negative offset range). */
 START_TEST(fd_ownership)
 {
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
 	int fd;
 
-	fd = su_temp_file("abc", 3);
+	fd = th_temp_file("abc", 3);
 	ck_assert(mhdgz_response_from_fd(NULL, 3, fd) == NULL);
 	ck_assert_msg(fcntl(fd, F_GETFD) == -1, "fd left open after a NULL handler");
-	fd = su_temp_file("abc", 3);
+	fd = th_temp_file("abc", 3);
 	ck_assert(mhdgz_response_from_fd_at_offset64(gz, MHD_SIZE_UNKNOWN, fd, 0) == NULL);
 	ck_assert_msg(fcntl(fd, F_GETFD) == -1, "fd left open after an unknown size");
-	fd = su_temp_file("abc", 3);
+	fd = th_temp_file("abc", 3);
 	ck_assert(mhdgz_response_from_fd_at_offset64(gz, 3, fd, (uint64_t)INT64_MAX) == NULL);
 	ck_assert_msg(fcntl(fd, F_GETFD) == -1, "fd left open after an offset out of range");
 	mhdgz_free(gz);
@@ -829,7 +806,7 @@ END_TEST
  * after the daemon has stopped. */
 struct shared {
 	struct MHD_Response *r;
-	struct su_src src;
+	struct th_src src;
 	useconds_t read_sleep_us; /* widen the window in which calls could overlap */
 	_Atomic unsigned int queue_failures;
 	_Atomic unsigned long tids[8]; /* threads that called the reader */
@@ -871,7 +848,7 @@ shared_read(void *cls, uint64_t pos, char *buf, size_t max)
 		note_thread(sh);
 		atomic_fetch_sub(&sh->src.inside, 1);
 	}
-	n = su_src_read(&sh->src, pos, buf, max);
+	n = th_src_read(&sh->src, pos, buf, max);
 	return n;
 }
 
@@ -884,7 +861,7 @@ shared_free(void *cls)
 }
 
 static enum MHD_Result
-shared_route(struct su_server *s, struct MHD_Connection *c, const char *url, const char *method)
+shared_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
 	struct shared *sh = s->cls;
 	enum MHD_Result ret;
@@ -921,44 +898,44 @@ START_TEST(shared_sequential)
 	bool known = _i;
 	size_t len = 700 * KIB + 13;
 	uint8_t *data = tu_payload(len, TU_TEXT, 201);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply r;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
 	struct shared sh;
 	CURL *h = curl_easy_init();
 	int i;
 
 	shared_make(&sh, gz, data, len, known);
-	su_start(&s, gz, 0, shared_route, &sh);
-	su_reply_init(&r);
+	th_start(&s, gz, 0, shared_route, &sh);
+	th_reply_init(&r);
 	for (i = 0; i < 6; i++) {
-		unsigned int flags = i == 3 ? 0 : i == 4 ? SU_DECODE : SU_GZIP;
+		unsigned int flags = i == 3 ? 0 : i == 4 ? TH_DECODE : TH_GZIP;
 
-		su_fetch(i % 2 ? h : NULL, s.port, "/", flags, &r);
+		th_fetch(i % 2 ? h : NULL, s.port, "/", flags, &r);
 		if (flags == 0) {
 			ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
-			ck_assert(su_header(&r, "Content-Encoding", NULL) == NULL);
+			ck_assert(th_header(&r, "Content-Encoding", NULL) == NULL);
 			ck_assert_uint_eq(r.body_len, len);
 			ck_assert(memcmp(r.body, data, len) == 0);
-		} else if (flags == SU_DECODE) {
+		} else if (flags == TH_DECODE) {
 			ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
-			ck_assert_str_eq(su_header(&r, "Content-Encoding", NULL), "gzip");
+			ck_assert_str_eq(th_header(&r, "Content-Encoding", NULL), "gzip");
 			ck_assert_uint_eq(r.body_len, len);
 			ck_assert(memcmp(r.body, data, len) == 0);
 		} else {
 			expect_gzip_body(&r, data, len);
-			ck_assert_str_eq(su_header(&r, "ETag", NULL), "W/\"s\"");
+			ck_assert_str_eq(th_header(&r, "ETag", NULL), "W/\"s\"");
 		}
 	}
-	ck_assert(su_wait(pool_back, gz, RELEASE_WAIT_MS));
+	ck_assert(th_wait(th_pool_back_pred, gz, RELEASE_WAIT_MS));
 	ck_assert_uint_eq(atomic_load(&sh.src.frees), 0);
 	curl_easy_cleanup(h);
-	su_stop(&s);
+	th_stop(&s);
 	ck_assert_uint_eq(atomic_load(&sh.src.frees), 0);
 	MHD_destroy_response(sh.r);
 	ck_assert_uint_eq(atomic_load(&sh.src.frees), 1);
 	ck_assert_uint_eq(atomic_load(&sh.queue_failures), 0);
-	su_reply_free(&r);
+	th_reply_free(&r);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -991,16 +968,16 @@ cc_main(void *arg)
 {
 	struct cc_client *c = arg;
 	CURL *h = curl_easy_init();
-	struct su_reply r;
+	struct th_reply r;
 	int i;
 
-	su_reply_init(&r);
+	th_reply_init(&r);
 	for (i = 0; i < CC_REQUESTS && h; i++) {
 		bool gz = c->mode == CC_GZIP || (c->mode == CC_MIXED && i < CC_REQUESTS - 1);
 		uint8_t *dec = NULL;
 		size_t dec_len = 0;
 
-		su_fetch(h, c->port, "/", gz ? SU_GZIP : 0, &r);
+		th_fetch(h, c->port, "/", gz ? TH_GZIP : 0, &r);
 		if (r.rc != CURLE_OK || r.status != 200) {
 			c->failed++;
 			snprintf(c->why, sizeof c->why, "request %d: %s, status %ld", i,
@@ -1008,7 +985,7 @@ cc_main(void *arg)
 			continue;
 		}
 		if (gz) {
-			const char *ce = su_header(&r, "Content-Encoding", NULL);
+			const char *ce = th_header(&r, "Content-Encoding", NULL);
 
 			if (!ce || strcmp(ce, "gzip") != 0 ||
 			    tu_gunzip(r.body, r.body_len, &dec, &dec_len) != 0 ||
@@ -1028,7 +1005,7 @@ cc_main(void *arg)
 			c->ok++;
 		}
 	}
-	su_reply_free(&r);
+	th_reply_free(&r);
 	if (h)
 		curl_easy_cleanup(h);
 	return NULL;
@@ -1062,15 +1039,15 @@ START_TEST(shared_concurrent)
 	bool known = _i;
 	size_t len = 600 * KIB + 1;
 	uint8_t *data = tu_payload(len, TU_JSON, 203);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
 	struct shared sh;
 
 	shared_make(&sh, gz, data, len, known);
-	su_start(&s, gz, 4, shared_route, &sh);
+	th_start(&s, gz, 4, shared_route, &sh);
 	run_clients(s.port, data, len, CC_MIXED);
-	ck_assert(su_wait(pool_back, gz, RELEASE_WAIT_MS));
-	su_stop(&s);
+	ck_assert(th_wait(th_pool_back_pred, gz, RELEASE_WAIT_MS));
+	th_stop(&s);
 	ck_assert_uint_eq(atomic_load(&sh.src.frees), 0);
 	MHD_destroy_response(sh.r);
 	ck_assert_uint_eq(atomic_load(&sh.src.frees), 1);
@@ -1092,14 +1069,14 @@ START_TEST(shared_reader_calls_serialized)
 {
 	size_t len = 256 * KIB;
 	uint8_t *data = tu_payload(len, TU_TEXT, 205);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
 	struct shared sh;
 	unsigned int id_max, id_threads, gz_max, gz_threads, i;
 
 	shared_make(&sh, gz, data, len, false);
 	sh.read_sleep_us = 200;
-	su_start(&s, gz, 4, shared_route, &sh);
+	th_start(&s, gz, 4, shared_route, &sh);
 	/* Which worker accepts a connection is up to the kernel: repeat a
 	 * phase (at most 5 times) until two workers took part. */
 	for (i = 0; i < 5 && atomic_load(&sh.nthreads) < 2; i++)
@@ -1114,7 +1091,7 @@ START_TEST(shared_reader_calls_serialized)
 		run_clients(s.port, data, len, CC_GZIP);
 	gz_max = atomic_load(&sh.src.max_inside);
 	gz_threads = atomic_load(&sh.nthreads);
-	su_stop(&s);
+	th_stop(&s);
 	MHD_destroy_response(sh.r);
 	fprintf(stderr,
 		"shared_reader_calls_serialized: identity: %u daemon threads, at most %u calls at "
@@ -1178,8 +1155,8 @@ START_TEST(client_disconnects)
 	uint8_t *data;
 	struct mhdgz_options o;
 	struct mhdgz *gz = NULL;
-	struct su_server s = {0};
-	struct su_reply r;
+	struct th_server s = {0};
+	struct th_reply r;
 	struct lfix f;
 	struct mhdgz_stats st;
 	int64_t live0 = 0;
@@ -1199,28 +1176,28 @@ START_TEST(client_disconnects)
 	/* 256 MiB at most: the stream outlasts any client here, and ends by
 	 * itself if a disconnect were never noticed. */
 	lfix_init(&f, data, dlen, 256ull * MIB, false, 16 * KIB, "text/plain");
-	su_start(&s, gz, 0, live_route, &f);
-	su_reply_init(&r);
+	th_start(&s, gz, 0, live_route, &f);
+	th_reply_init(&r);
 	live0 = tu_alloc_live();
 	for (i = 0; i < N_ELEMS(abort_after); i++) {
 		r.abort_after = abort_after[i];
-		su_fetch(NULL, s.port, "/", SU_GZIP, &r);
+		th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 		ck_assert_msg(r.rc == CURLE_WRITE_ERROR, "abort after %zu: %s", abort_after[i],
 			      curl_easy_strerror(r.rc));
-		ck_assert_str_eq(su_header(&r, "Content-Encoding", NULL), "gzip");
-		ck_assert_msg(su_wait(all_freed, &f, RELEASE_WAIT_MS),
+		ck_assert_str_eq(th_header(&r, "Content-Encoding", NULL), "gzip");
+		ck_assert_msg(th_wait(all_freed, &f, RELEASE_WAIT_MS),
 			      "abort after %zu: the free callback ran %u times for %u responses",
 			      abort_after[i], atomic_load(&f.frees), atomic_load(&f.nresp));
 		if (no_pool) {
-			ck_assert_msg(su_wait(live_back_to, &live0, RELEASE_WAIT_MS),
+			ck_assert_msg(th_wait(live_back_to, &live0, RELEASE_WAIT_MS),
 				      "abort after %zu: %lld library blocks live, %lld before",
 				      abort_after[i], (long long)tu_alloc_live(),
 				      (long long)live0);
 			continue;
 		}
-		ck_assert_msg(su_wait(pool_back, gz, RELEASE_WAIT_MS),
+		ck_assert_msg(th_wait(th_pool_back_pred, gz, RELEASE_WAIT_MS),
 			      "abort after %zu: compressor not back in the pool", abort_after[i]);
-		st = su_stats(gz);
+		st = th_stats(gz);
 		if (!why[0] && (st.pool_gets != i + 1 || st.pool_idle < 1))
 			snprintf(why, sizeof why,
 				 "abort after %zu: pool_gets %llu after %zu streams (misses %llu, "
@@ -1230,7 +1207,7 @@ START_TEST(client_disconnects)
 				 (unsigned long long)st.pool_idle);
 	}
 	ck_assert_uint_eq(atomic_load(&f.after_free), 0);
-	su_stop(&s);
+	th_stop(&s);
 	expect_freed_once(&f);
 	ck_assert_uint_eq(atomic_load(&f.frees), N_ELEMS(abort_after));
 	mhdgz_free(gz);
@@ -1239,7 +1216,7 @@ START_TEST(client_disconnects)
 		ck_assert_int_eq(tu_alloc_live(), 0);
 		tu_alloc_uninstall();
 	}
-	su_reply_free(&r);
+	th_reply_free(&r);
 	free(data);
 	ck_assert_msg(!why[0], "compressor pool counters: %s", why);
 }
@@ -1250,7 +1227,7 @@ END_TEST
  * free callback runs once. */
 struct stop_mid {
 	uint16_t port;
-	struct su_reply r;
+	struct th_reply r;
 };
 
 static void *
@@ -1258,7 +1235,7 @@ stop_mid_client(void *arg)
 {
 	struct stop_mid *m = arg;
 
-	su_fetch(NULL, m->port, "/", SU_GZIP, &m->r);
+	th_fetch(NULL, m->port, "/", TH_GZIP, &m->r);
 	return NULL;
 }
 
@@ -1266,8 +1243,8 @@ START_TEST(daemon_stops_mid_stream)
 {
 	size_t dlen = 128 * KIB;
 	uint8_t *data = tu_payload(dlen, TU_TEXT, 303);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0);
-	struct su_server s = {0};
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0);
+	struct th_server s = {0};
 	struct lfix f;
 	struct stop_mid m;
 	pthread_t t;
@@ -1275,19 +1252,19 @@ START_TEST(daemon_stops_mid_stream)
 	lfix_init(&f, data, dlen, 256ull * MIB, false, 16 * KIB, "text/plain");
 	f.stop_every = 32 * KIB;
 	f.stop_ms = 1000000; /* stalls at 32 KiB: the stream cannot finish */
-	su_start(&s, gz, 0, live_route, &f);
-	su_reply_init(&m.r);
+	th_start(&s, gz, 0, live_route, &f);
+	th_reply_init(&m.r);
 	m.port = s.port;
 	ck_assert_int_eq(pthread_create(&t, NULL, stop_mid_client, &m), 0);
 	usleep(300 * 1000);
 	ck_assert_uint_eq(atomic_load(&f.nresp), 1);
-	su_stop(&s);
+	th_stop(&s);
 	pthread_join(t, NULL);
 	ck_assert(m.r.rc != CURLE_OK);
 	expect_freed_once(&f);
-	ck_assert(pool_back(gz));
+	ck_assert(th_pool_back_pred(gz));
 	mhdgz_free(gz);
-	su_reply_free(&m.r);
+	th_reply_free(&m.r);
 	free(data);
 }
 END_TEST
@@ -1307,53 +1284,53 @@ START_TEST(head_like_get)
 	bool known = _i;
 	size_t len = 300 * KIB + 7, i;
 	uint8_t *data = tu_payload(len, TU_TEXT, 401);
-	struct mhdgz *gz = su_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct su_server s = {0};
-	struct su_reply get, head;
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply get, head;
 	struct lfix f;
 	uint64_t calls_before;
 
 	lfix_init(&f, data, len, len, known, 8192, "text/html; charset=utf-8");
 	f.etag = "\"h1\"";
-	su_start(&s, gz, 0, live_route, &f);
-	su_reply_init(&get);
-	su_reply_init(&head);
-	su_fetch(NULL, s.port, "/", SU_GZIP, &get);
+	th_start(&s, gz, 0, live_route, &f);
+	th_reply_init(&get);
+	th_reply_init(&head);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &get);
 	expect_gzip_body(&get, data, len);
 	expect_all_released(&s, &f);
 	calls_before = atomic_load(&f.calls);
-	su_fetch(NULL, s.port, "/", SU_GZIP | SU_HEAD, &head);
+	th_fetch(NULL, s.port, "/", TH_GZIP | TH_HEAD, &head);
 	ck_assert_msg(head.rc == CURLE_OK, "HEAD: %s", curl_easy_strerror(head.rc));
 	ck_assert_int_eq(head.status, 200);
 	ck_assert_uint_eq(head.body_len, 0);
 	for (i = 0; i < N_ELEMS(same); i++) {
-		const char *g = su_header(&get, same[i], NULL), *h = su_header(&head, same[i], NULL);
+		const char *g = th_header(&get, same[i], NULL), *h = th_header(&head, same[i], NULL);
 
 		ck_assert_msg((g == NULL) == (h == NULL) && (!g || strcmp(g, h) == 0),
 			      "%s: GET \"%s\", HEAD \"%s\"", same[i], g ? g : "(none)",
 			      h ? h : "(none)");
 	}
-	ck_assert_str_eq(su_header(&head, "ETag", NULL), "W/\"h1\"");
-	ck_assert(has_token(su_header(&head, "Vary", NULL), "Accept-Encoding"));
+	ck_assert_str_eq(th_header(&head, "ETag", NULL), "W/\"h1\"");
+	ck_assert(th_has_token(th_header(&head, "Vary", NULL), "Accept-Encoding"));
 	expect_all_released(&s, &f);
 	ck_assert_msg(atomic_load(&f.calls) == calls_before,
 		      "HEAD called the reader %llu times",
 		      (unsigned long long)(atomic_load(&f.calls) - calls_before));
 	/* Identity HEAD: Content-Length of the known size. */
-	su_fetch(NULL, s.port, "/", SU_HEAD, &head);
+	th_fetch(NULL, s.port, "/", TH_HEAD, &head);
 	ck_assert_int_eq(head.rc, CURLE_OK);
-	ck_assert(su_header(&head, "Content-Encoding", NULL) == NULL);
+	ck_assert(th_header(&head, "Content-Encoding", NULL) == NULL);
 	if (known) {
 		char num[32];
 
 		snprintf(num, sizeof num, "%zu", len);
-		ck_assert_str_eq(su_header(&head, "Content-Length", NULL), num);
+		ck_assert_str_eq(th_header(&head, "Content-Length", NULL), num);
 	}
 	expect_all_released(&s, &f);
-	su_stop(&s);
+	th_stop(&s);
 	expect_freed_once(&f);
-	su_reply_free(&get);
-	su_reply_free(&head);
+	th_reply_free(&get);
+	th_reply_free(&head);
 	mhdgz_free(gz);
 	free(data);
 }
@@ -1409,7 +1386,7 @@ big_read(void *cls, uint64_t pos, char *buf, size_t max)
 	b->crc = crc32(b->crc, (const Bytef *)buf, (uInt)n);
 	b->produced += n;
 	if (b->calls++ % 256 == 0) {
-		uint64_t rss = su_rss_kib();
+		uint64_t rss = th_rss_kib();
 
 		if (rss > b->rss_max_kib)
 			b->rss_max_kib = rss;
@@ -1426,7 +1403,7 @@ big_free(void *cls)
 }
 
 static void
-big_on_data(struct su_reply *r, const uint8_t *p, size_t n)
+big_on_data(struct th_reply *r, const uint8_t *p, size_t n)
 {
 	struct big *b = r->cls;
 
@@ -1435,7 +1412,7 @@ big_on_data(struct su_reply *r, const uint8_t *p, size_t n)
 }
 
 static enum MHD_Result
-big_route(struct su_server *s, struct MHD_Connection *c, const char *url, const char *method)
+big_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
 	struct big *b = s->cls;
 	struct MHD_Response *r;
@@ -1456,17 +1433,17 @@ big_route(struct su_server *s, struct MHD_Connection *c, const char *url, const 
 START_TEST(one_gib_bounded_memory)
 {
 	struct mhdgz *gz;
-	struct su_server s = {0};
-	struct su_reply r;
+	struct th_server s = {0};
+	struct th_reply r;
 	struct big *b;
 	size_t i;
 	uint64_t t0, ms;
 
-	if (SU_SANITIZED) {
+	if (TH_SANITIZED) {
 		fprintf(stderr, "one_gib_bounded_memory: skipped under a sanitizer\n");
 		return;
 	}
-	gz = su_gz_new(MHDGZ_BACKEND_ZLIB, 1, 0);
+	gz = th_gz_new(MHDGZ_BACKEND_ZLIB, 1, 0);
 	b = calloc(1, sizeof *b);
 	ck_assert(b != NULL);
 	for (i = 0; i < BIG_PAGE; i++)
@@ -1474,22 +1451,22 @@ START_TEST(one_gib_bounded_memory)
 	b->page[BIG_PAGE - 1] = '\n';
 	b->crc = crc32(0L, Z_NULL, 0);
 	b->crc_client = crc32(0L, Z_NULL, 0);
-	su_start(&s, gz, 0, big_route, b);
-	su_reply_init(&r);
+	th_start(&s, gz, 0, big_route, b);
+	th_reply_init(&r);
 	r.discard = true;
 	r.on_data = big_on_data;
 	r.cls = b;
-	b->rss0_kib = su_rss_kib();
+	b->rss0_kib = th_rss_kib();
 	ck_assert(b->rss0_kib > 0);
-	t0 = su_now_ms();
-	su_fetch(NULL, s.port, "/", SU_DECODE, &r);
-	ms = su_now_ms() - t0;
+	t0 = th_now_ms();
+	th_fetch(NULL, s.port, "/", TH_DECODE, &r);
+	ms = th_now_ms() - t0;
 	fprintf(stderr,
 		"one_gib_bounded_memory: %llu ms, RSS %llu KiB before, at most %llu KiB during\n",
 		(unsigned long long)ms, (unsigned long long)b->rss0_kib,
 		(unsigned long long)b->rss_max_kib);
 	ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
-	ck_assert_str_eq(su_header(&r, "Content-Encoding", NULL), "gzip");
+	ck_assert_str_eq(th_header(&r, "Content-Encoding", NULL), "gzip");
 	ck_assert_uint_eq(b->bad_pos, 0);
 	ck_assert_uint_eq(b->produced, BIG_LEN);
 	ck_assert_uint_eq(b->got, BIG_LEN);
@@ -1498,10 +1475,10 @@ START_TEST(one_gib_bounded_memory)
 	ck_assert_msg(b->rss_max_kib < b->rss0_kib + RSS_LIMIT_KIB,
 		      "RSS grew by %llu KiB while streaming 1 GiB",
 		      (unsigned long long)(b->rss_max_kib - b->rss0_kib));
-	su_stop(&s);
+	th_stop(&s);
 	ck_assert_uint_eq(atomic_load(&b->frees), 1);
-	ck_assert(pool_back(gz));
-	su_reply_free(&r);
+	ck_assert(th_pool_back_pred(gz));
+	th_reply_free(&r);
 	free(b);
 	mhdgz_free(gz);
 }
@@ -1520,7 +1497,7 @@ struct afix {
 };
 
 static enum MHD_Result
-alloc_route(struct su_server *s, struct MHD_Connection *c, const char *url, const char *method)
+alloc_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
 	struct afix *a = s->cls;
 	struct lfix *f = &a->lf;
@@ -1573,8 +1550,8 @@ START_TEST(alloc_failures_fall_back)
 	uint8_t *data;
 	struct mhdgz_options o;
 	struct mhdgz *gz = NULL;
-	struct su_server s = {0};
-	struct su_reply r;
+	struct th_server s = {0};
+	struct th_reply r;
 	struct afix *a;
 	int64_t live0;
 	unsigned int fired = 0, gzipped = 0, identity = 0, refused = 0;
@@ -1591,20 +1568,20 @@ START_TEST(alloc_failures_fall_back)
 	o.backend = be;
 	o.flags = MHDGZ_F_NO_POOL;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
-	su_start(&s, gz, 0, alloc_route, a);
-	su_reply_init(&r);
+	th_start(&s, gz, 0, alloc_route, a);
+	th_reply_init(&r);
 	live0 = tu_alloc_live();
 	for (k = 1; k < MAX_RESP; k++) {
 		unsigned int refused0 = atomic_load(&a->refused);
 		const char *ce;
 
 		tu_alloc_fail_at(k);
-		su_fetch(NULL, s.port, "/", SU_GZIP, &r);
-		ck_assert_msg(su_wait(alloc_settled, a, RELEASE_WAIT_MS),
+		th_fetch(NULL, s.port, "/", TH_GZIP, &r);
+		ck_assert_msg(th_wait(alloc_settled, a, RELEASE_WAIT_MS),
 			      "fail at %zu: the response was not released", k);
-		ck_assert_msg(su_wait(pool_back, gz, RELEASE_WAIT_MS),
+		ck_assert_msg(th_wait(th_pool_back_pred, gz, RELEASE_WAIT_MS),
 			      "fail at %zu: compressor not returned", k);
-		ce = su_header(&r, "Content-Encoding", NULL);
+		ce = th_header(&r, "Content-Encoding", NULL);
 		if (atomic_load(&a->refused) > refused0) {
 			refused++;
 			ck_assert(r.rc != CURLE_OK);
@@ -1634,12 +1611,12 @@ START_TEST(alloc_failures_fall_back)
 	ck_assert_uint_ge(fired, 3);
 	ck_assert_uint_ge(identity, 1);
 	ck_assert_uint_eq(atomic_load(&a->lf.after_free), 0);
-	su_stop(&s);
+	th_stop(&s);
 	expect_freed_once(&a->lf);
 	mhdgz_free(gz);
 	ck_assert_int_eq(tu_alloc_live(), 0);
 	tu_alloc_uninstall();
-	su_reply_free(&r);
+	th_reply_free(&r);
 	free(a);
 	free(data);
 }
@@ -1654,14 +1631,14 @@ streaming_live_suite(void)
 	TCase *tc;
 
 	tc = tcase_create("reader");
-	tcase_set_timeout(tc, TS_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_loop_test(tc, reader_zero_counted, 0, 4);
 	tcase_add_test(tc, reader_zero_timed);
 	tcase_add_loop_test(tc, reader_error, 0, 4);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("latency");
-	tcase_set_timeout(tc, TS_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_loop_test(tc, events_arrive_one_by_one, 0, (int)N_ELEMS(ev_cases));
 	tcase_add_loop_test(tc, flush_policy, 0, (int)(3 * N_ELEMS(fp_backends)));
 	tcase_add_test(tc, low_latency_api);
@@ -1669,26 +1646,26 @@ streaming_live_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("shared");
-	tcase_set_timeout(tc, TS_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_loop_test(tc, shared_sequential, 0, 2);
 	tcase_add_loop_test(tc, shared_concurrent, 0, 2);
 	tcase_add_test(tc, shared_reader_calls_serialized);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("lifetime");
-	tcase_set_timeout(tc, TS_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_loop_test(tc, client_disconnects, 0, (int)(2 * N_ELEMS(dc_backends)));
 	tcase_add_test(tc, daemon_stops_mid_stream);
 	tcase_add_loop_test(tc, head_like_get, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("alloc");
-	tcase_set_timeout(tc, TS_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_loop_test(tc, alloc_failures_fall_back, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("memory");
-	tcase_set_timeout(tc, TS_TIMEOUT);
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
 	tcase_add_test(tc, one_gib_bounded_memory);
 	suite_add_tcase(s, tc);
 	return s;
