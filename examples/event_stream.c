@@ -1,13 +1,11 @@
 /* event_stream.c: server-sent events through gzip, the stream suspended between events and resumed by a timer thread. */
 /*
- * What it teaches: libmicrohttpd's way to wait for data that does not exist
- * yet. The content reader has nothing to send, so it suspends its
- * connection (MHD_suspend_connection) and returns 0; another thread calls
- * MHD_resume_connection when there is something, and libmicrohttpd asks the
- * reader again. Returning 0 without suspending would make libmicrohttpd
- * poll the reader in a busy loop; sleeping in it would stall every other
- * connection of the polling thread. mhdgz sync-flushes text/event-stream
- * after each event, so every event reaches the client when it is made.
+ * What it teaches: how a content reader waits for data that does not exist
+ * yet. It suspends its connection (MHD_suspend_connection) and returns 0;
+ * a producer thread resumes it (MHD_resume_connection) when the next event
+ * is due. Returning 0 without suspending makes libmicrohttpd call it again
+ * in a busy loop; sleeping in it stalls the polling thread's other
+ * connections. mhdgz sync-flushes text/event-stream after every event.
  *
  * GET any path: NEVENTS events, INTERVAL_MS apart, then the stream ends.
  * Usage: event_stream [PORT]  (default 8080; 0 picks a free port). Prints
@@ -26,27 +24,28 @@
 
 #define NEVENTS 5
 #define INTERVAL_MS 200
-#define MAX_WAITING 64 /* suspended streams at once; more get the end early */
 
 struct stream {
 	struct MHD_Connection *conn;
+	struct stream *next; /* on the waiting list */
 	unsigned int sent;
-	bool ticked; /* under lock: resumed by the ticker, the next event is due */
+	unsigned long tick; /* the ticker's count when the last event went */
 	char ev[64];
 	size_t len, off;
 };
 
-/* The streams waiting for the next tick, suspended; all under lock. */
+/* The producer's state and the suspended streams, all under lock. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct stream *waiting[MAX_WAITING];
-static size_t nwaiting;
+static unsigned long ticks;
+static struct stream *waiting;
 static bool stopping;
 
-/* The producer: every INTERVAL_MS, wake every waiting stream for its next
- * event; when stopping, wake them all one last time so they end. */
+/* The producer: every INTERVAL_MS, a new tick wakes every waiting stream
+ * for its next event; once stopping, one last pass wakes them to end. */
 static void *
 ticker(void *arg)
 {
+	struct stream *st, *next;
 	bool last = false;
 
 	(void)arg;
@@ -54,12 +53,12 @@ ticker(void *arg)
 		nanosleep(&(struct timespec){.tv_nsec = INTERVAL_MS * 1000000L}, NULL);
 		pthread_mutex_lock(&lock);
 		last = stopping;
-		while (nwaiting) {
-			struct stream *st = waiting[--nwaiting];
-
-			st->ticked = true;
+		ticks++;
+		for (st = waiting; st; st = next) {
+			next = st->next; /* st may be freed once resumed */
 			MHD_resume_connection(st->conn);
 		}
+		waiting = NULL;
 		pthread_mutex_unlock(&lock);
 	}
 	return NULL;
@@ -69,26 +68,21 @@ static ssize_t
 read_events(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct stream *st = cls;
+	bool end, wait;
 	size_t n;
 
 	(void)pos;
 	if (st->off == st->len) {
-		bool wait = false, end = st->sent == NEVENTS;
-
 		pthread_mutex_lock(&lock);
-		end = end || stopping;
-		/* The first event goes at once; each later one after a tick. */
-		if (!end && st->sent > 0 && !st->ticked) {
-			if (nwaiting == MAX_WAITING) {
-				end = true;
-			} else {
-				/* Suspended before the ticker can see it on the list. */
-				MHD_suspend_connection(st->conn);
-				waiting[nwaiting++] = st;
-				wait = true;
-			}
+		end = st->sent == NEVENTS || stopping;
+		/* The first event at once, each later one after a new tick. */
+		wait = !end && st->sent > 0 && st->tick == ticks;
+		if (wait) { /* suspended before the ticker can see it listed */
+			MHD_suspend_connection(st->conn);
+			st->next = waiting;
+			waiting = st;
 		}
-		st->ticked = false;
+		st->tick = ticks;
 		pthread_mutex_unlock(&lock);
 		if (end)
 			return MHD_CONTENT_READER_END_OF_STREAM;

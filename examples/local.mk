@@ -6,6 +6,7 @@ examples_minimal_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS)
 examples_minimal_LDADD = handler/libmhdgz.la $(MHD_LIBS)
 
 # Single-feature examples, each run by tests/examples_test.sh.
+EXTRA_DIST += tests/examples_test.sh
 noinst_PROGRAMS += examples/stream_low_latency examples/static_file examples/event_stream
 examples_stream_low_latency_SOURCES = examples/stream_low_latency.c
 examples_stream_low_latency_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS)

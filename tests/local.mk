@@ -35,6 +35,8 @@ tests_check_faults_LDADD = handler/libmhdgz_hnd.la $(CHECK_LIBS) $(CURL_LIBS) $(
 # gzserve end to end with the curl command-line tool and with libcurl;
 # GZSERVE finds the binary in a VPATH build.
 TESTS += tests/gzserve_test.sh tests/check_gzserve
+# The single-feature examples end to end with the curl command-line tool.
+TESTS += tests/examples_test.sh
 check_PROGRAMS += tests/check_gzserve
 tests_check_gzserve_SOURCES = tests/check_gzserve.c $(tests_common)
 tests_check_gzserve_CPPFLAGS = $(HND_CPPFLAGS) -I$(top_srcdir)/examples/payload
