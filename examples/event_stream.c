@@ -1,4 +1,4 @@
-/* event_stream.c: server-sent events through gzip, the stream suspended between events and resumed by a timer thread. */
+/* event_stream.c: server-sent events through gzip, suspended between events, resumed by a timer. */
 /*
  * What it teaches: how a content reader waits for data that does not exist
  * yet. It suspends its connection (MHD_suspend_connection) and returns 0;

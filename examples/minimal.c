@@ -1,4 +1,4 @@
-/* minimal.c: a complete libmicrohttpd server with gzip: the two-call change, in a two-phase access handler. */
+/* minimal.c: a complete libmicrohttpd server with gzip: the two-call change, two-phase handler. */
 /*
  * Usage: minimal [PORT]  (default 8080; 0 picks a free port). Prints
  * "listening on http://127.0.0.1:PORT/"; SIGINT or SIGTERM stops it.

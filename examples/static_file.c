@@ -1,4 +1,4 @@
-/* static_file.c: one file served from its descriptor, with an ETag, conditional requests and 304 Not Modified that hold for gzip and identity. */
+/* static_file.c: one file by descriptor with an ETag, conditional requests and a 304. */
 /*
  * What it teaches: mhdgz_response_from_fd() for a file body (identity keeps
  * libmicrohttpd's sendfile; gzip is made by mhdgz), a strong ETag from the

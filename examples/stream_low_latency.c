@@ -1,4 +1,4 @@
-/* stream_low_latency.c: a streamed body of unknown size whose chunks reach the client, gzip-compressed, as they are produced. */
+/* stream_low_latency.c: a body of unknown size whose chunks reach the client as produced. */
 /*
  * What it teaches: mhdgz_response_from_callback() with MHD_SIZE_UNKNOWN is
  * compressed as one gzip stream, sent chunked. By default the compressor

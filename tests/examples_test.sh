@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# examples_test.sh: end-to-end tests of the single-feature examples (minimal, stream_low_latency, static_file, event_stream) with the curl command-line tool.
+# examples_test.sh: the single-feature examples in examples/ end to end with the curl tool.
 #
 # Each example runs on 127.0.0.1 port 0 and prints "listening on
 # http://127.0.0.1:PORT/". Bodies are checked byte for byte against what the

@@ -1,4 +1,4 @@
-/* demo.c: gzserve's built-in demo: the index page, its stylesheet and script, the JSON payloads, /events and /stats. */
+/* demo.c: gzserve's built-in demo: pages, JSON payloads, /events and /stats. */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* files.c: gzserve's static files: safe paths, validators, conditional requests, byte ranges, precompressed siblings. */
+/* files.c: gzserve --root: safe paths, validators, byte ranges, precompressed siblings. */
 #define _GNU_SOURCE /* strptime, timegm */
 #include <errno.h>
 #include <fcntl.h>

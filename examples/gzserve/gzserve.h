@@ -1,4 +1,4 @@
-/* gzserve.h: what gzserve's files share: the configuration, the server, one request, and the calls between files. */
+/* gzserve.h: what gzserve's files share: configuration, server, request, calls. */
 #ifndef GZSERVE_H
 #define GZSERVE_H
 

@@ -1,8 +1,10 @@
-/* main.c: gzserve, a sample server on libmicrohttpd (static files or a built-in demo, gzip by mhdgz): command line, access handler, start and stop. */
+/* main.c: gzserve, the sample server: command line, access handler, start and stop. */
 /*
- * The files: main.c (this), respond.c (queueing through the handler),
- * files.c (--root), mime.c (media types), demo.c (the demo, /events,
- * /stats), log.c (the access log), gzserve.h (what they share).
+ * gzserve serves the files under --root, or a built-in demo, on
+ * libmicrohttpd, its responses gzip-compressed by mhdgz. Its files:
+ * main.c (this), respond.c (queueing through the handler), files.c
+ * (--root), mime.c (media types), demo.c (the demo, /events, /stats),
+ * log.c (the access log), gzserve.h (what they share).
  *
  * What to copy from here:
  *  - responses are made with mhdgz_response_from_buffer/_from_fd_at_offset64/

@@ -1,4 +1,4 @@
-/* mime.c: gzserve's media types: a built-in table for the web's core extensions, then /etc/mime.types. */
+/* mime.c: gzserve's media types: a built-in table, then /etc/mime.types. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* respond.c: gzserve's responses queued through the handler, with what the access log needs, and its error pages. */
+/* respond.c: gzserve's responses queued through the handler, and its error pages. */
 #define _GNU_SOURCE
 #include <string.h>
 #include <strings.h>
