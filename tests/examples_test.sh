@@ -326,7 +326,7 @@ else
 	nok "event_stream starts" "see stderr above"
 fi
 
-if grep -qi 'AddressSanitizer\|LeakSanitizer\|runtime error' "$T"/*.err; then
+if grep -qi 'AddressSanitizer\|LeakSanitizer\|ThreadSanitizer\|runtime error' "$T"/*.err; then
 	nok "no sanitizer reports" "$(grep -h -i -m1 'Sanitizer\|runtime error' "$T"/*.err)"
 else
 	ok "no sanitizer reports"
