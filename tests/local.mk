@@ -44,6 +44,8 @@ tests_check_faults_LDADD = $(tests_hnd_ldadd)
 # gzserve end to end with the curl command-line tool and with libcurl;
 # GZSERVE finds the binary in a VPATH build.
 TESTS += tests/gzserve_test.sh tests/check_gzserve
+# The single-feature examples end to end with the curl command-line tool.
+TESTS += tests/examples_test.sh
 check_PROGRAMS += tests/check_gzserve
 tests_check_gzserve_SOURCES = $(tests_harness) tests/check_gzserve.c
 tests_check_gzserve_CPPFLAGS = $(HND_CPPFLAGS) -I$(top_srcdir)/examples/payload -DCHECK_BIN_GZSERVE
