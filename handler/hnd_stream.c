@@ -312,7 +312,9 @@ hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, 
 		return MHDGZ_ENOTSUP;
 	/* The same input block and flush policy as a GET's stream, so the
 	 * same bytes: libmicrohttpd's buffer size only cuts them differently. */
-	if (e->kind == HND_CALLBACK && e->body_len == MHD_SIZE_UNKNOWN)
+	/* A HEAD never runs the application's reader (it may be costly or
+	 * have effects); only a file is read to learn the length. */
+	if (e->kind != HND_FD)
 		return MHDGZ_ENOTSUP;
 	rc = gz_pump_init(&pump, gz->stream_pool,
 			  e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency);

@@ -373,11 +373,12 @@ struct mhdgz_outcome {
  *
  * For HEAD, the response queued carries the header fields the GET
  * response would carry and no content. Its length is the GET response's:
- * a body compressed whole has its gzip Content-Length; a stream of known
- * source size up to 16 MiB is compressed once to learn its gzip length
- * (the same bytes GET would stream); a stream of unknown length, or above
- * 16 MiB, or whose reader has no data ready, has no length, and then the
- * connection is closed after the header block (libmicrohttpd 0.9.75 cannot
+ * a body compressed whole has its gzip Content-Length; a file streamed
+ * compressed (above the whole-file limit) of up to 16 MiB is compressed
+ * once to learn its gzip length (the same bytes GET would stream); the
+ * gzip stream of a content reader (a HEAD never runs the application's
+ * reader), of a larger file, or of unknown length has no length, and then
+ * the connection is closed after the header block (libmicrohttpd 0.9.75 cannot
  * frame a HEAD response of unknown length on a kept-alive connection: it
  * writes a last chunk after the header block). The same holds for the
  * identity response of a stream of unknown length.

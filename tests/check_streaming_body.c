@@ -428,13 +428,18 @@ END_TEST
  * at it gzip; an unknown size is compressed however short it turns out. */
 START_TEST(min_size_known_and_unknown)
 {
+	/* An unknown size is decided on its first bytes (up to min_nbytes):
+	 * one that ends below it goes out identity with its exact length,
+	 * read while deciding (issue 12, kind 6); one that reaches it is
+	 * compressed. */
 	static const struct {
 		size_t len;
 		bool known;
 		bool gzip;
 	} c[] = {
 		{1000, true, false}, {1023, true, false}, {1024, true, true},
-		{100, false, true},  {1, false, true},
+		{100, false, false}, {1, false, false},   {1023, false, false},
+		{1024, false, true}, {5000, false, true},
 	};
 	size_t i;
 
@@ -452,8 +457,8 @@ START_TEST(min_size_known_and_unknown)
 		th_fetch(NULL, s.port, "/", TH_GZIP, &r);
 		if (c[i].gzip)
 			expect_gzip(&r, data, c[i].len, NULL);
-		else
-			expect_identity(&r, data, c[i].len, c[i].known, true, NULL);
+		else /* a Content-Length either way: known, or ended while read */
+			expect_identity(&r, data, c[i].len, true, true, NULL);
 		expect_released(&s, &f);
 		st = th_stats(gz);
 		ck_assert_msg(st.reasons[c[i].gzip ? MHDGZ_COMPRESSED : MHDGZ_SKIP_SMALL] == 1,
@@ -466,11 +471,9 @@ START_TEST(min_size_known_and_unknown)
 }
 END_TEST
 
-/* A content reader's body cannot be sniffed in advance: an untyped
- * callback response is identity (documented), counted as a type skip.
- * Types on the skip list are identity too. */
-static const char *const identity_types[] = {NULL, "image/png", "application/zip",
-					     "video/mp4"};
+/* Types on the skip list are identity, counted as a type skip (an untyped
+ * stream is sniffed from its first bytes: untyped_stream_sniffed). */
+static const char *const identity_types[] = {"image/png", "application/zip", "video/mp4"};
 
 START_TEST(untyped_or_skipped_type_identity)
 {
@@ -492,6 +495,52 @@ START_TEST(untyped_or_skipped_type_identity)
 	st = th_stats(gz);
 	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_TYPE], 1);
 	ck_assert_uint_eq(st.pool_gets, 0);
+	th_stop(&s);
+	th_reply_free(&r);
+	mhdgz_free(gz);
+	free(data);
+}
+END_TEST
+
+/* An untyped stream of unknown size is sniffed from the first bytes read
+ * while deciding it: text is compressed, binary is identity (counted as a
+ * type skip, no compressor taken), and either way the client gets every
+ * byte, the sniffed ones first. Case 2: an empty stream is identity,
+ * counted as empty, with Content-Length: 0. */
+START_TEST(untyped_stream_sniffed)
+{
+	size_t len = _i == 2 ? 0 : 64 * KIB;
+	uint8_t *data = malloc(len + 1);
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = {0};
+	struct th_reply r;
+	struct bfix f;
+	struct mhdgz_stats st;
+	size_t i;
+
+	ck_assert_ptr_nonnull(data);
+	if (_i == 0)
+		tu_fill(data, len, TU_TEXT, 5);
+	for (i = 0; _i == 1 && i < len; i++) /* NULs and control bytes: binary */
+		data[i] = (uint8_t)(i % 7 == 0 ? 0 : (i * 13) & 0x1f);
+	bfix_callback(&f, data, len, false, 4096, 4096, NULL);
+	th_start(&s, gz, 0, body_route, &f);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
+	st = th_stats(gz);
+	if (_i == 0) {
+		expect_gzip(&r, data, len, NULL);
+		ck_assert_uint_eq(st.reasons[MHDGZ_COMPRESSED], 1);
+	} else if (_i == 1) {
+		expect_identity(&r, data, len, false, false, NULL);
+		ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_TYPE], 1);
+		ck_assert_uint_eq(st.pool_gets, 0);
+	} else {
+		expect_identity(&r, data, len, true, false, NULL);
+		ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_EMPTY], 1);
+		ck_assert_uint_eq(st.pool_gets, 0);
+	}
+	expect_released(&s, &f);
 	th_stop(&s);
 	th_reply_free(&r);
 	mhdgz_free(gz);
@@ -1077,6 +1126,7 @@ streaming_body_suite(void)
 	tcase_add_loop_test(tc, identity_when_not_accepted, 0, (int)(2 * N_ELEMS(not_accepting)));
 	tcase_add_test(tc, min_size_known_and_unknown);
 	tcase_add_loop_test(tc, untyped_or_skipped_type_identity, 0, (int)N_ELEMS(identity_types));
+	tcase_add_loop_test(tc, untyped_stream_sniffed, 0, 3);
 	tcase_add_loop_test(tc, header_rules, 0, 7);
 	tcase_add_test(tc, stream_stats);
 	suite_add_tcase(s, tc);

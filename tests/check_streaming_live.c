@@ -190,7 +190,6 @@ live_route(struct th_server *s, struct MHD_Connection *c, const char *url, const
 	enum MHD_Result ret;
 
 	(void)url;
-	(void)method;
 	if (k >= MAX_RESP) {
 		atomic_fetch_add(&f->create_failures, 1);
 		return MHD_NO;
@@ -208,7 +207,7 @@ live_route(struct th_server *s, struct MHD_Connection *c, const char *url, const
 			  MHD_YES);
 	if (f->etag)
 		ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, f->etag) == MHD_YES);
-	ret = mhdgz_queue_response(s->gz, c, MHD_HTTP_OK, r);
+	ret = mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -1273,14 +1272,16 @@ END_TEST
 /*                               HEAD                                    */
 /* ===================================================================== */
 
-/* HEAD of a gzip stream: the GET headers (Content-Encoding, chunked or no
- * Content-Length, Vary, weak ETag), no body, no reader call, and the
- * compressor back in the pool. _i: known size. */
+/* HEAD of a gzip stream (queued with its method): the GET headers
+ * (Content-Encoding, no Content-Length, Vary, weak ETag), no body, no
+ * reader call (a HEAD never runs the application's reader, so the gzip
+ * length is not known: no framing field, and the connection closes, as
+ * libmicrohttpd 0.9.75 can frame a HEAD of unknown length no other way),
+ * and the compressor back in the pool. _i: known size. */
 START_TEST(head_like_get)
 {
-	static const char *const same[] = {"Content-Encoding", "Transfer-Encoding",
-					   "Content-Length",   "Vary",
-					   "ETag",             "Content-Type"};
+	static const char *const same[] = {"Content-Encoding", "Content-Length", "Vary", "ETag",
+					   "Content-Type"};
 	bool known = _i;
 	size_t len = 300 * KIB + 7, i;
 	uint8_t *data = tu_payload(len, TU_TEXT, 401);
@@ -1311,6 +1312,8 @@ START_TEST(head_like_get)
 			      h ? h : "(none)");
 	}
 	ck_assert_str_eq(th_header(&head, "ETag", NULL), "W/\"h1\"");
+	ck_assert_ptr_null(th_header(&head, "Transfer-Encoding", NULL));
+	ck_assert_str_eq(th_header(&head, "Connection", NULL), "close");
 	ck_assert(th_has_token(th_header(&head, "Vary", NULL), "Accept-Encoding"));
 	expect_all_released(&s, &f);
 	ck_assert_msg(atomic_load(&f.calls) == calls_before,

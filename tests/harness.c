@@ -191,8 +191,8 @@ site_plain(struct MHD_Connection *conn, unsigned int status)
 
 /* Queue a response made for this request (or the route's shared one). */
 static enum MHD_Result
-site_queue(struct th_site *s, struct MHD_Connection *conn, const struct th_route *rt,
-	   struct MHD_Response *r, unsigned int status)
+site_queue(struct th_site *s, struct MHD_Connection *conn, const char *method,
+	   const struct th_route *rt, struct MHD_Response *r, unsigned int status)
 {
 	enum MHD_Result ret;
 
@@ -200,7 +200,7 @@ site_queue(struct th_site *s, struct MHD_Connection *conn, const struct th_route
 		atomic_fetch_add(&s->create_failures, 1);
 		return site_plain(conn, 500);
 	}
-	ret = mhdgz_queue_response(s->gz, conn, status, r);
+	ret = mhdgz_queue_response_ex(s->gz, conn, method, status, r, NULL);
 	if (ret != MHD_YES)
 		atomic_fetch_add(&s->errors, 1);
 	if (!rt || !(rt->flags & TH_RT_SHARED))
@@ -226,7 +226,7 @@ site_route(struct th_server *srv, struct MHD_Connection *conn, const char *url,
 		unsigned int pc = mhdgz_evaluate_preconditions(conn, method, rt->etag);
 
 		if (pc == 412)
-			return site_queue(s, conn, NULL,
+			return site_queue(s, conn, method, NULL,
 					  mhdgz_response_from_buffer(s->gz, 0, NULL,
 								     MHD_RESPMEM_PERSISTENT),
 					  412);
@@ -235,7 +235,7 @@ site_route(struct th_server *srv, struct MHD_Connection *conn, const char *url,
 		else if (pc != 0)
 			atomic_fetch_add(&s->errors, 1);
 	}
-	return site_queue(s, conn, rt, (rt->flags & TH_RT_SHARED) ? rt->shared : site_make(s, rt),
+	return site_queue(s, conn, method, rt, (rt->flags & TH_RT_SHARED) ? rt->shared : site_make(s, rt),
 			  status);
 }
 
