@@ -323,9 +323,11 @@ static bool
 accepts_gzip(struct MHD_Connection *conn)
 {
 	struct ae_lines ae;
+	bool yes;
 
-	accept_encoding(conn, &ae);
-	return mhdgz_accept_gzip_q(ae.v, ae.n) > 0;
+	yes = accept_encoding(conn, &ae) == 0 && mhdgz_accept_gzip_q(ae.v, ae.n) > 0;
+	ae_lines_free(&ae);
+	return yes;
 }
 
 static enum MHD_Result

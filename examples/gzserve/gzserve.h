@@ -14,7 +14,6 @@
 #include <mhdgz.h>
 
 /* Most Accept-Encoding lines read per request; more is not a real client. */
-#define GZS_AE_MAX 16
 
 struct config {
 	const char *bind;
@@ -80,11 +79,11 @@ struct req {
 	bool streamed;
 };
 
-/* The Accept-Encoding lines of a request, for mhdgz_select() and
- * mhdgz_accept_gzip_q(). */
+/* Every Accept-Encoding line of a request, for mhdgz_accept_gzip_q(). */
 struct ae_lines {
-	const char *v[GZS_AE_MAX];
-	size_t n;
+	const char **v; /* malloc'd; the strings are libmicrohttpd's */
+	size_t n, cap;
+	bool failed; /* out of memory: some lines are missing */
 };
 
 /* log.c: per-request context and the access log. */
@@ -95,7 +94,9 @@ void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 void on_mhd_log(void *cls, const char *fmt, va_list ap);
 
 /* respond.c: queueing through the handler. */
-void accept_encoding(struct MHD_Connection *conn, struct ae_lines *ae);
+/* 0, or -1 when out of memory (then treat the request as identity-only). */
+int accept_encoding(struct MHD_Connection *conn, struct ae_lines *ae);
+void ae_lines_free(struct ae_lines *ae);
 enum MHD_Result queue(struct req *rq, struct MHD_Connection *conn, unsigned int status,
 		      struct MHD_Response *r, uint64_t body_nbytes);
 enum MHD_Result respond(struct req *rq, struct MHD_Connection *conn, unsigned int status,

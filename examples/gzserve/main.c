@@ -9,9 +9,8 @@
  * What to copy from here:
  *  - responses are made with mhdgz_response_from_buffer/_from_fd_at_offset64/
  *    _from_callback instead of MHD_create_response_*, then queued through
- *    the handler (queue() in respond.c: mhdgz_select + MHD_queue_response,
- *    which is what mhdgz_queue_response does, spelled out so the access log
- *    can say which coding went out);
+ *    the handler with the request method (queue() in respond.c:
+ *    mhdgz_queue_response_ex, whose outcome feeds the access log);
  *  - conditional requests (files.c, demo.c) use mhdgz_evaluate_preconditions, so the ETag forms
  *    mhdgz gives gzip responses (W/"x", "x-gzip") still validate;
  *  - a 304 is the 200's own response queued with status 304: libmicrohttpd

@@ -1,5 +1,6 @@
 /* respond.c: gzserve's responses queued through the handler, and its error pages. */
 #define _GNU_SOURCE
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -11,58 +12,60 @@ ae_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 	struct ae_lines *ae = cls;
 
 	(void)kind;
-	if (value && strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_ENCODING) == 0 && ae->n < GZS_AE_MAX)
-		ae->v[ae->n++] = value;
+	if (!value || strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_ENCODING) != 0)
+		return MHD_YES;
+	if (ae->n == ae->cap) { /* every line counts (RFC 9110 section 5.3) */
+		size_t cap = ae->cap ? 2 * ae->cap : 8;
+		const char **v = realloc(ae->v, cap * sizeof *v);
+
+		if (!v) {
+			ae->failed = true;
+			return MHD_NO;
+		}
+		ae->v = v;
+		ae->cap = cap;
+	}
+	ae->v[ae->n++] = value;
 	return MHD_YES;
 }
 
-void
+int
 accept_encoding(struct MHD_Connection *conn, struct ae_lines *ae)
 {
-	ae->n = 0;
+	memset(ae, 0, sizeof *ae);
 	MHD_get_connection_values(conn, MHD_HEADER_KIND, ae_iter, ae);
+	return ae->failed ? -1 : 0;
+}
+
+void
+ae_lines_free(struct ae_lines *ae)
+{
+	free(ae->v);
+	memset(ae, 0, sizeof *ae);
 }
 
 /*
- * Queue r through the handler; record status, identity body size and the
- * coding that went out for the log. This is mhdgz_queue_response() written
- * out (see mhdgz_select()) to learn which response was queued.
+ * Queue r through the handler with the request's method (so a HEAD gets
+ * exactly GET's header fields), and record status, identity body size and
+ * the coding that went out for the access log, from what the handler
+ * reports: nothing here re-implements its decision.
  */
 enum MHD_Result
 queue(struct req *rq, struct MHD_Connection *conn, unsigned int status, struct MHD_Response *r,
       uint64_t body_nbytes)
 {
-	struct ae_lines ae;
-	struct mhdgz_request mreq;
-	struct MHD_Response *q = r;
-	const char *ce;
+	struct mhdgz_outcome o = {.size = sizeof o};
 	enum MHD_Result ret;
-	int rc;
 
-	accept_encoding(conn, &ae);
-	memset(&mreq, 0, sizeof mreq);
-	mreq.size = sizeof mreq;
-	mreq.accept_encoding = ae.v;
-	mreq.accept_encoding_count = ae.n;
-	rc = mhdgz_select(rq->s->gz, &mreq, status, r, &q, NULL);
-	if (rc < 0)
-		q = r;
-	ce = MHD_get_response_header(q, MHD_HTTP_HEADER_CONTENT_ENCODING);
-	rq->coding = ce ? "gzip" : "identity";
-	if (ce && strcasecmp(ce, "gzip") != 0)
-		rq->coding = "other";
+	ret = mhdgz_queue_response_ex(rq->s->gz, conn, rq->method, status, r, &o);
+	rq->coding = o.coding;
+	if (o.reason == MHDGZ_SKIP_ENCODED) { /* a precompressed sibling */
+		const char *ce = MHD_get_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
+
+		rq->coding = ce && strcasecmp(ce, "gzip") == 0 ? "gzip" : "other";
+	}
 	rq->status = status;
-	rq->body_nbytes = body_nbytes;
-	/* libmicrohttpd 0.9.75 writes a chunked body's last chunk
-	 * ("0\r\n\r\n") after the headers even for HEAD; on a kept-alive
-	 * connection the client would read it as the next status line. A
-	 * HEAD of a chunked response (the event stream, a gzip stream, both
-	 * made for this request alone) closes the connection instead. */
-	if (strcmp(rq->method, MHD_HTTP_METHOD_HEAD) == 0 && (rc == MHDGZ_RELEASE || rq->streamed))
-		(void)MHD_add_response_header(q, MHD_HTTP_HEADER_CONNECTION, "close");
-	ret = MHD_queue_response(conn, status, q);
-	if (rc == MHDGZ_RELEASE)
-		MHD_destroy_response(q); /* a stream made for this request */
+	rq->body_nbytes = o.body_nbytes != MHDGZ_NBYTES_UNKNOWN ? o.body_nbytes : body_nbytes;
 	return ret;
 }
 
