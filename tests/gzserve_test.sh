@@ -648,6 +648,23 @@ fetch r7 "$S/big.txt" -r 0-9 -H "If-Range: $etag"
 eq "If-Range with the current ETag: 206" "$(status "$T/r7.h")" 206
 fetch r8 "$S/big.txt" -r 0-9 -H 'If-Range: "stale"'
 eq "If-Range with another ETag: 200 whole" "$(status "$T/r8.h")|$(size "$T/r8.body")" "200|$len"
+fetch r7g "$S/big.txt" -r 0-9 -H "If-Range: $etag" -H 'Accept-Encoding: gzip'
+eq "206 carries the Vary its 200 would carry" "$(status "$T/r7g.h")|$(hdr "$T/r7g.h" Vary)" \
+	"206|Accept-Encoding"
+static_pid=$PID
+if start keep --root "$W" --etag keep --quiet; then
+	fetch k1 "$BASE/big.txt" -H 'Accept-Encoding: gzip'
+	ketag=$(hdr "$T/k1.h" ETag)
+	eq "--etag keep: the gzip 200 keeps the strong ETag" "$(hdr "$T/k1.h" Content-Encoding)|${ketag:0:1}" \
+		'gzip|"'
+	fetch k2 "$BASE/big.txt" -r 50- -H "If-Range: $ketag" -H 'Accept-Encoding: gzip'
+	eq "--etag keep: If-Range with the shared ETag is refused: 200, the whole body" \
+		"$(status "$T/k2.h")|$(hdr "$T/k2.h" Content-Range)" "200|"
+	stop "$PID"
+else
+	nok "--etag keep server starts" "see stderr"
+fi
+PID=$static_pid
 fetch r9 "$S/big.txt" -r 0-9 -I
 eq "HEAD ignores Range" "$(status "$T/r9.h")" 200
 fetch r10 "$S/big.txt" -H 'Range: lines=1-2'

@@ -267,9 +267,12 @@ parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret
 }
 
 /* If-Range (RFC 9110 section 13.1.5): does the range still apply? An
- * entity-tag must match strongly; a date must equal Last-Modified. */
+ * entity-tag must match strongly; a date must equal Last-Modified. With
+ * --etag keep the gzip representation carries the identity's entity-tag,
+ * so a tag names both: the bytes the client holds may be gzip, and ranges
+ * are of the identity body, so such a range is refused (the whole body). */
 static bool
-if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime)
+if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool etag_shared)
 {
 	const char *v;
 	time_t t;
@@ -278,7 +281,7 @@ if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime)
 	if (!v)
 		return true;
 	if (v[0] == '"')
-		return strcmp(v, etag) == 0;
+		return !etag_shared && strcmp(v, etag) == 0;
 	if (v[0] == 'W' && v[1] == '/')
 		return false;
 	return parse_http_date(v, &t) && t == mtime;
@@ -441,7 +444,8 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 
 	len = (uint64_t)st.st_size;
 	/* Ranges of the identity body only; a precompressed body is sent whole. */
-	if (is_get && !not_modified && gzfd < 0 && if_range_ok(conn, etag, st.st_mtim.tv_sec))
+	if (is_get && !not_modified && gzfd < 0 && if_range_ok(conn, etag, st.st_mtim.tv_sec,
+							 s->cfg.etag == MHDGZ_ETAG_KEEP))
 		range = parse_range(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 								MHD_HTTP_HEADER_RANGE),
 				    len, &first, &last);
