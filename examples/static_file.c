@@ -65,7 +65,9 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		r = mhdgz_response_from_buffer(gz, 0, (void *)"", MHD_RESPMEM_PERSISTENT);
 	} else {
 		/* For a 304 the file is never read: libmicrohttpd sends no body. */
-		r = mhdgz_response_from_fd(gz, (size_t)st.st_size, fd); /* owns fd now */
+		r = mhdgz_response_from_fd(gz, (size_t)st.st_size, fd); /* owns fd if made */
+		if (!r)
+			close(fd); /* as with libmicrohttpd: still ours on failure */
 		if (r) {
 			MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, file_type);
 			MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);

@@ -87,6 +87,22 @@ mhdgz_backend_levels(enum mhdgz_backend backend, int *min_ret, int *max_ret, int
 	return 0;
 }
 
+/* Free a handle and everything it holds (the last reference is gone, or
+ * mhdgz_new failed half way). */
+static void
+handle_destroy(struct mhdgz *gz)
+{
+	if (!gz)
+		return;
+	if (gz->table.bucket)
+		hnd_table_fini(&gz->table);
+	gz_pool_free(gz->stream_pool);
+	gz_pool_free(gz->pool);
+	hnd_typelist_fini(&gz->compress_types);
+	hnd_typelist_fini(&gz->skip_types);
+	gz_free(gz);
+}
+
 MHDGZ_API int
 mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 {
@@ -109,6 +125,7 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	gz = gz_calloc(1, sizeof *gz);
 	if (!gz)
 		return MHDGZ_ENOMEM;
+	atomic_init(&gz->refs, 1);
 	gz->be = backend_of(o.backend);
 	if (!gz->be) {
 		rc = MHDGZ_ENOTSUP;
@@ -143,22 +160,31 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	*gz_ret = gz;
 	return 0;
 fail:
-	mhdgz_free(gz);
+	handle_destroy(gz);
 	return rc;
+}
+
+
+void
+hnd_gz_ref(struct mhdgz *gz)
+{
+	atomic_fetch_add_explicit(&gz->refs, 1, memory_order_relaxed);
+}
+
+void
+hnd_gz_unref(struct mhdgz *gz)
+{
+	/* acq_rel: whatever a response's last user did happens before the
+	 * handle is freed by whoever drops the last reference. */
+	if (atomic_fetch_sub_explicit(&gz->refs, 1, memory_order_acq_rel) == 1)
+		handle_destroy(gz);
 }
 
 MHDGZ_API void
 mhdgz_free(struct mhdgz *gz)
 {
-	if (!gz)
-		return;
-	if (gz->table.bucket)
-		hnd_table_fini(&gz->table);
-	gz_pool_free(gz->stream_pool);
-	gz_pool_free(gz->pool);
-	hnd_typelist_fini(&gz->compress_types);
-	hnd_typelist_fini(&gz->skip_types);
-	gz_free(gz);
+	if (gz)
+		hnd_gz_unref(gz);
 }
 
 MHDGZ_API const char *

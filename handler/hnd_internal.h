@@ -142,6 +142,10 @@ struct hnd_table {
 
 /* hnd_table.c. The table does not hold references: an entry leaves it in
  * its response's free callback, before its address can be reused. */
+/* hnd_api.c: take or drop a reference to the handle; the last drop frees it. */
+void hnd_gz_ref(struct mhdgz *gz);
+void hnd_gz_unref(struct mhdgz *gz);
+
 int hnd_table_init(struct hnd_table *t);
 void hnd_table_fini(struct hnd_table *t);
 void hnd_table_insert(struct hnd_table *t, struct hnd_entry *e);
@@ -150,6 +154,9 @@ void hnd_table_remove(struct hnd_table *t, struct hnd_entry *e);
 struct hnd_entry *hnd_table_lookup(struct hnd_table *t, const struct MHD_Response *r);
 
 struct mhdgz {
+	/* 1 for the application until mhdgz_free, plus 1 per live entry: the
+	 * handle outlives every response made through it. */
+	atomic_uint refs;
 	const struct gz_backend *be;
 	int level;
 	size_t min_nbytes;

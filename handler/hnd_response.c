@@ -28,8 +28,6 @@ mhdgz_response_from_buffer(struct mhdgz *gz, size_t size, void *buffer,
 		memcpy(e->owned_gz, buffer, size);
 		e->body = e->owned_gz;
 	} else {
-		if (mode == MHD_RESPMEM_MUST_FREE)
-			e->owned_libc = buffer;
 		e->body = buffer;
 	}
 	/* The response reads the body from the entry's copy (or the caller's
@@ -38,14 +36,16 @@ mhdgz_response_from_buffer(struct mhdgz *gz, size_t size, void *buffer,
 								   hnd_entry_release, e);
 	if (!r)
 		goto fail;
+	/* Ownership of a MUST_FREE buffer passes only with success, exactly
+	 * as with libmicrohttpd: on failure the caller still owns it. */
+	if (mode == MHD_RESPMEM_MUST_FREE)
+		e->owned_libc = buffer;
 	e->response = r;
 	hnd_table_insert(&gz->table, e);
 	return r;
 fail:
 	if (e)
-		hnd_entry_free(e); /* frees a MUST_FREE buffer too */
-	else if (mode == MHD_RESPMEM_MUST_FREE)
-		free(buffer);
+		hnd_entry_free(e);
 	return NULL;
 }
 
@@ -97,17 +97,20 @@ mhdgz_response_from_fd_at_offset64(struct mhdgz *gz, uint64_t size, int fd, uint
 	/* The tracked response reads the file itself (pread) so its lifetime is
 	 * visible to us; identity queues use an fd response of libmicrohttpd's
 	 * (sendfile) on a duplicate of fd, built at queue time. */
-	r = MHD_create_response_from_callback(size, 32 * 1024, hnd_entry_read, e, hnd_entry_release);
+	r = MHD_create_response_from_callback(size, HND_FD_BLOCK, hnd_entry_read, e,
+					      hnd_entry_release);
 	if (!r)
 		goto fail;
 	e->response = r;
 	hnd_table_insert(&gz->table, e);
 	return r;
 fail:
-	if (e)
-		hnd_entry_free(e); /* closes fd */
-	else if (fd >= 0)
-		close(fd);
+	/* As with libmicrohttpd, the descriptor passes to the response only
+	 * with success: on failure the caller still owns it. */
+	if (e) {
+		e->fd = -1;
+		hnd_entry_free(e);
+	}
 	return NULL;
 }
 

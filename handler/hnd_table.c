@@ -110,6 +110,8 @@ hnd_table_lookup(struct hnd_table *t, const struct MHD_Response *r)
 void
 hnd_entry_free(struct hnd_entry *e)
 {
+	struct mhdgz *gz;
+
 	if (e->gzip_rep)
 		MHD_destroy_response(e->gzip_rep);
 	if (e->rep_304)
@@ -126,7 +128,9 @@ hnd_entry_free(struct hnd_entry *e)
 		close(e->fd);
 	pthread_mutex_destroy(&e->read_lock);
 	pthread_mutex_destroy(&e->lock);
+	gz = e->gz;
 	gz_free(e);
+	hnd_gz_unref(gz); /* last: may free the handle */
 }
 
 void
@@ -166,6 +170,7 @@ hnd_entry_new(struct mhdgz *gz, enum hnd_kind kind)
 		return NULL;
 	}
 	e->gz = gz;
+	hnd_gz_ref(gz);
 	e->kind = kind;
 	e->fd = -1;
 	atomic_init(&e->refs, 1);

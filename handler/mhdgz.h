@@ -224,10 +224,15 @@ struct mhdgz;
 MHDGZ_API int mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret);
 
 /**
- * Release a handler. Every response created through it must have been
- * destroyed (and libmicrohttpd finished with it) first: stop the daemon,
- * then call mhdgz_free(). NULL is a no-op. Not thread-safe with other uses
- * of the same handler.
+ * Release the application's reference to a handler. Responses created
+ * through it keep it alive: its memory (compressor pools, statistics) goes
+ * when both this call has been made and the last of those responses has
+ * been freed by MHD_destroy_response() and libmicrohttpd, in either order.
+ * So a long-lived response may be destroyed after mhdgz_free() (and after
+ * MHD_stop_daemon()). After mhdgz_free() the handler must not be used to
+ * create or queue responses. NULL is a no-op. Not thread-safe with other
+ * uses of the same handler by the application (its responses may be
+ * freed on any thread).
  */
 MHDGZ_API void mhdgz_free(struct mhdgz *gz);
 
@@ -239,17 +244,16 @@ MHDGZ_API void mhdgz_free(struct mhdgz *gz);
  * Same as MHD_create_response_from_buffer(), and registers the body with the
  * handler so mhdgz_queue_response() can compress it.
  *
- * @param gz the handler; must stay alive until the response is freed.
+ * @param gz the handler; a response keeps it alive (see mhdgz_free()).
  * @param size body size in bytes (0 allowed).
  * @param buffer the body; NULL only if size is 0.
  * @param mode as libmicrohttpd's: MHD_RESPMEM_PERSISTENT (borrowed, must
  *        outlive the response), MHD_RESPMEM_MUST_COPY (copied now) or
- *        MHD_RESPMEM_MUST_FREE (ownership passes to the library, which
- *        releases it with free() when the response is freed, also on
- *        failure).
+ *        MHD_RESPMEM_MUST_FREE (on success ownership passes to the
+ *        response, which releases it with free() when it is freed).
  * @return a response owned by the caller (MHD_destroy_response()), or NULL
- *         on allocation failure or invalid arguments (a MUST_FREE buffer is
- *         freed then too).
+ *         on allocation failure or invalid arguments; then, exactly as with
+ *         libmicrohttpd, the caller still owns a MUST_FREE buffer.
  * @note Thread-safe.
  */
 MHDGZ_API struct MHD_Response *
@@ -506,8 +510,10 @@ mhdgz_response_from_callback(struct mhdgz *gz, uint64_t size, size_t block_size,
  *
  * @param gz the handler.
  * @param size bytes of the file to send.
- * @param fd open file descriptor; ownership passes to the response (closed
- *        when it is freed, also on failure).
+ * @param fd open file descriptor; on success ownership passes to the
+ *        response (closed when it is freed); on failure (NULL), exactly as
+ *        with libmicrohttpd, the caller still owns it. mhdgz duplicates it
+ *        close-on-exec where it needs a descriptor of its own.
  * @param offset byte offset in the file where the body starts.
  * @return a response owned by the caller, or NULL on failure.
  * @note Thread-safe.

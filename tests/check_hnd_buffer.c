@@ -372,6 +372,76 @@ START_TEST(test_backends)
 }
 END_TEST
 
+/* Responses that outlive the handle (issue 12, kind 9): a long-lived
+ * buffer response with its cached gzip representation and a callback
+ * response, both destroyed after MHD_stop_daemon() and mhdgz_free(), in
+ * the README's teardown order. Nothing crashes (ASan), the handle's memory
+ * goes with the last response (the counting allocator sees every mhdgz
+ * block freed then, not before), and the reader's free callback runs. */
+static struct MHD_Response *outlive_r;
+static int outlive_freed;
+
+static ssize_t
+outlive_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)cls;
+	(void)pos;
+	(void)buf;
+	(void)max;
+	return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void
+outlive_free(void *cls)
+{
+	*(int *)cls += 1;
+}
+
+static enum MHD_Result
+outlive_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
+{
+	(void)url;
+	return mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, outlive_r, NULL);
+}
+
+START_TEST(test_handle_outlived)
+{
+	enum { LEN = 32768 };
+	uint8_t *body = tu_payload(LEN, TU_JSON, 12);
+	struct mhdgz *gz;
+	struct MHD_Response *cb;
+	struct th_server s = { 0 };
+	struct th_reply r;
+
+	tu_alloc_install(0);
+	gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	outlive_r = mhdgz_response_from_buffer(gz, LEN, body, MHD_RESPMEM_PERSISTENT);
+	ck_assert_ptr_nonnull(outlive_r);
+	ck_assert_int_eq(MHD_add_response_header(outlive_r, "Content-Type", "application/json"),
+			 MHD_YES);
+	outlive_freed = 0;
+	cb = mhdgz_response_from_callback(gz, MHD_SIZE_UNKNOWN, 1024, outlive_read, &outlive_freed,
+					  outlive_free);
+	ck_assert_ptr_nonnull(cb);
+	th_start(&s, gz, 0, outlive_route, NULL);
+	th_reply_init(&r);
+	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
+	ck_assert_int_eq(r.rc, CURLE_OK);
+	ck_assert_str_eq(th_header(&r, "Content-Encoding", NULL), "gzip");
+	th_reply_free(&r);
+	th_stop(&s);
+	mhdgz_free(gz); /* the responses keep the handle alive */
+	ck_assert_int_gt(tu_alloc_live(), 0);
+	MHD_destroy_response(cb);
+	ck_assert_int_eq(outlive_freed, 1);
+	ck_assert_int_gt(tu_alloc_live(), 0);
+	MHD_destroy_response(outlive_r); /* the last one: the handle goes too */
+	ck_assert_int_eq(tu_alloc_live(), 0);
+	tu_alloc_uninstall();
+	free(body);
+}
+END_TEST
+
 /* ===================================================================== */
 
 TCase *
@@ -384,5 +454,6 @@ hnd_buffer_tcase(void)
 	tcase_add_test(tc, test_stats_sequence);
 	tcase_add_loop_test(tc, test_faults, 0, 15);
 	tcase_add_loop_test(tc, test_backends, 0, (int)N_ELEMS(be_cfg));
+	tcase_add_test(tc, test_handle_outlived);
 	return tc;
 }

@@ -164,7 +164,10 @@ site_make(struct th_site *s, const struct th_route *rt)
 			memset(tmp, 0xA5, len);
 			free(tmp);
 		}
-		/* MUST_FREE: the library owns tmp now, also on failure. */
+		/* MUST_FREE: the response owns tmp now; on failure, as with
+		 * libmicrohttpd, we still do. */
+		if (!r && rt->mode == MHD_RESPMEM_MUST_FREE)
+			free(tmp);
 	}
 	if (!r)
 		return NULL;

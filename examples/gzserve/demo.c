@@ -441,10 +441,13 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 		free(body);
 		return MHD_NO;
 	}
-	/* MUST_FREE: the library frees body with free() with the response. */
+	/* MUST_FREE: the response frees body with free(); if it could not be
+	 * made, body is still ours (as with libmicrohttpd). */
 	r = mhdgz_response_from_buffer(s->gz, len, body, MHD_RESPMEM_MUST_FREE);
-	if (!r)
+	if (!r) {
+		free(body);
 		return MHD_NO;
+	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	return respond(rq, conn, MHD_HTTP_OK, r, len);

@@ -455,6 +455,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 					   "<h1>416 Range Not Satisfiable</h1>\n";
 
 		close(fd);
+		fd = -1;
 		e416 = mhdgz_response_from_buffer(s->gz, sizeof body - 1, (void *)body,
 						  MHD_RESPMEM_PERSISTENT);
 		if (!e416)
@@ -470,9 +471,9 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 		r = mhdgz_response_from_fd_at_offset64(s->gz, last - first + 1, fd, first);
 	else
 		r = mhdgz_response_from_fd_at_offset64(s->gz, len, fd, 0);
-	fd = -1; /* the response owns it now, also on failure */
 	if (!r)
-		goto oom;
+		goto oom; /* fd is still ours (as with libmicrohttpd): closed there */
+	fd = -1; /* the response owns it now */
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_LAST_MODIFIED, lastmod);
@@ -500,6 +501,8 @@ out:
 	free(real);
 	return ret;
 oom:
+	if (fd >= 0)
+		close(fd);
 	free(rel);
 	free(real);
 	return MHD_NO;
