@@ -160,7 +160,7 @@ entry_free(struct hnd_entry *e)
 		MHD_destroy_response(e->etag_variant);
 	if (e->fd_variant)
 		MHD_destroy_response(e->fd_variant);
-	free(e->owned_libc); /* the caller's malloc'd MUST_FREE buffer */
+	free(e->owned_libc); /* check-style: libc, the caller's malloc'd MUST_FREE buffer */
 	gz_free(e->owned_gz);
 	if (e->kind == HND_CALLBACK && e->crfc)
 		e->crfc(e->crc_cls);
@@ -254,7 +254,7 @@ fail:
 	if (e)
 		entry_free(e); /* frees a MUST_FREE buffer too */
 	else if (mode == MHD_RESPMEM_MUST_FREE)
-		free(buffer);
+		free(buffer); /* check-style: libc, the caller's MUST_FREE buffer */
 	return NULL;
 }
 
