@@ -53,11 +53,17 @@ fi
 
 failed=0
 
-# (a) Formatting. clang-format prints each difference as a warning.
-if ! "$clang_format" --dry-run -Werror --style=file "${files[@]}"; then
-	n=$("$clang_format" --dry-run --style=file "${files[@]}" 2>&1 |
-		grep -c ': error: code should be clang-formatted' || true)
-	echo "check-style: (a) clang-format would change ${n} places; make style reformats" >&2
+# (a) Formatting: clang-format --dry-run reports each place it would change
+# as "FILE:LINE:COL: warning: code should be clang-formatted" with the
+# line (-Werror turns that into an error and its exit status). The first
+# places are shown, then the counts.
+out=$("$clang_format" --dry-run -Werror --style=file "${files[@]}" 2>&1)
+rc=$?
+if [ "$rc" -ne 0 ]; then
+	printf '%s\n' "$out" | head -n 60 >&2
+	places=$(printf '%s\n' "$out" | grep -c 'code should be clang-formatted')
+	nfiles=$(printf '%s\n' "$out" | grep 'code should be clang-formatted' | cut -d: -f1 | sort -u | wc -l)
+	echo "check-style: (a) clang-format would change ${places} places in ${nfiles} files (exit ${rc}); make style reformats" >&2
 	failed=1
 fi
 
