@@ -120,7 +120,7 @@ hnd_entry_free(struct hnd_entry *e)
 		MHD_destroy_response(e->rep_304_identity);
 	if (e->sendfile_rep)
 		MHD_destroy_response(e->sendfile_rep);
-	free(e->owned_libc); /* the caller's malloc'd MUST_FREE buffer */
+	free(e->owned_libc); /* the caller's MUST_FREE buffer (check-style: libc) */
 	gz_free(e->owned_gz);
 	if (e->kind == HND_CALLBACK && e->crfc)
 		e->crfc(e->crc_cls);

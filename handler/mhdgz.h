@@ -1,5 +1,6 @@
 /* mhdgz.h: HTTP response compression (gzip) for libmicrohttpd servers. */
-/*
+/**
+ * @file
  * libmhdgz adds gzip content coding to an existing libmicrohttpd server by
  * changing two calls:
  *
@@ -53,11 +54,12 @@ extern "C" {
 /*                              Setup                                    */
 /* ===================================================================== */
 
-/** The one version source: configure.ac reads these three lines. */
+/** The one version source: configure.ac reads these three lines. @{ */
 #define MHDGZ_VERSION_MAJOR 0
 #define MHDGZ_VERSION_MINOR 1
 #define MHDGZ_VERSION_PATCH 0
 #define MHDGZ_VERSION_STRING "0.1.0"
+/** @} */
 
 /**
  * The version of the library linked at run time, "MAJOR.MINOR.PATCH".
@@ -409,7 +411,7 @@ struct mhdgz_request {
 	/** The values of every Accept-Encoding header line of the request, in
 	 * order; borrowed. NULL with count 0 means the header is absent. */
 	const char *const *accept_encoding;
-	size_t accept_encoding_count;
+	size_t accept_encoding_count; /**< entries in accept_encoding */
 	/** MHDGZ_REQ_* flags. */
 	unsigned int flags;
 };
@@ -616,6 +618,7 @@ struct mhdgz_stats {
 /**
  * Read the handler's counters.
  *
+ * @param gz the handler
  * @param st caller's struct with st->size set; filled on success.
  * @return 0, MHDGZ_EINVAL for NULL arguments or an unknown st->size.
  * @note Thread-safe; each counter is read atomically, the set is not a
@@ -670,7 +673,7 @@ MHDGZ_API int mhdgz_set_allocator(const struct mhdgz_allocator *alloc);
 /*                              Errors                                   */
 /* ===================================================================== */
 
-#define MHDGZ_OK 0
+#define MHDGZ_OK 0 /**< success */
 #define MHDGZ_ENOMEM (-1)   /**< an allocation failed */
 #define MHDGZ_EINVAL (-2)   /**< an argument is invalid (level out of range, ...) */
 #define MHDGZ_EBACKEND (-3) /**< the compression library reported an error */

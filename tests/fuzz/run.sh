@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # run.sh: run libFuzzer targets for a bounded time each, a few at a time, and summarise (make fuzz).
 #
-# Usage: run.sh [--seconds N] [--jobs J] [--src DIR] [--dir DIR] TARGET...
+# Usage: run.sh [--seconds N] [--jobs J] [--src DIR] [--bin DIR] [--dir DIR] TARGET...
 #
 #   --seconds N  fuzzing time per target (libFuzzer -max_total_time), default 60
 #   --jobs J     targets run at once, default 1 (each is one process on one core)
 #   --src DIR    tests/fuzz of the source tree: corpus/TARGET/ seeds, TARGET.dict
-#   --dir DIR    tests/fuzz of the build tree: the binaries; work/TARGET/ (the
-#                growing corpus, kept between runs), logs/, artifacts/
+#   --bin DIR    the target binaries, default: the --dir DIR
+#   --dir DIR    tests/fuzz of the build tree: work/TARGET/ (the growing
+#                corpus, kept between runs), logs/, artifacts/
 #
 # The seeds are read, never written (the source tree may be read-only, as
 # under distcheck): new inputs go to DIR/work/TARGET. Extra libFuzzer options
@@ -15,18 +16,20 @@
 # features, corpus, new inputs) and, for a failing target, the end of its log
 # and the saved input (crash-*, timeout-*, leak-*, oom-* under
 # DIR/artifacts/); exits 1 if any target failed. Reproduce with
-# DIR/TARGET DIR/artifacts/TARGET-crash-...
+# BIN/TARGET DIR/artifacts/TARGET-crash-...
 set -uo pipefail
 
 seconds=60
 jobs=1
 src=.
 dir=.
+bin=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--seconds) seconds="$2"; shift 2 ;;
 	--jobs) jobs="$2"; shift 2 ;;
 	--src) src="$2"; shift 2 ;;
+	--bin) bin="$2"; shift 2 ;;
 	--dir) dir="$2"; shift 2 ;;
 	--) shift; break ;;
 	-*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ $# -gt 0 ] || { echo "run.sh: no target given" >&2; exit 2; }
+[ -n "$bin" ] || bin="$dir"
 
 mkdir -p "$dir/logs" "$dir/artifacts"
 # Leak checks per input are on (libFuzzer's default with ASan); UBSan
@@ -50,7 +54,7 @@ run_one() {
 	# -rss_limit_mb: ASan's quarantine and the compressor pools of every
 	# level stay well below it.
 	# shellcheck disable=SC2086
-	"$dir/$t" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=3072 \
+	"$bin/$t" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=3072 \
 		-print_final_stats=1 -artifact_prefix="$dir/artifacts/$t-" \
 		"${dict[@]}" ${FUZZ_FLAGS:-} "$dir/work/$t" ${seeds:+"$seeds"} \
 		>"$dir/logs/$t.log" 2>&1
