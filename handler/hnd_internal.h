@@ -173,9 +173,10 @@ struct mhdgz {
 /* Tracked responses                                                        */
 
 enum hnd_kind {
-	HND_BUFFER,   /* mhdgz_response_from_buffer */
+	HND_BUFFER,   /* mhdgz_response_from_buffer*, _from_iovec (gathered) */
 	HND_CALLBACK, /* mhdgz_response_from_callback */
-	HND_FD        /* mhdgz_response_from_fd* */
+	HND_FD,       /* mhdgz_response_from_fd* */
+	HND_PIPE      /* mhdgz_response_from_pipe: read once, unknown size */
 };
 
 /*
@@ -203,18 +204,20 @@ struct hnd_entry {
 	/* HND_BUFFER */
 	const uint8_t *body;
 	void *owned_libc; /* MHD_RESPMEM_MUST_FREE buffer: free() */
-	void *owned_gz;   /* MHD_RESPMEM_MUST_COPY copy: gz_free() */
+	void *owned_gz;   /* MHD_RESPMEM_MUST_COPY copy, gathered iovec: gz_free() */
+	MHD_ContentReaderFreeCallback body_free; /* the application's, or NULL */
+	void *body_free_cls;
 
 	/* HND_CALLBACK */
 	MHD_ContentReaderCallback crc;
 	void *crc_cls;
 	MHD_ContentReaderFreeCallback crfc;
 	size_t block_size;
-	/* HND_FD */
+	/* HND_FD, HND_PIPE */
 	int fd;
 	uint64_t offset;
 
-	pthread_mutex_t read_lock; /* HND_CALLBACK: one reader call at a time */
+	pthread_mutex_t read_lock; /* HND_CALLBACK, HND_PIPE: one read at a time */
 	pthread_mutex_t lock;      /* guards everything below */
 	bool opt_out;
 	bool low_latency;

@@ -109,7 +109,8 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		sniff = sniff_buf;
 	}
 	hnd_decide(gz, e->opt_out, status, &f, sniff, sniff_len, e->body_len, &rq->acc, &d);
-	if (e->kind == HND_CALLBACK && e->body_len == MHD_SIZE_UNKNOWN && !no_content(status) &&
+	if ((e->kind == HND_CALLBACK || e->kind == HND_PIPE) && e->body_len == MHD_SIZE_UNKNOWN &&
+	    !no_content(status) &&
 	    !rq->head &&
 	    (d.reason == MHDGZ_COMPRESSED ||
 	     (d.reason == MHDGZ_SKIP_TYPE && !f.content_type && hnd_accept_wants_gzip(&rq->acc)))) {

@@ -1,4 +1,5 @@
 /* hnd_response.c: the response constructors and setters of the public API. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,6 +48,114 @@ fail:
 	if (e)
 		hnd_entry_free(e);
 	return NULL;
+}
+
+/* A buffer response over body (the caller's until the response is made:
+ * then crfc(crfc_cls) runs when the response is freed). NULL on failure,
+ * without calling crfc. */
+static struct MHD_Response *
+buffer_with_free(struct mhdgz *gz, size_t size, const void *body, void *owned_gz,
+		 MHD_ContentReaderFreeCallback crfc, void *crfc_cls)
+{
+	struct hnd_entry *e;
+	struct MHD_Response *r;
+
+	if (!gz || (size > 0 && !body))
+		return NULL;
+	e = hnd_entry_new(gz, HND_BUFFER);
+	if (!e)
+		return NULL;
+	e->body_len = size;
+	e->body = body;
+	r = MHD_create_response_from_buffer_with_free_callback_cls(size, (void *)body,
+								   hnd_entry_release, e);
+	if (!r) {
+		hnd_entry_free(e);
+		return NULL;
+	}
+	e->owned_gz = owned_gz;
+	e->body_free = crfc;
+	e->body_free_cls = crfc_cls;
+	e->response = r;
+	hnd_table_insert(&gz->table, e);
+	return r;
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_buffer_with_free_callback(struct mhdgz *gz, size_t size, void *buffer,
+					      MHD_ContentReaderFreeCallback crfc)
+{
+	return buffer_with_free(gz, size, buffer, NULL, crfc, buffer);
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_buffer_with_free_callback_cls(struct mhdgz *gz, size_t size, void *buffer,
+						  MHD_ContentReaderFreeCallback crfc,
+						  void *crfc_cls)
+{
+	return buffer_with_free(gz, size, buffer, NULL, crfc, crfc_cls);
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_iovec(struct mhdgz *gz, const struct MHD_IoVec *iov, unsigned int iovcnt,
+			  MHD_ContentReaderFreeCallback free_cb, void *cls)
+{
+	struct MHD_Response *r;
+	size_t total = 0, off = 0;
+	unsigned int i;
+	uint8_t *copy;
+
+	if (!gz || (iovcnt > 0 && !iov) || iovcnt > INT_MAX)
+		return NULL;
+	for (i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > 0 && !iov[i].iov_base)
+			return NULL;
+		if (iov[i].iov_len > SIZE_MAX - total)
+			return NULL;
+		total += iov[i].iov_len;
+	}
+	/* Gathered into one buffer: the whole-body path compresses and sniffs
+	 * contiguous bytes. The application's elements are not read again;
+	 * free_cb still runs when the response is freed, as libmicrohttpd
+	 * would run it. */
+	copy = gz_malloc(total ? total : 1);
+	if (!copy)
+		return NULL;
+	for (i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len)
+			memcpy(copy + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	r = buffer_with_free(gz, total, copy, copy, free_cb, cls);
+	if (!r)
+		gz_free(copy);
+	return r;
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_pipe(struct mhdgz *gz, int fd)
+{
+	struct hnd_entry *e;
+	struct MHD_Response *r;
+
+	if (!gz || fd < 0)
+		return NULL;
+	e = hnd_entry_new(gz, HND_PIPE);
+	if (!e)
+		return NULL;
+	e->body_len = MHD_SIZE_UNKNOWN;
+	e->block_size = HND_FD_BLOCK;
+	e->fd = fd;
+	r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, HND_FD_BLOCK, hnd_entry_read, e,
+					      hnd_entry_release);
+	if (!r) {
+		e->fd = -1; /* still the caller's, as with libmicrohttpd */
+		hnd_entry_free(e);
+		return NULL;
+	}
+	e->response = r;
+	hnd_table_insert(&gz->table, e);
+	return r;
 }
 
 MHDGZ_API struct MHD_Response *
@@ -116,6 +225,12 @@ fail:
 
 MHDGZ_API struct MHD_Response *
 mhdgz_response_from_fd(struct mhdgz *gz, size_t size, int fd)
+{
+	return mhdgz_response_from_fd_at_offset64(gz, size, fd, 0);
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_fd64(struct mhdgz *gz, uint64_t size, int fd)
 {
 	return mhdgz_response_from_fd_at_offset64(gz, size, fd, 0);
 }

@@ -37,6 +37,20 @@ source_read(struct hnd_entry *e, int fd, uint64_t pos, char *buf, size_t max)
 		if (max > e->body_len - pos)
 			max = (size_t)(e->body_len - pos);
 	}
+	if (e->kind == HND_PIPE) {
+		/* A pipe is read once, in order: pos is where it stands. */
+		pthread_mutex_lock(&e->read_lock);
+		do
+			n = read(e->fd, buf, max);
+		while (n < 0 && errno == EINTR);
+		pthread_mutex_unlock(&e->read_lock);
+		if (n == 0)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0
+								       : MHD_CONTENT_READER_END_WITH_ERROR;
+		return n;
+	}
 	if (e->kind == HND_CALLBACK) {
 		/* libmicrohttpd never runs one response's reader on two threads
 		 * at once (it holds the response's mutex around the call);

@@ -122,9 +122,11 @@ hnd_entry_free(struct hnd_entry *e)
 		MHD_destroy_response(e->sendfile_rep);
 	free(e->owned_libc); /* the caller's MUST_FREE buffer (check-style: libc) */
 	gz_free(e->owned_gz);
+	if (e->body_free)
+		e->body_free(e->body_free_cls);
 	if (e->kind == HND_CALLBACK && e->crfc)
 		e->crfc(e->crc_cls);
-	if (e->kind == HND_FD && e->fd >= 0)
+	if ((e->kind == HND_FD || e->kind == HND_PIPE) && e->fd >= 0)
 		close(e->fd);
 	pthread_mutex_destroy(&e->read_lock);
 	pthread_mutex_destroy(&e->lock);

@@ -530,6 +530,75 @@ mhdgz_response_from_fd_at_offset64(struct mhdgz *gz, uint64_t size, int fd, uint
 MHDGZ_API struct MHD_Response *mhdgz_response_from_fd(struct mhdgz *gz, size_t size, int fd);
 
 /**
+ * Same as MHD_create_response_from_fd64(): mhdgz_response_from_fd_at_offset64()
+ * with offset 0.
+ */
+MHDGZ_API struct MHD_Response *mhdgz_response_from_fd64(struct mhdgz *gz, uint64_t size, int fd);
+
+/**
+ * Same as MHD_create_response_from_pipe(): a body read from @a fd until
+ * end of file, of unknown size. It is decided on its first bytes like any
+ * stream of unknown size (empty or below min_nbytes: identity with its
+ * exact length; untyped: sniffed) and, when compressed, sent as a gzip
+ * stream (chunked). A pipe can be read only once: queue the response once,
+ * as with libmicrohttpd.
+ *
+ * @param gz the handler.
+ * @param fd the read end of a pipe (blocking, as libmicrohttpd wants);
+ *        on success ownership passes to the response (closed when it is
+ *        freed); on failure the caller still owns it.
+ * @return a response owned by the caller, or NULL on failure.
+ * @note Thread-safe.
+ */
+MHDGZ_API struct MHD_Response *mhdgz_response_from_pipe(struct mhdgz *gz, int fd);
+
+/**
+ * Same as MHD_create_response_from_buffer_with_free_callback(): the body
+ * at @a buffer (borrowed until the response is freed), then
+ * crfc(@a buffer) runs once, when the response and every variant mhdgz
+ * made of it are done with it. On failure (NULL) @a crfc is not called
+ * and the buffer is the caller's, as with libmicrohttpd.
+ *
+ * @param gz the handler.
+ * @param size body size in bytes.
+ * @param buffer the body; NULL only if size is 0.
+ * @param crfc called with @a buffer to release it; may be NULL.
+ * @return a response owned by the caller, or NULL.
+ * @note Thread-safe.
+ */
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_buffer_with_free_callback(struct mhdgz *gz, size_t size, void *buffer,
+					      MHD_ContentReaderFreeCallback crfc);
+
+/**
+ * Same as MHD_create_response_from_buffer_with_free_callback_cls():
+ * mhdgz_response_from_buffer_with_free_callback() calling
+ * crfc(@a crfc_cls) instead.
+ */
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_buffer_with_free_callback_cls(struct mhdgz *gz, size_t size, void *buffer,
+						  MHD_ContentReaderFreeCallback crfc,
+						  void *crfc_cls);
+
+/**
+ * Same as MHD_create_response_from_iovec(): a body gathered from
+ * @a iovcnt elements. mhdgz copies the elements into one buffer of its
+ * own when the response is made (so the body costs its size twice while
+ * the application keeps its elements); free_cb(@a cls) still runs once,
+ * when the response is freed, as libmicrohttpd would run it. On failure
+ * (NULL) @a free_cb is not called.
+ *
+ * @param gz the handler.
+ * @param iov, iovcnt the elements; borrowed for the call.
+ * @param free_cb, cls as for MHD_create_response_from_iovec(); may be NULL.
+ * @return a response owned by the caller, or NULL.
+ * @note Thread-safe.
+ */
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_iovec(struct mhdgz *gz, const struct MHD_IoVec *iov, unsigned int iovcnt,
+			  MHD_ContentReaderFreeCallback free_cb, void *cls);
+
+/**
  * Mark a streaming response low-latency: every chunk its reader produces is
  * compressed and sync-flushed (RFC 1951 empty stored block) before the
  * reader is asked for more, so it reaches the client at once.

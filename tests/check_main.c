@@ -21,7 +21,7 @@ e2e_suite(void)
 {
 	static TCase *(*const parts[])(void) = {
 		hnd_headers_tcase, hnd_etag_tcase,    hnd_decision_tcase,
-		hnd_buffer_tcase,  hnd_threads_tcase, hnd_wire_tcase,
+		hnd_buffer_tcase,  hnd_threads_tcase, hnd_wire_tcase,     hnd_ctors_tcase,
 	};
 	Suite *s = suite_create("e2e");
 

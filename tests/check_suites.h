@@ -30,6 +30,7 @@ TCase *hnd_decision_tcase(void); /* check_hnd_decision.c: what is compressed and
 TCase *hnd_buffer_tcase(void);   /* check_hnd_buffer.c: shared, memory modes, stats, faults, backends */
 TCase *hnd_threads_tcase(void);  /* check_hnd_threads.c: eight client threads at once */
 TCase *hnd_wire_tcase(void);     /* check_hnd_wire.c: exact bytes, pipelining (raw socket) */
+TCase *hnd_ctors_tcase(void);    /* check_hnd_ctors.c: every body constructor twin */
 
 /* check_streaming: */
 Suite *streaming_body_suite(void); /* check_streaming_body.c: round trips, decision, files */
