@@ -21,7 +21,9 @@
 #define BH_MAX_CPUS 16
 
 /* Row families; see bench_handler.c for what one op is in each. */
-enum bh_kind { K_HANDLER, K_RAW, K_CACHED, K_UNPOOLED, K_SMALLWIN, K_COUNT };
+/* K_IDENTITY: a fresh mhdgz response queued for a client without gzip (the
+ * pass-through cost); K_PLAIN: the same with libmicrohttpd alone. */
+enum bh_kind { K_HANDLER, K_RAW, K_CACHED, K_UNPOOLED, K_SMALLWIN, K_IDENTITY, K_PLAIN, K_COUNT };
 
 #define BH_NSIZES 3
 extern const char *const bh_kind_name[K_COUNT];

@@ -86,6 +86,8 @@ const char *const bh_kind_name[K_COUNT] = {
 	[K_CACHED] = "Cached",
 	[K_UNPOOLED] = "Unpooled",
 	[K_SMALLWIN] = "RawSmallWindow",
+	[K_IDENTITY] = "Identity",
+	[K_PLAIN] = "PlainMHD",
 };
 
 const size_t bh_size[BH_NSIZES] = {PAYLOAD_JSON_2K, PAYLOAD_JSON_20K, PAYLOAD_JSON_100K};
@@ -167,7 +169,7 @@ add_rows(enum bh_kind kind, const struct gz_backend *be, int level, int size_idx
 			free(c);
 			continue;
 		}
-		if (kind != K_RAW && kind != K_SMALLWIN)
+		if (kind != K_RAW && kind != K_SMALLWIN && kind != K_PLAIN)
 			c->h = handler_get(kind, be, level);
 		*bh_cfgs_tail = c;
 		bh_cfgs_tail = &c->next;
@@ -264,8 +266,12 @@ build_rows(void)
 					add_rows(K_SMALLWIN, be, lv[i], s, false);
 			}
 		}
-		if (dflt)
+		if (dflt) {
 			add_rows(K_CACHED, dflt, dflt->level_default, s, true);
+			/* What a client without gzip costs, beside libmicrohttpd alone. */
+			add_rows(K_IDENTITY, dflt, dflt->level_default, s, true);
+			add_rows(K_PLAIN, dflt, dflt->level_default, s, true);
+		}
 		for (b = 0; gz_backends[b]; b++) {
 			be = gz_backends[b];
 			l = be->level_default;

@@ -20,11 +20,22 @@ static const struct mhdgz_request bh_req = {
 };
 
 /*
- * The one place the bench calls mhdgz_select(): negotiation, the decision
- * and compression for a request carrying "Accept-Encoding: gzip", without
- * queueing. If mhdgz_select() leaves the public API, this becomes the
- * queue-based path. Returns the reason (MHDGZ_COMPRESSED or a skip).
+ * The places the bench calls mhdgz_select(): negotiation, the decision
+ * and compression for a request carrying "Accept-Encoding: gzip" (or none),
+ * without queueing. If mhdgz_select() leaves the public API, these become
+ * the queue-based path. They return the reason (MHDGZ_COMPRESSED or a skip).
  */
+static inline enum mhdgz_reason
+bh_select_identity(struct mhdgz *gz, struct MHD_Response *r)
+{
+	static const struct mhdgz_request none = {.size = sizeof none};
+	struct MHD_Response *q;
+	enum mhdgz_reason reason = MHDGZ_SKIP_ERROR;
+
+	mhdgz_select(gz, &none, MHD_HTTP_OK, r, &q, &reason);
+	return q == r ? reason : MHDGZ_SKIP_ERROR;
+}
+
 static inline enum mhdgz_reason
 bh_select_gzip(struct mhdgz *gz, struct MHD_Response *r)
 {
@@ -95,6 +106,37 @@ op_handler(struct mhdgz *gz, const uint8_t *body, size_t len)
 	reason = bh_select_gzip(gz, r);
 	MHD_destroy_response(r); /* destroys the variant too */
 	return reason == MHDGZ_COMPRESSED ? 0 : -1;
+}
+
+/* One op of an Identity row: what a client without gzip costs; 0 if the
+ * response itself was chosen, for that reason. */
+static inline int
+op_identity(struct mhdgz *gz, const uint8_t *body, size_t len)
+{
+	struct MHD_Response *r;
+	enum mhdgz_reason reason;
+
+	r = mhdgz_response_from_buffer(gz, len, (void *)body, MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return -1;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	reason = bh_select_identity(gz, r);
+	MHD_destroy_response(r);
+	return reason == MHDGZ_SKIP_NOT_ACCEPTED ? 0 : -1;
+}
+
+/* One op of a PlainMHD row: the same response with libmicrohttpd alone. */
+static inline int
+op_plain(const uint8_t *body, size_t len)
+{
+	struct MHD_Response *r;
+
+	r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return -1;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_destroy_response(r);
+	return 0;
 }
 
 /* One op of a RawSmallWindow row: what the zlib backend's compress()
@@ -211,6 +253,18 @@ worker_run(struct bh_worker *w)
 			bad |= bh_select_gzip(gz, w->cached) != MHDGZ_COMPRESSED;
 		break;
 	}
+	case K_IDENTITY: {
+		struct mhdgz *gz = c->h->gz;
+		for (i = 0; i < n; i++)
+			bad |= op_identity(gz, body, len);
+		w->out_bytes = (uint64_t)len * n;
+		break;
+	}
+	case K_PLAIN:
+		for (i = 0; i < n; i++)
+			bad |= op_plain(body, len);
+		w->out_bytes = (uint64_t)len * n;
+		break;
 	default: {
 		struct mhdgz *gz = c->h->gz;
 		for (i = 0; i < n; i++)
@@ -319,9 +373,10 @@ run_once(struct bh_cfg *c, uint64_t n, double *m)
 	if (bad)
 		die("%s: an op was not compressed", c->name);
 	if (c->h) {
-		uint64_t want_c = c->kind == K_CACHED ? 0 : n;
+		uint64_t want_c = c->kind == K_CACHED || c->kind == K_IDENTITY ? 0 : n;
+		uint64_t want_z = c->kind == K_IDENTITY ? 0 : n;
 		if (st1.compressions - st0.compressions != want_c ||
-		    st1.compressed - st0.compressed != n)
+		    st1.compressed - st0.compressed != want_z)
 			die("%s: %llu compressions, %llu compressed for %llu ops", c->name,
 			    (unsigned long long)(st1.compressions - st0.compressions),
 			    (unsigned long long)(st1.compressed - st0.compressed),

@@ -206,6 +206,10 @@ bh_verify_all(void)
 				break;
 		if (p != c)
 			continue;
+		/* Nothing coded: every op checks that the response itself was
+		 * chosen, for a client without gzip (bh_runner.c). */
+		if (c->kind == K_IDENTITY || c->kind == K_PLAIN)
+			continue;
 		if (c->kind == K_RAW || c->kind == K_SMALLWIN) {
 			verify_raw(c);
 			nverified++;
