@@ -21,7 +21,9 @@ status_has_no_content(unsigned int status)
 }
 
 /* Is the media type compressible? Skip list first, then compress list; a
- * response without Content-Type is sniffed. */
+ * response without Content-Type is sniffed, and a text-like one goes
+ * through the lists as text/plain (so a list that excludes text, or an
+ * empty one, excludes it too). */
 static bool
 type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_t *sniff,
 		  size_t sniff_len)
@@ -31,8 +33,12 @@ type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_
 
 	if (content_type)
 		mt = hnd_media_type(content_type, &len);
-	if (len == 0) /* untyped: sniff, or refuse what cannot be sniffed */
-		return sniff && hnd_sniff_text(sniff, sniff_len);
+	if (len == 0) { /* untyped: sniff, or refuse what cannot be sniffed */
+		if (!sniff || !hnd_sniff_text(sniff, sniff_len))
+			return false;
+		mt = "text/plain";
+		len = sizeof "text/plain" - 1;
+	}
 	if (hnd_typelist_match(&gz->skip_types, mt, len))
 		return false;
 	return hnd_typelist_match(&gz->compress_types, mt, len);
