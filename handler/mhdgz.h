@@ -131,8 +131,10 @@ MHDGZ_API int mhdgz_backend_from_name(const char *name, enum mhdgz_backend *back
  * The backend's level range and default level (see enum mhdgz_backend for
  * the convention).
  *
- * @param backend a backend, or MHDGZ_BACKEND_DEFAULT
- * @param min_ret, max_ret, default_ret receive the levels; each may be NULL.
+ * @param backend a backend, or MHDGZ_BACKEND_DEFAULT.
+ * @param min_ret receives the lowest level; may be NULL.
+ * @param max_ret receives the highest level; may be NULL.
+ * @param default_ret receives the default level; may be NULL.
  * @return 0, or MHDGZ_ENOTSUP if the backend is not compiled in. Thread-safe.
  */
 MHDGZ_API int mhdgz_backend_levels(enum mhdgz_backend backend, int *min_ret,
@@ -204,7 +206,8 @@ struct mhdgz_options {
 	/** ETag policy for gzip responses; 0 = MHDGZ_ETAG_WEAKEN. */
 	enum mhdgz_etag_policy etag_policy;
 	/** Most compressors kept idle in the compressor pool; 0 = default (16).
-	 * Each idle compressor holds the backend's state (see README). */
+	 * Each idle compressor holds the backend's state (README, "Why a
+	 * compressor pool", gives the bytes per backend). */
 	size_t pool_idle_cap;
 };
 
@@ -277,8 +280,10 @@ mhdgz_response_from_buffer(struct mhdgz *gz, size_t size, void *buffer,
  * carry it too, RFC 9110 section 12.5.5); later queues do not modify it.
  *
  * @param gz the handler that created the response.
- * @param connection, status_code, response as for MHD_queue_response();
- *        the response stays owned by the caller.
+ * @param connection as for MHD_queue_response().
+ * @param status_code as for MHD_queue_response().
+ * @param response as for MHD_queue_response(); it stays owned by the
+ *        caller.
  * @return MHD_queue_response()'s result; MHD_NO also if an argument is
  *         NULL. Failures of compression never fail the call: the identity
  *         response is queued.
@@ -389,10 +394,12 @@ struct mhdgz_outcome {
  * writes a last chunk after the header block). The same holds for the
  * identity response of a stream of unknown length.
  *
- * @param gz, connection, status_code, response as for
- *        mhdgz_queue_response().
+ * @param gz the handler that created the response (NULL: queued as it is).
+ * @param connection as for mhdgz_queue_response().
  * @param method the request method as the access handler received it
  *        ("GET", "HEAD", ...); borrowed. NULL: treated as GET.
+ * @param status_code as for mhdgz_queue_response().
+ * @param response as for mhdgz_queue_response().
  * @param outcome receives what was queued, with outcome->size set by the
  *        caller; NULL if not wanted.
  * @return MHD_queue_response()'s result; MHD_NO also for a NULL connection
@@ -429,7 +436,7 @@ struct mhdgz_request {
  * MHD_queue_response(connection, status_code, *queue_ret) and, when this
  * returned MHDGZ_RELEASE, MHD_destroy_response(*queue_ret).
  *
- * @param gz, status_code, response as for mhdgz_queue_response().
+ * @param gz as for mhdgz_queue_response().
  * @param req the request; borrowed.
  * @param queue_ret receives @a response itself or a variant of it. A
  *        variant of a buffer response is owned by the library and valid
@@ -473,23 +480,32 @@ MHDGZ_API int mhdgz_select(struct mhdgz *gz, const struct mhdgz_request *req,
  * compressor holds is sync-flushed first, so a stalled stream does not
  * hold back data already produced. As with libmicrohttpd, the reader of
  * one response is never called on two threads at once, even when several
- * connections stream it. A response without Content-Type is served
- * identity (its body cannot be sniffed in advance).
+ * connections stream it.
  *
- * A response of known size below min_nbytes is served identity; one of
- * unknown size (MHD_SIZE_UNKNOWN) is compressed when its type allows.
+ * A response of known size below min_nbytes is served identity, and so is
+ * one of known size without Content-Type. One of unknown size
+ * (MHD_SIZE_UNKNOWN) is decided on its first bytes, read when it is
+ * queued (up to min_nbytes, at most 64 KiB; only one reader call for a
+ * low-latency stream, so it gains no latency; never for HEAD): empty or
+ * ending below min_nbytes, it is served identity with its exact
+ * Content-Length; without Content-Type it is sniffed. The bytes read are
+ * sent first, whatever is queued.
  * Bulk streams are not flushed per chunk (ratio matters); use
  * mhdgz_response_set_low_latency() for streams whose every chunk must
  * reach the client at once (text/event-stream responses are treated so
  * automatically).
  *
  * With a whole-buffer-only backend (libdeflate), streams are compressed
- * by zlib at the level nearest in effect (see README "Streaming").
+ * by zlib at the same level, capped at zlib's 9 (README, Design notes).
  *
- * @param gz the handler; must outlive the response.
- * @param size, block_size, crc, crc_cls, crfc as for
- *        MHD_create_response_from_callback(). crfc(crc_cls) runs exactly
- *        once, after the response and every stream made from it are done.
+ * @param gz the handler; a response keeps it alive (see mhdgz_free()).
+ * @param size body size in bytes, or MHD_SIZE_UNKNOWN.
+ * @param block_size bytes of room the reader is given per call, as for
+ *        MHD_create_response_from_callback().
+ * @param crc the content reader.
+ * @param crc_cls its closure.
+ * @param crfc called as crfc(crc_cls) exactly once, after the response and
+ *        every stream made from it are done; may be NULL.
  * @return a response owned by the caller, or NULL on failure (then crfc
  *         is not called).
  * @note Thread-safe.
@@ -589,8 +605,10 @@ mhdgz_response_from_buffer_with_free_callback_cls(struct mhdgz *gz, size_t size,
  * (NULL) @a free_cb is not called.
  *
  * @param gz the handler.
- * @param iov, iovcnt the elements; borrowed for the call.
- * @param free_cb, cls as for MHD_create_response_from_iovec(); may be NULL.
+ * @param iov the elements; borrowed for the call.
+ * @param iovcnt the number of elements.
+ * @param free_cb as for MHD_create_response_from_iovec(); may be NULL.
+ * @param cls its argument.
  * @return a response owned by the caller, or NULL.
  * @note Thread-safe.
  */

@@ -13,7 +13,9 @@
 #      src/gz_alloc.c. A line that must call libc (freeing a buffer the
 #      caller allocated with malloc, MHD_RESPMEM_MUST_FREE) says so with the
 #      marker comment "check-style: libc" on that line;
-#  (c) the layers: src/ includes neither mhdgz.h nor microhttpd.h.
+#  (c) the layers: src/ includes neither mhdgz.h nor microhttpd.h;
+#  (d) handler/mhdgz.h is clean under clang -Wdocumentation (when clang is
+#      installed).
 # Each finding is printed as FILE:LINE: what; exits 1 if any.
 #
 # --fix reformats the files in place with clang-format instead (make style)
@@ -114,5 +116,17 @@ if grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^">]*/)?(mhdgz|m
 	failed=1
 fi
 
-[ "$failed" -eq 0 ] && echo "check-style: ${#files[@]} files: formatting, allocation and layer checks passed"
+# (d) The public header is the manual: its doc comments name every
+# parameter they describe (clang -Wdocumentation), when clang is installed.
+if command -v clang >/dev/null; then
+	if ! echo '#include "mhdgz.h"' | clang -x c -fsyntax-only -Wdocumentation \
+		-Wdocumentation-unknown-command -Werror -Ihandler - >&2; then
+		echo "check-style: (d) handler/mhdgz.h: clang -Wdocumentation warnings" >&2
+		failed=1
+	fi
+else
+	echo "check-style: (d) skipped: clang not found (apt-get install clang)" >&2
+fi
+
+[ "$failed" -eq 0 ] && echo "check-style: ${#files[@]} files: formatting, allocation, layer and header documentation checks passed"
 exit "$failed"
