@@ -438,6 +438,8 @@ struct mhdgz_request {
  *
  * @param gz as for mhdgz_queue_response().
  * @param req the request; borrowed.
+ * @param status_code as for mhdgz_queue_response().
+ * @param response as for mhdgz_queue_response().
  * @param queue_ret receives @a response itself or a variant of it. A
  *        variant of a buffer response is owned by the library and valid
  *        until @a response is freed (or until the next call with
