@@ -562,7 +562,8 @@ START_TEST(test_206_vary)
 	struct fx x = { .kind = rc->kind, .body = full + 100, .len = PART,
 			.hdr = { "Content-Type", rc->type, "Content-Range", "bytes 100-199/5000",
 				 "ETag", "\"r\"" } };
-	static const char req[] = "GET /206 HTTP/1.1\r\nHost: t\r\n" AE_GZIP "Range: bytes=100-199\r\n\r\n"
+	static const char req[] = "GET /206 HTTP/1.1\r\nHost: t\r\n" AE_GZIP
+				  "Range: bytes=100-199\r\n\r\n"
 				  "GET /206 HTTP/1.1\r\nHost: t\r\nRange: bytes=100-199\r\n\r\n";
 	struct th_raw_response r[2];
 	char ctx[80];
@@ -733,11 +734,15 @@ static const char *const digest_fields[] = { "Content-MD5", "Digest", "Content-D
 START_TEST(test_digests)
 {
 	enum fx_kind kind = digest_kinds[_i];
-	struct fx x = { .kind = kind, .len = fx_len(kind),
-			.hdr = { "Content-Type", "application/json", "Content-MD5",
-				 "Q2hlY2sgSW50ZWdyaXR5IQ==", "Digest", "sha-256=X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=",
-				 "Content-Digest", "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:",
-				 "Repr-Digest", "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:" } };
+	struct fx x = {
+		.kind = kind,
+		.len = fx_len(kind),
+		.hdr = { "Content-Type", "application/json",
+			 "Content-MD5", "Q2hlY2sgSW50ZWdyaXR5IQ==",
+			 "Digest", "sha-256=X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=",
+			 "Content-Digest", "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:",
+			 "Repr-Digest", "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:" },
+	};
 	uint8_t *body = fx_body(kind, 401 + (uint32_t)_i);
 	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
 				  "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
