@@ -40,7 +40,7 @@ static Suite *(*const suites[])(void) = {
 	backend_suite, stream_suite, alloc_suite, pool_suite,
 #endif
 #ifdef CHECK_BIN_HANDLER
-	negotiate_suite, e2e_suite,
+	negotiate_suite, e2e_suite, fidelity_suite,
 #endif
 #ifdef CHECK_BIN_STREAMING
 	streaming_body_suite, streaming_live_suite,

@@ -23,6 +23,8 @@ Suite *pool_suite(void);    /* check_pool.c: the compressor pool */
 
 /* check_handler: */
 Suite *negotiate_suite(void); /* check_negotiate.c: pure functions, mhdgz_select() */
+Suite *fidelity_suite(void);  /* check_hnd_fidelity.c: issue 12 on the wire: HEAD, 1xx/204/304,
+			       * 206 Vary, response options, digests, unknown-size streams */
 /* The "e2e" suite: buffer responses through a real daemon and libcurl. */
 TCase *hnd_headers_tcase(void);  /* check_hnd_headers.c: headers kept, Vary, HEAD, 204/304 */
 TCase *hnd_etag_tcase(void);     /* check_hnd_etag.c: ETag policies, conditional requests */

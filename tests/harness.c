@@ -682,6 +682,35 @@ raw_byte(int fd, uint64_t deadline, struct th_raw_response *resp)
 	return 1;
 }
 
+/* Read exactly n more bytes into resp, as many per call as are due (a
+ * counted body: not a byte of the next response can be among them).
+ * 0, or -1 on close, error or deadline. */
+static int
+raw_exact(int fd, uint64_t deadline, struct th_raw_response *resp, size_t n)
+{
+	uint8_t *nb = realloc(resp->bytes, resp->len + n + 4096 - (resp->len + n) % 4096);
+
+	if (!nb)
+		return -1;
+	resp->bytes = nb;
+	while (n > 0) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		uint64_t now = th_now_ms();
+		ssize_t got;
+
+		if (now >= deadline || poll(&pfd, 1, (int)(deadline - now)) != 1)
+			return -1;
+		got = recv(fd, resp->bytes + resp->len, n, 0);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return -1;
+		resp->len += (size_t)got;
+		n -= (size_t)got;
+	}
+	return 0;
+}
+
 /* Read until the bytes read end with the line terminator CRLF. */
 static int
 raw_line(int fd, uint64_t deadline, struct th_raw_response *resp)
@@ -760,9 +789,8 @@ th_raw_read_response(int fd, bool head, unsigned int timeout_ms, struct th_raw_r
 			sz = strtoull((const char *)resp->bytes + start, NULL, 16);
 			if (sz == 0)
 				break;
-			for (unsigned long long k = 0; k < sz + 2; k++)
-				if (raw_byte(fd, deadline, resp) != 1)
-					return -1;
+			if (sz > TH_MAX_BODY || raw_exact(fd, deadline, resp, (size_t)sz + 2) != 0)
+				return -1;
 		}
 		/* Trailer fields, up to the empty line. */
 		for (;;) {
@@ -778,10 +806,9 @@ th_raw_read_response(int fd, bool head, unsigned int timeout_ms, struct th_raw_r
 	if (cl) {
 		unsigned long long want = strtoull(cl, NULL, 10);
 
-		for (unsigned long long k = 0; k < want; k++)
-			if (raw_byte(fd, deadline, resp) != 1)
-				return -1;
-		return 0;
+		if (want > TH_MAX_BODY)
+			return -1;
+		return want ? raw_exact(fd, deadline, resp, (size_t)want) : 0;
 	}
 	/* Delimited by the close. */
 	for (;;) {
@@ -799,6 +826,78 @@ th_raw_response_free(struct th_raw_response *resp)
 {
 	free(resp->bytes);
 	memset(resp, 0, sizeof *resp);
+}
+
+void
+th_raw_expect_field(const struct th_raw_response *resp, const char *name, const char *want,
+		    const char *ctx)
+{
+	size_t len = 0;
+	const char *v = th_raw_header(resp, name, &len);
+
+	if (!want) {
+		ck_assert_msg(v == NULL, "%s: %s '%.*s', want none", ctx, name, (int)len, v);
+		return;
+	}
+	ck_assert_msg(v && len == strlen(want) && strncmp(v, want, len) == 0,
+		      "%s: %s '%.*s', want '%s'", ctx, name, v ? (int)len : 6, v ? v : "(none)",
+		      want);
+}
+
+int
+th_raw_field_count(const struct th_raw_response *resp, const char *name)
+{
+	const char *p = (const char *)resp->bytes, *end = p + resp->head_len;
+	size_t nl = strlen(name);
+	int n = 0;
+
+	p = memchr(p, '\n', (size_t)(end - p));
+	while (p && ++p < end) {
+		const char *eol = memchr(p, '\r', (size_t)(end - p));
+
+		if (!eol || eol == p)
+			break;
+		if ((size_t)(eol - p) > nl && p[nl] == ':' && strncasecmp(p, name, nl) == 0)
+			n++;
+		p = eol + 1;
+	}
+	return n;
+}
+
+void
+th_raw_expect_idle(int fd, unsigned int wait_ms, const char *ctx)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	char c;
+	int rc = poll(&pfd, 1, (int)wait_ms);
+	ssize_t n = rc == 1 ? recv(fd, &c, 1, MSG_PEEK) : -1;
+
+	ck_assert_msg(rc == 0, "%s: after the last response: %s", ctx,
+		      n == 0 ? "the connection was closed" : n > 0 ? "stray bytes" : "poll error");
+}
+
+void
+th_raw_expect_closed(int fd, unsigned int timeout_ms, const char *ctx)
+{
+	uint64_t deadline = th_now_ms() + timeout_ms;
+	uint8_t buf[256];
+
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		uint64_t now = th_now_ms();
+		ssize_t n;
+
+		ck_assert_msg(now < deadline && poll(&pfd, 1, (int)(deadline - now)) == 1,
+			      "%s: the connection stays open", ctx);
+		n = recv(fd, buf, sizeof buf, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		ck_assert_msg(n <= 0, "%s: %zd stray bytes before the close: '%.*s'", ctx, n,
+			      (int)n, (const char *)buf);
+		ck_assert_msg(n == 0, "%s: closed with an error (%s), not a clean close", ctx,
+			      strerror(errno));
+		return;
+	}
 }
 
 /* ===================================================================== */

@@ -244,6 +244,20 @@ struct th_raw_response {
  */
 int th_raw_read_response(int fd, bool head, unsigned int timeout_ms, struct th_raw_response *resp);
 void th_raw_response_free(struct th_raw_response *resp);
+/* The field named name in resp's head has exactly the value want (NULL:
+ * there is no such field); fails the test naming ctx otherwise. */
+void th_raw_expect_field(const struct th_raw_response *resp, const char *name, const char *want,
+			 const char *ctx);
+/* How many fields named name resp's head has. */
+int th_raw_field_count(const struct th_raw_response *resp, const char *name);
+/* Not a byte arrives on fd, and the peer does not close it, within
+ * wait_ms: the connection is still usable and nothing stray followed the
+ * last response read. Fails the test naming ctx otherwise. */
+void th_raw_expect_idle(int fd, unsigned int wait_ms, const char *ctx);
+/* The peer closes fd cleanly within timeout_ms without another byte
+ * (what a response framed by the close, or a HEAD response that closes,
+ * must end with). Fails the test naming ctx otherwise. */
+void th_raw_expect_closed(int fd, unsigned int timeout_ms, const char *ctx);
 /* The value of the first field named name in resp's head (not
  * NUL-terminated: *len_ret gets its length), or NULL. */
 const char *th_raw_header(const struct th_raw_response *resp, const char *name, size_t *len_ret);
