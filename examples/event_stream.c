@@ -109,7 +109,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	struct stream *st;
 	enum MHD_Result ret;
 
-	(void)url, (void)method, (void)version, (void)upload;
+	(void)url, (void)version, (void)upload;
 	if (!*req_cls) { /* two-phase: answer once the request is read */
 		*req_cls = &headers_seen;
 		return MHD_YES;
@@ -129,7 +129,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-	ret = mhdgz_queue_response(gz, conn, MHD_HTTP_OK, r);
+	ret = mhdgz_queue_response_ex(gz, conn, method, MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }

@@ -24,7 +24,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 
-	(void)url, (void)method, (void)version, (void)upload;
+	(void)url, (void)version, (void)upload;
 	/* The first call has only the headers. Queueing then, before the
 	 * request is read to its end, makes libmicrohttpd (0.9.75) close the
 	 * connection after the response; answering on a later call keeps it
@@ -43,7 +43,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
 	/* was: MHD_queue_response (...) */
-	ret = mhdgz_queue_response(gz, conn, MHD_HTTP_OK, r);
+	ret = mhdgz_queue_response_ex(gz, conn, method, MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }

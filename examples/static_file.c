@@ -77,7 +77,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	}
 	if (!r)
 		return MHD_NO;
-	ret = mhdgz_queue_response(gz, conn, status, r);
+	ret = mhdgz_queue_response_ex(gz, conn, method, status, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }

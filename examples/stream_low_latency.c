@@ -65,7 +65,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	struct lines *st;
 	enum MHD_Result ret;
 
-	(void)url, (void)method, (void)version, (void)upload;
+	(void)url, (void)version, (void)upload;
 	if (!*req_cls) { /* two-phase: answer once the request is read */
 		*req_cls = &headers_seen;
 		return MHD_YES;
@@ -89,7 +89,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		MHD_destroy_response(r);
 		return MHD_NO;
 	}
-	ret = mhdgz_queue_response(gz, conn, MHD_HTTP_OK, r);
+	ret = mhdgz_queue_response_ex(gz, conn, method, MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }

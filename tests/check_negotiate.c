@@ -1275,6 +1275,7 @@ START_TEST(test_select_faults)
 				      (unsigned long long)k);
 			tu_alloc_fail_at(0);
 			created_failed++;
+			free(owned); /* still ours on failure, as with libmicrohttpd */
 			continue;
 		}
 		MHD_add_response_header(r, "Content-Type", "text/plain");
