@@ -7,19 +7,20 @@
 /*
  * The response to queue for a 304 standing for the 200 this client would
  * get (RFC 9110 section 15.4.5): that 200's header fields, and its length
- * where it has one, since a 304 may state no other (section 8.6) while
+ * or none, since a 304 may state no other (section 8.6), while
  * libmicrohttpd 0.9.75 sends a Content-Length with every 304 of known size
  * (and chunked framing, body bytes included, with one of unknown size).
  *
  * A 200 that would be gzip (gzip_client, and the response compresses):
  * for a body compressed whole, the 304 response shares the gzip body
- * (never sent with a 304) to get its size; otherwise (the usual empty 304
- * response, or a stream, whose gzip length is not known) it is empty, with
- * the gzip fields: libmicrohttpd then says "Content-Length: 0", as for any
- * empty 304 (caches take the length from the stored 200, RFC 9111 section
- * 4.3.4). A 200 that would be identity: the response itself, unless it
- * has no length (a stream of unknown size): then an empty copy of it.
- * NULL on failure (the caller queues the response itself). e->lock held.
+ * (never sent with a 304) to get its size; for a file streamed compressed
+ * (up to HND_HEAD_LENGTH_MAX) the gzip length is computed once; for any
+ * other stream the length is not known, and the 304 has none and closes
+ * the connection (hnd_fields_response). A 200 that would be identity: the
+ * response itself, unless it has no length (a stream of unknown size):
+ * then a 304 without length that closes. An empty response queued for the
+ * 304 says Content-Length: 0, as it would without mhdgz. NULL on failure
+ * (the caller queues the response itself). e->lock held.
  */
 struct MHD_Response *
 hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
@@ -29,6 +30,7 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	struct hnd_decision d200;
 	struct MHD_Response *v;
 	bool gzip = gzip_client && !e->not_smaller;
+	uint64_t len = MHD_SIZE_UNKNOWN;
 
 	if (gzip && e->body_len != 0) {
 		hnd_decide(gz, e->opt_out, 200, f, sniff, sniff_len, e->body_len, acc, &d200);
@@ -47,20 +49,35 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 			}
 		}
 	}
-	if (gzip) {
-		/* Unchanged fields on an empty response: nothing to rewrite. */
-		if (e->body_len == 0 && (gz->etag_policy == MHDGZ_ETAG_KEEP || !f->etag))
+	if (gzip && e->body_len == 0) {
+		/* An empty response stands for the 304 itself. */
+		if (gz->etag_policy == MHDGZ_ETAG_KEEP || !f->etag)
 			return e->response;
 		if (!e->rep_304 &&
 		    hnd_build_response(gz, e->response, f, NULL, HND_REP_GZIP_304, &e->rep_304) < 0)
 			hnd_count(gz, HND_C_FAILURES, 1);
 		return e->rep_304;
 	}
+	if (gzip) { /* a stream: its gzip length, where a file gives it */
+		if (!e->rep_304) {
+			if (hnd_gzip_stream_length(gz, e, hnd_low_latency(e, f), &len) == 0)
+				hnd_count(gz, HND_C_COMPRESSIONS, 1);
+			else
+				len = MHD_SIZE_UNKNOWN;
+			e->rep_304 = hnd_fields_response(gz, e->response, f, len, HND_REP_GZIP_304);
+			if (!e->rep_304)
+				hnd_count(gz, HND_C_FAILURES, 1);
+		}
+		return e->rep_304;
+	}
 	if (e->body_len != MHD_SIZE_UNKNOWN)
 		return e->response;
-	if (!e->rep_304_identity &&
-	    hnd_build_response(gz, e->response, f, NULL, HND_REP_IDENTITY, &e->rep_304_identity) < 0)
-		hnd_count(gz, HND_C_FAILURES, 1);
+	if (!e->rep_304_identity) {
+		e->rep_304_identity = hnd_fields_response(gz, e->response, f, MHD_SIZE_UNKNOWN,
+							  HND_REP_IDENTITY);
+		if (!e->rep_304_identity)
+			hnd_count(gz, HND_C_FAILURES, 1);
+	}
 	return e->rep_304_identity;
 }
 

@@ -298,14 +298,15 @@ void hnd_body_unref(void *cls);
 int hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
 		       struct hnd_body *b, enum hnd_rep rep, struct MHD_Response **ret);
 /*
- * A response for HEAD: r's fields as rep says, no content, framed as the
- * GET response would be where libmicrohttpd 0.9.75 can say it: size bytes
- * (its Content-Length), or MHD_SIZE_UNKNOWN for a body whose length is
- * known only once it is generated: then no length and Connection: close,
- * because libmicrohttpd 0.9.75 writes a chunked body's last chunk even
- * after HEAD headers. NULL on failure.
+ * A response of header fields only, for HEAD or a 304: r's fields as rep
+ * says, no content, the length of the 200 it stands for where
+ * libmicrohttpd 0.9.75 can say it: size bytes (its Content-Length), or
+ * MHD_SIZE_UNKNOWN for a body whose length is known only once it is
+ * generated: then no length and Connection: close, because libmicrohttpd
+ * 0.9.75 writes a chunked body's last chunk even after HEAD or 304 headers
+ * and sends a Content-Length with every other 304. NULL on failure.
  */
-struct MHD_Response *hnd_head_response(struct mhdgz *gz, struct MHD_Response *r,
+struct MHD_Response *hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r,
 				       const struct hnd_facts *f, uint64_t size, enum hnd_rep rep);
 /* The gzip representation of a whole-body entry, built or reused: returns
  * MHDGZ_COMPRESSED and *v_ret, or why not (NOT_SMALLER, ERROR). e->lock held. */

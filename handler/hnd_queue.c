@@ -43,7 +43,7 @@ identity_of_prefix(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts
 
 	if (!pre->eof || pre->failed) {
 		if (head)
-			return hnd_head_response(gz, e->response, f, MHD_SIZE_UNKNOWN,
+			return hnd_fields_response(gz, e->response, f, MHD_SIZE_UNKNOWN,
 						 HND_REP_IDENTITY);
 		v = hnd_identity_stream_new(gz, e, pre);
 		if (v && hnd_copy_headers(gz, e->response, v, f, false) < 0) {
@@ -53,7 +53,7 @@ identity_of_prefix(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts
 		return v;
 	}
 	if (head)
-		return hnd_head_response(gz, e->response, f, pre->len, HND_REP_IDENTITY);
+		return hnd_fields_response(gz, e->response, f, pre->len, HND_REP_IDENTITY);
 	b = gz_malloc(sizeof *b + pre->len);
 	if (!b)
 		return NULL;
@@ -153,7 +153,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 			hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		else
 			len = MHD_SIZE_UNKNOWN;
-		v = hnd_head_response(gz, response, &f, len, HND_REP_GZIP);
+		v = hnd_fields_response(gz, response, &f, len, HND_REP_GZIP);
 		in_len = out_len = 0;
 		if (v) {
 			*queue_ret = v;
@@ -208,7 +208,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	    !no_content(status)) {
 		/* HEAD of an identity stream of unknown length: libmicrohttpd
 		 * 0.9.75 would follow the headers with a last chunk. */
-		v = hnd_head_response(gz, response, &f, MHD_SIZE_UNKNOWN, HND_REP_IDENTITY);
+		v = hnd_fields_response(gz, response, &f, MHD_SIZE_UNKNOWN, HND_REP_IDENTITY);
 		if (v) {
 			*queue_ret = v;
 			release = MHDGZ_RELEASE;

@@ -63,7 +63,7 @@ head_read(void *cls, uint64_t pos, char *buf, size_t max)
 }
 
 struct MHD_Response *
-hnd_head_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
+hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
 		  uint64_t size, enum hnd_rep rep)
 {
 	struct MHD_Response *v = MHD_create_response_from_callback(size, 1024, head_read, NULL, NULL);
