@@ -270,10 +270,24 @@ mhdgz_response_from_buffer(struct mhdgz *gz, size_t size, void *buffer,
  *
  * Reads every Accept-Encoding line of the request (RFC 9110 section
  * 12.5.3), the status and the response's headers, then queues either
- * @a response itself (identity) or its gzip variant. A response not
- * created with mhdgz_response_from_buffer() is queued unchanged.
- * HEAD requests need nothing special: libmicrohttpd sends the same headers
- * (including the compressed Content-Length) without the body.
+ * @a response itself (identity) or a response in its place (the gzip
+ * representation, a gzip stream, a 304 or identity response framed as
+ * libmicrohttpd cannot frame the response itself). A response not created
+ * through mhdgz is queued unchanged (counted as MHDGZ_SKIP_UNTRACKED).
+ *
+ * This call cannot see the request method (libmicrohttpd 0.9.75 does not
+ * tell it), so a HEAD is treated as a GET: use mhdgz_queue_response_ex()
+ * with the method to get the HEAD response GET's fields call for.
+ *
+ * 1xx, 204 and 304 responses carry no body and no Transfer-Encoding,
+ * whatever the response kind. A 304 carries the Vary, ETag and length of
+ * the 200 it stands for for this client (RFC 9110 sections 15.4.5 and
+ * 8.6): queue the 200's own response with status 304 so that its length
+ * can be known (an empty response queued with 304 says
+ * "Content-Length: 0", as it would without mhdgz). When that 200 has no
+ * length (a content reader's gzip stream, a stream of unknown size), the
+ * 304 has none and the connection closes after it: libmicrohttpd 0.9.75
+ * sends a Content-Length with every other 304.
  *
  * On the first queue of a compressible response, "Vary: Accept-Encoding" is
  * merged into the response's own Vary header (the identity variant must
