@@ -37,7 +37,7 @@ e2e_suite(void)
 
 static Suite *(*const suites[])(void) = {
 #ifdef CHECK_BIN_CORE
-	backend_suite, stream_suite, alloc_suite, pool_suite,
+	backend_suite, stream_suite, alloc_suite, pool_suite, pump_suite,
 #endif
 #ifdef CHECK_BIN_HANDLER
 	negotiate_suite, e2e_suite, fidelity_suite,

@@ -20,6 +20,7 @@ Suite *backend_suite(void); /* check_backend.c: one-shot round trips, levels, EN
 Suite *stream_suite(void);  /* check_stream.c: streaming, sync flushes, tiny windows */
 Suite *alloc_suite(void);   /* check_alloc.c: allocator hook, fault injection */
 Suite *pool_suite(void);    /* check_pool.c: the compressor pool */
+Suite *pump_suite(void);    /* check_pump.c: the stream pump (gz_stream.c) */
 
 /* check_handler: */
 Suite *negotiate_suite(void); /* check_negotiate.c: pure functions, mhdgz_select() */

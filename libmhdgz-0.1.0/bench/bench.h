@@ -1,0 +1,130 @@
+/* bench.h: what the bench_handler files share: the rows, the options, the per-thread worker and the allocation counters. */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <pthread.h>
+
+#include <microhttpd.h>
+#include <zlib.h>
+
+#include "mhdgz.h"
+#include "gz_backend.h"
+
+/* Most --count passes and --cpu entries. */
+#define BH_MAX_COUNT 64
+#define BH_MAX_CPUS 16
+
+/* Row families; see bench_handler.c for what one op is in each. */
+/* K_IDENTITY: a fresh mhdgz response queued for a client without gzip (the
+ * pass-through cost); K_PLAIN: the same with libmicrohttpd alone. */
+enum bh_kind { K_HANDLER, K_RAW, K_CACHED, K_UNPOOLED, K_SMALLWIN, K_IDENTITY, K_PLAIN, K_COUNT };
+
+#define BH_NSIZES 3
+extern const char *const bh_kind_name[K_COUNT];
+extern const size_t bh_size[BH_NSIZES];
+extern const char *const bh_size_name[BH_NSIZES];
+
+/* The payload slices, one per size (length 0: too short a --payload). */
+extern uint8_t *bh_body[BH_NSIZES];
+extern size_t bh_body_len[BH_NSIZES];
+
+/* One handler per (kind, backend, level), shared by its sizes and S/P rows
+ * and kept for the whole run (its pool stays warm, as in a server). */
+struct bh_handler {
+	enum bh_kind kind; /* K_HANDLER, K_CACHED or K_UNPOOLED */
+	const struct gz_backend *be;
+	int level;
+	struct mhdgz *gz;
+	struct bh_handler *next;
+};
+
+/* Metrics of one sample (one timed run). M_CPU: process CPU time per op
+ * (all threads), which other load on the machine inflates far less than
+ * wall time. M_OWN_*: the share that went through mhdgz's allocator. */
+enum { M_NS, M_MBS, M_OUTB, M_BOP, M_ALLOCS, M_OWN_ALLOCS, M_OWN_BOP, M_CPU, M_NMETRICS };
+
+/* One row: a configuration at one size, S or P. */
+struct bh_cfg {
+	enum bh_kind kind;
+	const struct gz_backend *be;
+	int level;
+	int size_idx;
+	int threads;    /* 0 = S (main thread), else P with this many threads */
+	char name[160]; /* without the -N suffix */
+	struct bh_handler *h; /* NULL for K_RAW and K_SMALLWIN */
+	uint64_t n;     /* calibrated iterations (total over threads) */
+	double sample[BH_MAX_COUNT][M_NMETRICS];
+	int nsamples;
+	double med[M_NMETRICS];
+	struct bh_cfg *next;
+};
+
+struct bh_opts {
+	double benchtime_s;   /* seconds per run, or 0 */
+	uint64_t benchtime_n; /* fixed iterations ("Nx"), or 0 */
+	int count;
+	bool have_filter;
+	regex_t filter;
+	int cpus[BH_MAX_CPUS];
+	int ncpus;
+	const char *payload;
+	const char *out;
+	bool full;
+	bool verbose;
+};
+
+extern struct bh_opts bh_opt;
+extern int bh_online_cpus;
+extern struct bh_cfg *bh_cfgs;
+extern FILE *bh_out_file; /* --out, or NULL */
+
+/* Per-thread state of one run. */
+struct bh_worker {
+	const struct bh_cfg *cfg;
+	uint64_t n;
+	pthread_t tid;
+	pthread_barrier_t *bar;
+	struct gz_compressor *z;     /* K_RAW */
+	uint8_t *zout;               /* K_RAW, K_SMALLWIN */
+	size_t zout_cap, zout_len;   /* K_RAW, K_SMALLWIN */
+	struct MHD_Response *cached; /* K_CACHED */
+	z_stream zs;                 /* K_SMALLWIN */
+	bool zs_live;
+	uint64_t out_bytes;          /* compressed bytes produced (Raw) */
+	int bad;                     /* an op did not compress */
+};
+
+/* bench_handler.c: the rows. */
+int nginx_params(size_t len, int *wbits_ret, int *memlevel_ret);
+
+/* bh_runner.c: output, setup and timed runs. */
+void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void worker_setup(struct bh_worker *w); /* also compresses once (Raw rows) */
+void worker_teardown(struct bh_worker *w);
+void bh_run_all(void); /* every pass, then the median rows */
+
+/* bh_verify.c */
+void bh_verify_all(void);
+
+/* bh_alloc.c: process-wide allocation counting. */
+struct ba_counts {
+	uint64_t allocs;     /* blocks allocated, everyone */
+	uint64_t bytes;      /* bytes asked for, everyone */
+	uint64_t own_allocs; /* of which through mhdgz's allocator */
+	uint64_t own_bytes;
+};
+extern const bool ba_counting; /* false under a sanitizer: all counts stay 0 */
+void ba_snapshot(struct ba_counts *c);
+void ba_release(void); /* a worker thread about to exit */
+/* Route mhdgz's allocations through the counting hook; call before any
+ * mhdgz allocation. Returns mhdgz_set_allocator's result. */
+int ba_install_mhdgz(void);
+
+#endif /* BENCH_H */

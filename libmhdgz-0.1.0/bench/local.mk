@@ -1,0 +1,41 @@
+# bench/local.mk: the GzipHandler benchmarks, make bench (then bench/verdict.sh), bench-full, bench-e2e, bench-ir (included by the top-level Makefile.am; paths are from the top).
+# --- bench/: the GzipHandler benchmarks, never part of make check ----------
+# bench_handler links the convenience libraries (not the installed library)
+# to reach the raw backend interface for its reference rows; bh_alloc.c
+# defines malloc and friends to count allocations process-wide. It decodes
+# with the tests' independent decoder (tests/testutil.c, zlib).
+noinst_PROGRAMS += bench/bench_handler
+bench_bench_handler_SOURCES = bench/bench.h bench/bench_handler.c bench/bh_alloc.c \
+	bench/bh_runner.c bench/bh_verify.c tests/testutil.c tests/testutil.h
+bench_bench_handler_CPPFLAGS = $(HND_CPPFLAGS) -I$(top_srcdir)/examples/payload \
+	-I$(top_srcdir)/tests
+bench_bench_handler_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(ZLIB_CFLAGS)
+bench_bench_handler_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la $(MHD_LIBS) $(ZLIB_LIBS)
+EXTRA_DIST += bench/e2e.sh bench/ircount.sh bench/verdict.sh bench/README.md
+
+# make bench: the default rows in 1-2 minutes on 2 cores; make bench-full:
+# every backend x level. Override on the command line, e.g.
+# make bench BENCH_FLAGS='--count 10 --benchtime 1s --filter S20k'.
+BENCH_FLAGS = --count 5 --benchtime 0.2s
+BENCH_FULL_FLAGS = --count 3 --benchtime 0.5s
+BENCH_STAMP = $$(date +%Y%m%d-%H%M%S)
+.PHONY: bench bench-full bench-e2e bench-ir
+# The program prints measurements only; bench/verdict.sh reads its output
+# file and prints the comparisons and the targets' verdicts.
+bench: bench/bench_handler
+	@$(MKDIR_P) bench/results
+	out=bench/results/bench-$(BENCH_STAMP).txt; \
+	bench/bench_handler $(BENCH_FLAGS) --out $$out && \
+	$(SHELL) $(top_srcdir)/bench/verdict.sh $$out
+bench-full: bench/bench_handler
+	@$(MKDIR_P) bench/results
+	out=bench/results/bench-full-$(BENCH_STAMP).txt; \
+	bench/bench_handler --full $(BENCH_FULL_FLAGS) --out $$out && \
+	$(SHELL) $(top_srcdir)/bench/verdict.sh $$out
+bench-e2e: examples/gzserve/gzserve
+	@$(MKDIR_P) bench/results
+	$(SHELL) $(top_srcdir)/bench/e2e.sh examples/gzserve/gzserve bench/results/bench-e2e-$(BENCH_STAMP).txt
+# Instructions per op under callgrind: handler overhead without load noise.
+bench-ir: bench/bench_handler
+	$(SHELL) $(top_srcdir)/bench/ircount.sh bench/bench_handler
+

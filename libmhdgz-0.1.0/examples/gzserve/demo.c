@@ -1,0 +1,549 @@
+/* demo.c: gzserve's built-in demo: pages, JSON payloads, /events and /stats. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gzserve.h"
+#include "payload.h"
+
+/* /events: how many events, and the time between them in microseconds. */
+#ifndef GZS_EVENTS
+#define GZS_EVENTS 10
+#endif
+#ifndef GZS_EVENT_INTERVAL_US
+#define GZS_EVENT_INTERVAL_US 1000000
+#endif
+
+/* One built-in resource of the demo, made once and queued for every
+ * request: mhdgz compresses it on the first request and reuses the gzip
+ * variant afterwards. */
+struct demo {
+	const char *path;
+	const char *type;
+	const char *cache_control;
+	const uint8_t *body;
+	size_t len;
+	char etag[24];
+	struct MHD_Response *ok; /* queued as 200, and as 304 */
+};
+
+static const char demo_index[] =
+	"<!doctype html>\n"
+	"<html lang=\"en\">\n"
+	"<head>\n"
+	"<meta charset=\"utf-8\">\n"
+	"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+	"<title>gzserve: mhdgz demo</title>\n"
+	"<link rel=\"icon\" href=\"data:,\">\n"
+	"<link rel=\"stylesheet\" href=\"/style.css\">\n"
+	"<script src=\"/app.js\" defer></script>\n"
+	"</head>\n"
+	"<body>\n"
+	"<header>\n"
+	"<h1>gzserve</h1>\n"
+	"<p>A libmicrohttpd server whose responses are gzip-compressed by "
+	"<strong>mhdgz</strong>. Every page of this demo, this one included, is "
+	"sent with <code>Content-Encoding: gzip</code> to clients that accept it.</p>\n"
+	"</header>\n"
+	"<main>\n"
+	"<section>\n"
+	"<h2>Endpoints</h2>\n"
+	"<table>\n"
+	"<thead><tr><th>Path</th><th>What it is</th></tr></thead>\n"
+	"<tbody>\n"
+	"<tr><td><a href=\"/2k.json\">/2k.json</a></td><td>2,048 bytes of JSON: "
+	"the small benchmark payload</td></tr>\n"
+	"<tr><td><a href=\"/20k.json\">/20k.json</a></td><td>20,480 bytes of JSON: "
+	"the medium benchmark payload</td></tr>\n"
+	"<tr><td><a href=\"/100k.json\">/100k.json</a></td><td>102,400 bytes of JSON: "
+	"the large benchmark payload</td></tr>\n"
+	"<tr><td><a href=\"/events\">/events</a></td><td>Server-sent events: one a "
+	"second for ten seconds, each flushed through the gzip stream as it "
+	"happens</td></tr>\n"
+	"<tr><td><a href=\"/stats\">/stats</a></td><td>The handler's counters "
+	"(mhdgz_get_stats) as JSON</td></tr>\n"
+	"</tbody>\n"
+	"</table>\n"
+	"</section>\n"
+	"<section id=\"live\">\n"
+	"<h2>Live</h2>\n"
+	"<p id=\"status\">JavaScript has not run yet.</p>\n"
+	"<p>/100k.json: <span id=\"records\">loading</span></p>\n"
+	"<p>/events:</p>\n"
+	"<ol id=\"events\"></ol>\n"
+	"<pre id=\"stats\"></pre>\n"
+	"</section>\n"
+	"<section>\n"
+	"<h2>Try it</h2>\n"
+	"<pre>curl -s -D - -o /dev/null --compressed http://HOST/100k.json\n"
+	"curl -s -N --compressed http://HOST/events</pre>\n"
+	"</section>\n"
+	"</main>\n"
+	"</body>\n"
+	"</html>\n";
+
+/* The background colour of body is rgb(244, 241, 234): the interop test
+ * checks it to know this file arrived (compressed) and applied. */
+static const char demo_css[] =
+	"/* style.css: the gzserve demo's stylesheet. */\n"
+	":root {\n"
+	"  --ink: #1d2329;\n"
+	"  --muted: #5b6670;\n"
+	"  --accent: #b4461e;\n"
+	"  --paper: #f4f1ea;\n"
+	"  --card: #fffdf8;\n"
+	"  --rule: #ddd6c8;\n"
+	"}\n"
+	"* { box-sizing: border-box; }\n"
+	"body {\n"
+	"  margin: 0;\n"
+	"  padding: 2rem 1rem 4rem;\n"
+	"  background-color: #f4f1ea;\n"
+	"  color: var(--ink);\n"
+	"  font: 16px/1.5 system-ui, -apple-system, \"Segoe UI\", Roboto, sans-serif;\n"
+	"}\n"
+	"header, main { max-width: 48rem; margin: 0 auto; }\n"
+	"h1 { font-size: 2rem; margin: 0 0 .5rem; color: var(--accent); }\n"
+	"h2 { font-size: 1.2rem; margin: 2rem 0 .5rem; border-bottom: 1px solid var(--rule); }\n"
+	"a { color: var(--accent); text-decoration: none; }\n"
+	"a:hover, a:focus { text-decoration: underline; }\n"
+	"code, pre { font: 14px/1.4 ui-monospace, \"DejaVu Sans Mono\", monospace; }\n"
+	"pre {\n"
+	"  background: var(--card);\n"
+	"  border: 1px solid var(--rule);\n"
+	"  border-radius: 4px;\n"
+	"  padding: .75rem 1rem;\n"
+	"  overflow-x: auto;\n"
+	"}\n"
+	"table { width: 100%; border-collapse: collapse; background: var(--card); }\n"
+	"th, td {\n"
+	"  text-align: left;\n"
+	"  padding: .4rem .75rem;\n"
+	"  border-bottom: 1px solid var(--rule);\n"
+	"}\n"
+	"th { color: var(--muted); font-weight: 600; }\n"
+	"#js-ok { color: #2f7d32; font-weight: 600; }\n"
+	"#events { columns: 2; color: var(--muted); }\n"
+	"#events li.done { color: var(--ink); }\n"
+	"@media (max-width: 32rem) {\n"
+	"  body { padding: 1rem .5rem; }\n"
+	"  #events { columns: 1; }\n"
+	"}\n";
+
+static const char demo_js[] =
+	"// app.js: the gzserve demo's script: proves scripts, fetch() and\n"
+	"// EventSource all work through gzip.\n"
+	"'use strict';\n"
+	"\n"
+	"function show(id, text) {\n"
+	"  document.getElementById(id).textContent = text;\n"
+	"}\n"
+	"\n"
+	"function markReady() {\n"
+	"  // The marker a headless browser test looks for.\n"
+	"  const ok = document.createElement('p');\n"
+	"  ok.id = 'js-ok';\n"
+	"  ok.textContent = 'JavaScript ran (it arrived gzip-compressed).';\n"
+	"  document.getElementById('live').prepend(ok);\n"
+	"  show('status', 'Loading /100k.json and listening on /events.');\n"
+	"}\n"
+	"\n"
+	"async function loadPayload() {\n"
+	"  try {\n"
+	"    const res = await fetch('/100k.json');\n"
+	"    const doc = await res.json();\n"
+	"    show('records', doc.data.length + ' records parsed (' +\n"
+	"         (res.headers.get('Content-Type') || '?') + ')');\n"
+	"    document.body.dataset.payloadRecords = String(doc.data.length);\n"
+	"  } catch (err) {\n"
+	"    show('records', 'failed: ' + err);\n"
+	"  }\n"
+	"}\n"
+	"\n"
+	"async function loadStats() {\n"
+	"  try {\n"
+	"    const res = await fetch('/stats', { cache: 'no-store' });\n"
+	"    show('stats', JSON.stringify(await res.json(), null, 2));\n"
+	"  } catch (err) {\n"
+	"    show('stats', 'stats failed: ' + err);\n"
+	"  }\n"
+	"}\n"
+	"\n"
+	"function listen() {\n"
+	"  const list = document.getElementById('events');\n"
+	"  const source = new EventSource('/events');\n"
+	"  source.onmessage = (ev) => {\n"
+	"    const item = document.createElement('li');\n"
+	"    const data = JSON.parse(ev.data);\n"
+	"    item.textContent = 'event ' + data.n + ' of ' + data.of + ' at ' +\n"
+	"                       data.elapsed_ms + ' ms';\n"
+	"    list.appendChild(item);\n"
+	"    document.body.dataset.events = String(list.children.length);\n"
+	"    if (data.n === data.of) {\n"
+	"      item.className = 'done';\n"
+	"      source.close(); // the stream ended; do not reconnect\n"
+	"      loadStats();\n"
+	"    }\n"
+	"  };\n"
+	"  source.onerror = () => {\n"
+	"    if (source.readyState === EventSource.CLOSED)\n"
+	"      show('status', 'The event stream closed.');\n"
+	"  };\n"
+	"}\n"
+	"\n"
+	"markReady();\n"
+	"loadPayload();\n"
+	"loadStats();\n"
+	"listen();\n";
+
+/* FNV-1a 64: a strong validator of a built-in body (it changes whenever the
+ * bytes do, which is all a strong ETag promises, RFC 9110 section 8.8.3). */
+static void
+etag_of(const uint8_t *p, size_t len, char *out, size_t cap)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	snprintf(out, cap, "\"%016" PRIx64 "\"", h);
+}
+
+/* ------------------------------------------------------------------------ */
+/* /events: server-sent events through a suspended-between-events stream    */
+
+struct events {
+	struct server *s;
+	struct MHD_Connection *conn;
+	struct req *rq; /* valid while the stream runs (the request outlives it) */
+	uint64_t t0_us, due_us;
+	unsigned int sent;
+	char pending[192]; /* the current event, for a reader buffer too small */
+	size_t pend_len, pend_off;
+	bool waiting;     /* suspended, on the ticker's list */
+	struct events *next;
+};
+
+/* Suspend the stream's connection until its next event is due. Returns false
+ * when the server is stopping (the stream should end instead). */
+static bool
+ticker_wait(struct events *ev)
+{
+	struct server *s = ev->s;
+	bool ok = false;
+
+	pthread_mutex_lock(&s->tick_lock);
+	if (!s->stopping) {
+		/* Suspend before the ticker can see us: it resumes only what is on
+		 * its list, under this lock. */
+		MHD_suspend_connection(ev->conn);
+		ev->waiting = true;
+		ev->next = s->waiting;
+		s->waiting = ev;
+		pthread_cond_signal(&s->tick_cond);
+		ok = true;
+	}
+	pthread_mutex_unlock(&s->tick_lock);
+	return ok;
+}
+
+/* The ticker thread: resume every stream whose event is due (all of them
+ * when stopping), sleep until the next one. */
+static void *
+ticker_main(void *cls)
+{
+	struct server *s = cls;
+
+	pthread_mutex_lock(&s->tick_lock);
+	for (;;) {
+		struct events **pp = &s->waiting;
+		uint64_t now = now_us(), next = UINT64_MAX;
+		struct timespec ts;
+
+		while (*pp) {
+			struct events *ev = *pp;
+
+			if (s->stopping || ev->due_us <= now) {
+				*pp = ev->next;
+				ev->waiting = false;
+				MHD_resume_connection(ev->conn);
+			} else {
+				if (ev->due_us < next)
+					next = ev->due_us;
+				pp = &ev->next;
+			}
+		}
+		if (s->stopping)
+			break;
+		if (next == UINT64_MAX) {
+			pthread_cond_wait(&s->tick_cond, &s->tick_lock);
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		next -= now;
+		ts.tv_sec += (time_t)(next / 1000000u);
+		ts.tv_nsec += (long)(next % 1000000u) * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->tick_cond, &s->tick_lock, &ts);
+	}
+	pthread_mutex_unlock(&s->tick_lock);
+	return NULL;
+}
+
+/* Start the ticker thread (demo mode or not: idle, it only sleeps). */
+int
+ticker_start(struct server *s)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&s->tick_lock, NULL);
+	/* Deadlines are monotonic, like now_us(). */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->tick_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	return pthread_create(&s->tick_thread, NULL, ticker_main, s) != 0 ? -1 : 0;
+}
+
+/* Shutting down: every waiting stream is resumed and ends at its next
+ * read, and no new one waits. */
+void
+ticker_stop(struct server *s)
+{
+	pthread_mutex_lock(&s->tick_lock);
+	s->stopping = true;
+	pthread_cond_signal(&s->tick_cond);
+	pthread_mutex_unlock(&s->tick_lock);
+}
+
+/* After ticker_stop(), before MHD_stop_daemon(): libmicrohttpd must not be
+ * stopped with a connection still suspended. */
+void
+ticker_join(struct server *s)
+{
+	pthread_join(s->tick_thread, NULL);
+}
+
+static ssize_t
+events_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct events *ev = cls;
+	uint64_t now;
+	size_t n;
+	bool stopping;
+
+	(void)pos;
+	if (ev->pend_off == ev->pend_len) {
+		pthread_mutex_lock(&ev->s->tick_lock);
+		stopping = ev->s->stopping;
+		pthread_mutex_unlock(&ev->s->tick_lock);
+		/* Shutting down ends the stream cleanly (a complete gzip member,
+		 * the last chunk): the client sees the end, not a reset. */
+		if (ev->sent == GZS_EVENTS || stopping)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		now = now_us();
+		if (ev->t0_us == 0)
+			ev->t0_us = ev->due_us = now;
+		if (now < ev->due_us)
+			return ticker_wait(ev) ? 0 : MHD_CONTENT_READER_END_OF_STREAM;
+		ev->sent++;
+		/* Default "message" events, so EventSource.onmessage sees them. */
+		n = (size_t)snprintf(ev->pending, sizeof ev->pending,
+				     "id: %u\ndata: {\"n\":%u,\"of\":%u,"
+				     "\"elapsed_ms\":%" PRIu64 "}\n\n",
+				     ev->sent, ev->sent, GZS_EVENTS, (now - ev->t0_us) / 1000);
+		ev->pend_len = n;
+		ev->pend_off = 0;
+		ev->due_us += GZS_EVENT_INTERVAL_US;
+	}
+	n = ev->pend_len - ev->pend_off;
+	if (n > max)
+		n = max;
+	memcpy(buf, ev->pending + ev->pend_off, n);
+	ev->pend_off += n;
+	atomic_fetch_add(&ev->rq->stream_nbytes, n);
+	return (ssize_t)n;
+}
+
+static void
+events_free(void *cls)
+{
+	free(cls);
+}
+
+static enum MHD_Result
+serve_events(struct req *rq, struct MHD_Connection *conn)
+{
+	struct events *ev = calloc(1, sizeof *ev);
+	struct MHD_Response *r;
+
+	if (!ev)
+		return MHD_NO;
+	ev->s = rq->s;
+	ev->conn = conn;
+	ev->rq = rq;
+	r = mhdgz_response_from_callback(rq->s->gz, MHD_SIZE_UNKNOWN, 1024, events_read, ev,
+					 events_free);
+	if (!r) {
+		free(ev);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	/* Automatic for text/event-stream; said here because a stream of
+	 * another type (NDJSON, logs) needs this call to flush per event. */
+	(void)mhdgz_response_set_low_latency(rq->s->gz, r);
+	rq->streamed = true;
+	return respond(rq, conn, MHD_HTTP_OK, r, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* /stats                                                                   */
+
+static enum MHD_Result
+serve_stats(struct req *rq, struct MHD_Connection *conn)
+{
+	struct server *s = rq->s;
+	struct mhdgz_stats st;
+	struct MHD_Response *r;
+	char *body = NULL;
+	size_t len = 0;
+	FILE *f;
+	unsigned int i;
+
+	memset(&st, 0, sizeof st);
+	st.size = sizeof st;
+	if (mhdgz_get_stats(s->gz, &st) != 0)
+		return respond_error(rq, conn, 500);
+	f = open_memstream(&body, &len);
+	if (!f)
+		return MHD_NO;
+	fprintf(f, "{\"version\":\"%s\",\"backend\":\"%s\",\"level\":%d,\"responses\":%" PRIu64
+		   ",\"compressed\":%" PRIu64 ",\"reasons\":{",
+		mhdgz_version(), mhdgz_backend_name(s->cfg.backend), s->level, st.responses,
+		st.compressed);
+	for (i = 0; i < MHDGZ_REASON_COUNT; i++)
+		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
+			mhdgz_reason_name((enum mhdgz_reason)i), st.reasons[i]);
+	fprintf(f, "},\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"compressions\":%" PRIu64
+		   ",\"failures\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"pool_gets\":%" PRIu64
+		   ",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64
+		   ",\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d}}\n",
+		st.bytes_in, st.bytes_out, st.compressions, st.failures, st.cache_hits,
+		st.pool_gets, st.pool_misses, st.pool_idle, (uint64_t)atomic_load(&s->requests),
+		atomic_load(&s->in_flight));
+	if (fclose(f) != 0) {
+		free(body);
+		return MHD_NO;
+	}
+	/* MUST_FREE: the response frees body with free(); if it could not be
+	 * made, body is still ours (as with libmicrohttpd). */
+	r = mhdgz_response_from_buffer(s->gz, len, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	return respond(rq, conn, MHD_HTTP_OK, r, len);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The demo's persistent resources                                          */
+
+int
+demo_init(struct server *s)
+{
+	static const size_t sizes[3] = {PAYLOAD_JSON_2K, PAYLOAD_JSON_20K, PAYLOAD_JSON_100K};
+	static const char *const names[3] = {"/2k.json", "/20k.json", "/100k.json"};
+	size_t i;
+
+	s->ndemos = 6;
+	s->demos = calloc(s->ndemos, sizeof *s->demos);
+	if (!s->demos)
+		return -1;
+	s->demos[0] = (struct demo){.path = "/", .type = "text/html; charset=utf-8",
+				    .body = (const uint8_t *)demo_index,
+				    .len = sizeof demo_index - 1};
+	s->demos[1] = (struct demo){.path = "/style.css", .type = "text/css; charset=utf-8",
+				    .body = (const uint8_t *)demo_css, .len = sizeof demo_css - 1};
+	s->demos[2] = (struct demo){.path = "/app.js", .type = "text/javascript; charset=utf-8",
+				    .body = (const uint8_t *)demo_js, .len = sizeof demo_js - 1};
+	for (i = 0; i < 3; i++) {
+		/* Valid JSON of exactly the benchmark sizes (see payload.h). */
+		if (payload_json_sized(sizes[i], &s->payload[i]) != sizes[i])
+			return -1;
+		s->demos[3 + i] = (struct demo){.path = names[i], .type = "application/json",
+						.body = s->payload[i], .len = sizes[i]};
+	}
+	for (i = 0; i < s->ndemos; i++) {
+		struct demo *d = &s->demos[i];
+
+		d->cache_control = "no-cache"; /* revalidate: the ETag makes it cheap */
+		etag_of(d->body, d->len, d->etag, sizeof d->etag);
+		d->ok = mhdgz_response_from_buffer(s->gz, d->len, (void *)d->body,
+						   MHD_RESPMEM_PERSISTENT);
+		if (!d->ok)
+			return -1;
+		MHD_add_response_header(d->ok, MHD_HTTP_HEADER_CONTENT_TYPE, d->type);
+		MHD_add_response_header(d->ok, MHD_HTTP_HEADER_ETAG, d->etag);
+		MHD_add_response_header(d->ok, MHD_HTTP_HEADER_CACHE_CONTROL, d->cache_control);
+	}
+	return 0;
+}
+
+void
+demo_fini(struct server *s)
+{
+	size_t i;
+
+	for (i = 0; s->demos && i < s->ndemos; i++)
+		if (s->demos[i].ok)
+			MHD_destroy_response(s->demos[i].ok);
+	free(s->demos);
+	for (i = 0; i < 3; i++)
+		free(s->payload[i]);
+	/* The ticker's, once the daemon (whose readers take the lock) is gone. */
+	pthread_cond_destroy(&s->tick_cond);
+	pthread_mutex_destroy(&s->tick_lock);
+}
+
+enum MHD_Result
+serve_demo(struct req *rq, struct MHD_Connection *conn, const char *path, const char *method)
+{
+	struct server *s = rq->s;
+	size_t i;
+
+	if (strcmp(path, "/events") == 0)
+		return serve_events(rq, conn);
+	if (strcmp(path, "/stats") == 0)
+		return serve_stats(rq, conn);
+	if (strcmp(path, "/204") == 0) {
+		/* No content, for clients' keep-alive sequences (tests/interop.sh). */
+		static const char empty[] = "";
+
+		return respond(rq, conn, MHD_HTTP_NO_CONTENT,
+			       mhdgz_response_from_buffer(s->gz, 0, (void *)empty,
+							  MHD_RESPMEM_PERSISTENT),
+			       0);
+	}
+	for (i = 0; i < s->ndemos; i++) {
+		struct demo *d = &s->demos[i];
+		unsigned int pre;
+
+		if (strcmp(path, d->path) != 0 && !(i == 0 && strcmp(path, "/index.html") == 0))
+			continue;
+		pre = mhdgz_evaluate_preconditions(conn, method, d->etag);
+		if (pre == MHD_HTTP_NOT_MODIFIED)
+			return queue(rq, conn, pre, d->ok, 0);
+		if (pre != 0)
+			return respond_error(rq, conn, pre);
+		return queue(rq, conn, MHD_HTTP_OK, d->ok, d->len);
+	}
+	return respond_error(rq, conn, MHD_HTTP_NOT_FOUND);
+}

@@ -1,0 +1,513 @@
+/* files.c: gzserve --root: safe paths, validators, byte ranges, precompressed siblings. */
+#define _GNU_SOURCE /* strptime, timegm */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gzserve.h"
+
+/* ------------------------------------------------------------------------ */
+/* Request targets                                                          */
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * The file a request target names, relative to the root, from the target
+ * exactly as received (libmicrohttpd's url argument is already decoded, so
+ * "%2e%2e%2f" and "%00" could no longer be told apart from what they
+ * spell). Refused with 403: a "." or ".." segment, plain or encoded; an
+ * encoded "/" or "\" (a separator that did not look like one); a NUL or
+ * any control byte. Returns 0 with *rel_ret (malloc'd; "" for the root)
+ * and *slash_ret (the path ends in "/"), or the status to refuse with.
+ */
+static unsigned int
+target_to_relpath(const char *target, char **rel_ret, bool *slash_ret)
+{
+	const char *p = target, *end;
+	char *dec, *rel, *seg, *save = NULL;
+	size_t n = 0, rlen = 0;
+
+	/* absolute-form (RFC 9112 section 3.2.2): skip scheme and authority */
+	if (strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0) {
+		p = strstr(p, "://") + 3;
+		p += strcspn(p, "/?#");
+	}
+	end = p + strcspn(p, "?#");
+	if (p == end || *p != '/')
+		return MHD_HTTP_BAD_REQUEST;
+	*slash_ret = end[-1] == '/';
+	dec = malloc((size_t)(end - p) + 1);
+	rel = malloc((size_t)(end - p) + 1);
+	if (!dec || !rel)
+		goto fail500;
+	for (; p < end; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c == '%') {
+			int hi = p + 1 < end ? hexval(p[1]) : -1;
+			int lo = p + 2 < end ? hexval(p[2]) : -1;
+
+			if (hi < 0 || lo < 0)
+				goto fail400;
+			c = (unsigned char)(hi * 16 + lo);
+			p += 2;
+			if (c == '/' || c == '\\' || c == 0)
+				goto fail403;
+		} else if (c == '\\') {
+			goto fail403;
+		}
+		if (c < 0x20 || c == 0x7f)
+			goto fail403;
+		dec[n++] = (char)c;
+	}
+	dec[n] = '\0';
+	for (seg = strtok_r(dec, "/", &save); seg; seg = strtok_r(NULL, "/", &save)) {
+		size_t len = strlen(seg);
+
+		if (strcmp(seg, ".") == 0 || strcmp(seg, "..") == 0)
+			goto fail403;
+		if (rlen)
+			rel[rlen++] = '/';
+		memcpy(rel + rlen, seg, len);
+		rlen += len;
+	}
+	rel[rlen] = '\0';
+	free(dec);
+	*rel_ret = rel;
+	return 0;
+fail400:
+	free(dec);
+	free(rel);
+	return MHD_HTTP_BAD_REQUEST;
+fail403:
+	free(dec);
+	free(rel);
+	return MHD_HTTP_FORBIDDEN;
+fail500:
+	free(dec);
+	free(rel);
+	return MHD_HTTP_INTERNAL_SERVER_ERROR;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Static files                                                             */
+
+/* The real path of path if it exists and is inside the root (symlinks
+ * resolved: a link out of the root is refused). NULL with *status_ret 404
+ * (does not exist) or 403 (outside the root, or not permitted). */
+static char *
+resolve(const struct server *s, const char *path, unsigned int *status_ret)
+{
+	char *real = realpath(path, NULL);
+
+	if (!real) {
+		*status_ret = (errno == EACCES || errno == ELOOP) ? MHD_HTTP_FORBIDDEN
+								  : MHD_HTTP_NOT_FOUND;
+		return NULL;
+	}
+	if (strncmp(real, s->root, s->root_len) != 0 ||
+	    (real[s->root_len] != '/' && real[s->root_len] != '\0')) {
+		free(real);
+		*status_ret = MHD_HTTP_FORBIDDEN;
+		return NULL;
+	}
+	return real;
+}
+
+/* dir + "/" + name, malloc'd. */
+static char *
+path_join(const char *dir, const char *name)
+{
+	size_t len = strlen(dir) + 1 + strlen(name) + 1;
+	char *p = malloc(len);
+
+	if (p)
+		snprintf(p, len, "%s/%s", dir, name);
+	return p;
+}
+
+/* Open a resolved path as a regular file. O_NONBLOCK so a FIFO planted in the
+ * tree cannot block a pool thread in open(); it does nothing to regular
+ * files. Returns the fd, or -1 with *status_ret. */
+static int
+open_regular(const char *real, struct stat *st, unsigned int *status_ret)
+{
+	int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd < 0) {
+		*status_ret = errno == ENOENT ? MHD_HTTP_NOT_FOUND : MHD_HTTP_FORBIDDEN;
+		return -1;
+	}
+	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+		close(fd);
+		*status_ret = MHD_HTTP_FORBIDDEN;
+		return -1;
+	}
+	return fd;
+}
+
+/* Strong validator of a file: inode, size and modification time (ns). It
+ * changes whenever the file is replaced or written, as a strong ETag must
+ * (RFC 9110 section 8.8.3). */
+static void
+file_etag(const struct stat *st, char *out, size_t cap)
+{
+	snprintf(out, cap, "\"%jx-%jx-%jx\"", (uintmax_t)st->st_ino, (uintmax_t)st->st_size,
+		 (uintmax_t)st->st_mtim.tv_sec * 1000000000u + (uintmax_t)st->st_mtim.tv_nsec);
+}
+
+/* IMF-fixdate (RFC 9110 section 5.6.7). */
+static void
+http_date(time_t t, char *out, size_t cap)
+{
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(out, cap, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+}
+
+static bool
+parse_http_date(const char *v, time_t *t_ret)
+{
+	struct tm tm;
+	const char *end;
+
+	memset(&tm, 0, sizeof tm);
+	end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	if (!end || *end != '\0')
+		return false;
+	*t_ret = timegm(&tm);
+	return *t_ret != (time_t)-1;
+}
+
+static bool
+parse_u64(const char **pp, uint64_t *v_ret)
+{
+	const char *p = *pp;
+	uint64_t v = 0;
+
+	if (*p < '0' || *p > '9')
+		return false;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	*pp = p;
+	*v_ret = v;
+	return true;
+}
+
+/*
+ * Range: bytes=... (RFC 9110 section 14.1.2) for a body of len bytes.
+ * Returns 1 with the one range [*first_ret, *last_ret]; -1 if the range is
+ * not satisfiable (416); 0 to ignore the header and send the whole body:
+ * absent, another unit, malformed, or several ranges (a multipart/byteranges
+ * body is not worth it here; RFC 9110 allows ignoring Range).
+ */
+static int
+parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret)
+{
+	uint64_t a, b;
+
+	if (!v || strncasecmp(v, "bytes=", 6) != 0)
+		return 0;
+	v += 6;
+	while (*v == ' ' || *v == '\t')
+		v++;
+	if (strchr(v, ','))
+		return 0;
+	if (*v == '-') {
+		v++;
+		if (!parse_u64(&v, &b))
+			return 0;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		if (*v)
+			return 0;
+		if (b == 0 || len == 0)
+			return -1;
+		*first_ret = b >= len ? 0 : len - b;
+		*last_ret = len - 1;
+		return 1;
+	}
+	if (!parse_u64(&v, &a) || *v++ != '-')
+		return 0;
+	if (*v >= '0' && *v <= '9') {
+		if (!parse_u64(&v, &b) || b < a)
+			return 0;
+	} else {
+		b = UINT64_MAX;
+	}
+	while (*v == ' ' || *v == '\t')
+		v++;
+	if (*v)
+		return 0;
+	if (a >= len)
+		return -1;
+	*first_ret = a;
+	*last_ret = b >= len ? len - 1 : b;
+	return 1;
+}
+
+/* If-Range (RFC 9110 section 13.1.5): does the range still apply? An
+ * entity-tag must match strongly; a date must equal Last-Modified. With
+ * --etag keep the gzip representation carries the identity's entity-tag,
+ * so a tag names both: the bytes the client holds may be gzip, and ranges
+ * are of the identity body, so such a range is refused (the whole body). */
+static bool
+if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool etag_shared)
+{
+	const char *v;
+	time_t t;
+
+	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_RANGE);
+	if (!v)
+		return true;
+	if (v[0] == '"')
+		return !etag_shared && strcmp(v, etag) == 0;
+	if (v[0] == 'W' && v[1] == '/')
+		return false;
+	return parse_http_date(v, &t) && t == mtime;
+}
+
+/* If-Modified-Since (RFC 9110 section 13.1.3), evaluated only when there is
+ * no If-None-Match (section 13.2.2 step 4). */
+static bool
+not_modified_since(struct MHD_Connection *conn, time_t mtime)
+{
+	const char *v;
+	time_t t;
+
+	if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH))
+		return false;
+	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MODIFIED_SINCE);
+	return v && parse_http_date(v, &t) && mtime <= t;
+}
+
+/* The FILE.gz beside FILE, if it is a regular file inside the root. */
+static int
+open_precompressed(const struct server *s, const char *real, struct stat *st)
+{
+	size_t len = strlen(real) + 4;
+	char *gzpath = malloc(len), *gzreal;
+	unsigned int status;
+	int fd;
+
+	if (!gzpath)
+		return -1;
+	snprintf(gzpath, len, "%s.gz", real);
+	gzreal = resolve(s, gzpath, &status);
+	free(gzpath);
+	if (!gzreal)
+		return -1;
+	fd = open_regular(gzreal, st, &status);
+	free(gzreal);
+	return fd;
+}
+
+static bool
+accepts_gzip(struct MHD_Connection *conn)
+{
+	struct ae_lines ae;
+	bool yes;
+
+	yes = accept_encoding(conn, &ae) == 0 && mhdgz_accept_gzip_q(ae.v, ae.n) > 0;
+	ae_lines_free(&ae);
+	return yes;
+}
+
+static enum MHD_Result
+redirect_slash(struct req *rq, struct MHD_Connection *conn)
+{
+	const char *q = rq->uri + strcspn(rq->uri, "?#");
+	size_t len = (size_t)(q - rq->uri);
+	char *loc = malloc(len + 2 + strlen(q));
+	static const char body[] = "<!doctype html><title>301 Moved Permanently</title>"
+				   "<h1>301 Moved Permanently</h1>\n";
+	struct MHD_Response *r;
+
+	if (!loc)
+		return MHD_NO;
+	memcpy(loc, rq->uri, len);
+	loc[len] = '/';
+	strcpy(loc + len + 1, *q == '?' ? q : "");
+	r = mhdgz_response_from_buffer(rq->s->gz, sizeof body - 1, (void *)body,
+				       MHD_RESPMEM_PERSISTENT);
+	if (r) {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+					"text/html; charset=utf-8");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+	}
+	free(loc);
+	return respond(rq, conn, MHD_HTTP_MOVED_PERMANENTLY, r, sizeof body - 1);
+}
+
+enum MHD_Result
+serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
+{
+	struct server *s = rq->s;
+	char *rel = NULL, *real = NULL, *path;
+	bool slash, is_get = strcmp(method, "GET") == 0, sibling = false, not_modified;
+	unsigned int status;
+	struct stat st, gst;
+	char type[160], etag[80], lastmod[64], crange[96];
+	const char *name;
+	struct MHD_Response *r;
+	uint64_t first = 0, last = 0, len;
+	int fd = -1, gzfd = -1, range = 0;
+	enum MHD_Result ret;
+
+	status = target_to_relpath(rq->uri, &rel, &slash);
+	if (status)
+		return respond_error(rq, conn, status);
+	path = path_join(s->root, rel);
+	if (!path)
+		goto oom;
+	real = resolve(s, path, &status);
+	free(path);
+	if (!real)
+		goto refuse;
+	if (stat(real, &st) != 0) {
+		status = MHD_HTTP_NOT_FOUND;
+		goto refuse;
+	}
+	name = rel;
+	if (S_ISDIR(st.st_mode)) {
+		if (!slash) {
+			free(rel);
+			free(real);
+			return redirect_slash(rq, conn);
+		}
+		/* index.html, or nothing: no directory listings. */
+		path = path_join(real, "index.html");
+		if (!path)
+			goto oom;
+		free(real);
+		real = resolve(s, path, &status);
+		free(path);
+		if (!real) {
+			if (status == MHD_HTTP_NOT_FOUND)
+				status = MHD_HTTP_FORBIDDEN;
+			goto refuse;
+		}
+		name = "index.html";
+	}
+	fd = open_regular(real, &st, &status);
+	if (fd < 0)
+		goto refuse;
+	mime_type(s, name, type, sizeof type);
+
+	if (s->cfg.precompressed) {
+		gzfd = open_precompressed(s, real, &gst);
+		sibling = gzfd >= 0;
+		if (gzfd >= 0 && !accepts_gzip(conn)) {
+			close(gzfd);
+			gzfd = -1;
+		}
+		if (gzfd >= 0) {
+			/* Serve the .gz: its own validators and length. */
+			close(fd);
+			fd = gzfd;
+			st = gst;
+		}
+	}
+	file_etag(&st, etag, sizeof etag);
+	http_date(st.st_mtim.tv_sec, lastmod, sizeof lastmod);
+
+	status = mhdgz_evaluate_preconditions(conn, method, etag);
+	if (status == 0 && not_modified_since(conn, st.st_mtim.tv_sec))
+		status = MHD_HTTP_NOT_MODIFIED;
+	if (status == MHD_HTTP_PRECONDITION_FAILED) {
+		close(fd);
+		goto refuse;
+	}
+	/* A 304 is the 200 below queued with status 304 (see the top of
+	 * main.c); the file is opened but never read. */
+	not_modified = status == MHD_HTTP_NOT_MODIFIED;
+
+	len = (uint64_t)st.st_size;
+	/* Ranges of the identity body only; a precompressed body is sent whole. */
+	if (is_get && !not_modified && gzfd < 0 && if_range_ok(conn, etag, st.st_mtim.tv_sec,
+							 s->cfg.etag == MHDGZ_ETAG_KEEP))
+		range = parse_range(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+								MHD_HTTP_HEADER_RANGE),
+				    len, &first, &last);
+	if (range < 0) {
+		struct MHD_Response *e416;
+		static const char body[] = "<!doctype html><title>416 Range Not Satisfiable</title>"
+					   "<h1>416 Range Not Satisfiable</h1>\n";
+
+		close(fd);
+		fd = -1;
+		e416 = mhdgz_response_from_buffer(s->gz, sizeof body - 1, (void *)body,
+						  MHD_RESPMEM_PERSISTENT);
+		if (!e416)
+			goto oom;
+		snprintf(crange, sizeof crange, "bytes */%" PRIu64, len);
+		MHD_add_response_header(e416, MHD_HTTP_HEADER_CONTENT_TYPE,
+					"text/html; charset=utf-8");
+		MHD_add_response_header(e416, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
+		ret = respond(rq, conn, MHD_HTTP_RANGE_NOT_SATISFIABLE, e416, sizeof body - 1);
+		goto out;
+	}
+	if (range > 0)
+		r = mhdgz_response_from_fd_at_offset64(s->gz, last - first + 1, fd, first);
+	else
+		r = mhdgz_response_from_fd_at_offset64(s->gz, len, fd, 0);
+	if (!r)
+		goto oom; /* fd is still ours (as with libmicrohttpd): closed there */
+	fd = -1; /* the response owns it now */
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_LAST_MODIFIED, lastmod);
+	if (gzfd >= 0) {
+		/* Already coded: the handler skips responses with a
+		 * Content-Encoding, so this is sent as it is. */
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+	} else {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
+	}
+	if (sibling)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+	if (range > 0) {
+		snprintf(crange, sizeof crange, "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, first,
+			 last, len);
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
+		ret = respond(rq, conn, MHD_HTTP_PARTIAL_CONTENT, r, last - first + 1);
+	} else if (not_modified) {
+		ret = respond(rq, conn, MHD_HTTP_NOT_MODIFIED, r, 0);
+	} else {
+		ret = respond(rq, conn, MHD_HTTP_OK, r, len);
+	}
+out:
+	free(rel);
+	free(real);
+	return ret;
+oom:
+	if (fd >= 0)
+		close(fd);
+	free(rel);
+	free(real);
+	return MHD_NO;
+refuse:
+	free(rel);
+	free(real);
+	return respond_error(rq, conn, status);
+}

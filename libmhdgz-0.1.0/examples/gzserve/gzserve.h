@@ -1,0 +1,124 @@
+/* gzserve.h: what gzserve's files share: configuration, server, request, calls. */
+#ifndef GZSERVE_H
+#define GZSERVE_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+#include <microhttpd.h>
+#include <mhdgz.h>
+
+/* Most Accept-Encoding lines read per request; more is not a real client. */
+
+struct config {
+	const char *bind;
+	unsigned int port;
+	const char *root;
+	enum mhdgz_backend backend;
+	int level;
+	bool level_set;
+	size_t min_size;
+	bool min_size_set;
+	char *types_buf;    /* the --types argument, split in place */
+	const char **types; /* NULL-terminated, or NULL for the default */
+	unsigned int threads;
+	bool precompressed;
+	enum mhdgz_etag_policy etag;
+	bool no_compress;
+	bool quiet;
+};
+
+struct demo;   /* demo.c */
+struct mime;   /* mime.c */
+struct events; /* demo.c */
+
+struct server {
+	struct config cfg;
+	struct mhdgz *gz;
+	int level; /* the level in use, for /stats */
+	struct MHD_Daemon *daemon;
+	char *root;      /* realpath of --root; NULL in demo mode */
+	size_t root_len; /* 0 when the root is "/" */
+	struct mime *mimes;
+	size_t nmimes;
+	struct demo *demos;
+	size_t ndemos;
+	uint8_t *payload[3];
+
+	atomic_uint_fast64_t requests;
+	atomic_int in_flight;
+
+	/* The event ticker: streams waiting for their next event, suspended. */
+	pthread_mutex_t tick_lock;
+	pthread_cond_t tick_cond;
+	pthread_t tick_thread;
+	bool stopping; /* under tick_lock: no new waits, wake every stream */
+	struct events *waiting;
+};
+
+/* One request: created by the URI log callback (the first thing
+ * libmicrohttpd tells us about a request, with the URI exactly as sent),
+ * freed when the request completes, after its access log line. */
+struct req {
+	struct server *s;
+	char *uri; /* raw request target */
+	char method[16];
+	uint64_t start_us;
+	uint64_t sock_start; /* bytes written on the socket before this request */
+	bool sock_known;
+	bool seen; /* the access handler ran once (headers received) */
+	unsigned int status;
+	uint64_t body_nbytes; /* identity body bytes of the response */
+	const char *coding;
+	_Atomic uint64_t stream_nbytes; /* /events: bytes produced so far */
+	bool streamed;
+};
+
+/* Every Accept-Encoding line of a request, for mhdgz_accept_gzip_q(). */
+struct ae_lines {
+	const char **v; /* malloc'd; the strings are libmicrohttpd's */
+	size_t n, cap;
+	bool failed; /* out of memory: some lines are missing */
+};
+
+/* log.c: per-request context and the access log. */
+uint64_t now_us(void);
+void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn);
+void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+		  enum MHD_RequestTerminationCode toe);
+void on_mhd_log(void *cls, const char *fmt, va_list ap);
+
+/* respond.c: queueing through the handler. */
+/* 0, or -1 when out of memory (then treat the request as identity-only). */
+int accept_encoding(struct MHD_Connection *conn, struct ae_lines *ae);
+void ae_lines_free(struct ae_lines *ae);
+enum MHD_Result queue(struct req *rq, struct MHD_Connection *conn, unsigned int status,
+		      struct MHD_Response *r, uint64_t body_nbytes);
+enum MHD_Result respond(struct req *rq, struct MHD_Connection *conn, unsigned int status,
+			struct MHD_Response *r, uint64_t body_nbytes);
+enum MHD_Result respond_error(struct req *rq, struct MHD_Connection *conn, unsigned int status);
+
+/* demo.c: the built-in demo, /events, /stats, and the event ticker (which
+ * runs in both modes; it costs a sleeping thread). */
+int demo_init(struct server *s);
+void demo_fini(struct server *s);
+enum MHD_Result serve_demo(struct req *rq, struct MHD_Connection *conn, const char *path,
+			   const char *method);
+int ticker_start(struct server *s);
+void ticker_stop(struct server *s);
+void ticker_join(struct server *s);
+
+/* mime.c: media types of file names. */
+int mime_load(struct server *s, const char *file);
+void mime_free(struct server *s);
+void mime_type(const struct server *s, const char *name, char *out, size_t cap);
+
+/* files.c: the static files under --root. */
+enum MHD_Result serve_file(struct req *rq, struct MHD_Connection *conn, const char *method);
+
+#endif /* GZSERVE_H */

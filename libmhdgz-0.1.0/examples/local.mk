@@ -1,0 +1,36 @@
+# examples/local.mk: the examples and gzserve (included by the top-level Makefile.am; paths are from the top).
+# --- examples/ -------------------------------------------------------------
+noinst_PROGRAMS += examples/minimal
+examples_minimal_SOURCES = examples/minimal.c
+examples_minimal_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS)
+examples_minimal_LDADD = handler/libmhdgz.la $(MHD_LIBS)
+
+# Single-feature examples, each run by tests/examples_test.sh.
+EXTRA_DIST += tests/examples_test.sh
+noinst_PROGRAMS += examples/stream_low_latency examples/static_file examples/event_stream
+examples_stream_low_latency_SOURCES = examples/stream_low_latency.c
+examples_stream_low_latency_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS)
+examples_stream_low_latency_LDADD = handler/libmhdgz.la $(MHD_LIBS)
+examples_static_file_SOURCES = examples/static_file.c
+examples_static_file_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS)
+examples_static_file_LDADD = handler/libmhdgz.la $(MHD_LIBS)
+examples_event_stream_SOURCES = examples/event_stream.c
+examples_event_stream_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS)
+examples_event_stream_LDADD = handler/libmhdgz.la $(MHD_LIBS)
+
+# The deterministic JSON payload of gzserve's demo, shared with the
+# benchmarks and the gzserve tests (a library here, so nothing builds
+# from another program's folder).
+noinst_LTLIBRARIES += examples/payload/libpayload.la
+examples_payload_libpayload_la_SOURCES = examples/payload/payload.c examples/payload/payload.h
+
+# gzserve: the sample server (installed).
+bin_PROGRAMS = examples/gzserve/gzserve
+examples_gzserve_gzserve_SOURCES = examples/gzserve/gzserve.h examples/gzserve/main.c \
+	examples/gzserve/respond.c examples/gzserve/files.c examples/gzserve/mime.c \
+	examples/gzserve/demo.c examples/gzserve/log.c
+examples_gzserve_gzserve_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/examples/payload
+examples_gzserve_gzserve_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS)
+examples_gzserve_gzserve_LDADD = handler/libmhdgz.la examples/payload/libpayload.la $(MHD_LIBS)
+
+dist_man1_MANS = examples/gzserve/gzserve.1

@@ -1,0 +1,208 @@
+/* hnd_api.c: handler lifetime and options, version, backends, errors and the allocator hook. */
+#include <string.h>
+#include <strings.h>
+
+#include "hnd_internal.h"
+
+/* The core's vocabulary is its own; the public values are the same. */
+_Static_assert(MHDGZ_OK == GZ_OK && MHDGZ_ENOMEM == GZ_ENOMEM && MHDGZ_EINVAL == GZ_EINVAL &&
+		       MHDGZ_EBACKEND == GZ_EBACKEND && MHDGZ_ENOSPC == GZ_ENOSPC &&
+		       MHDGZ_ENOTSUP == GZ_ENOTSUP && MHDGZ_EBUSY == GZ_EBUSY,
+	       "MHDGZ_E* and GZ_E* agree");
+_Static_assert(MHDGZ_BACKEND_ZLIB == GZ_ID_ZLIB && MHDGZ_BACKEND_LIBDEFLATE == GZ_ID_LIBDEFLATE &&
+		       MHDGZ_BACKEND_ISAL == GZ_ID_ISAL,
+	       "enum mhdgz_backend and GZ_ID_* agree");
+
+/* Names of the backends the public enum knows, compiled in or not (so
+ * that mhdgz_backend_from_name can tell unknown from not compiled in). */
+static const char *const hnd_backend_names[] = {
+	[MHDGZ_BACKEND_ZLIB] = "zlib",
+	[MHDGZ_BACKEND_LIBDEFLATE] = "libdeflate",
+	[MHDGZ_BACKEND_ISAL] = "isal",
+};
+
+#define HND_NBACKENDS (sizeof hnd_backend_names / sizeof hnd_backend_names[0])
+
+static const struct gz_backend *
+backend_of(enum mhdgz_backend b)
+{
+	if (b == MHDGZ_BACKEND_DEFAULT)
+		return gz_backend_default();
+	return gz_backend_by_id((int)b);
+}
+
+MHDGZ_API const char *
+mhdgz_version(void)
+{
+	return MHDGZ_VERSION_STRING;
+}
+
+MHDGZ_API int
+mhdgz_backend_available(enum mhdgz_backend backend)
+{
+	return backend_of(backend) != NULL;
+}
+
+MHDGZ_API const char *
+mhdgz_backend_name(enum mhdgz_backend backend)
+{
+	if (backend == MHDGZ_BACKEND_DEFAULT)
+		return gz_backend_default()->name;
+	if ((unsigned int)backend >= HND_NBACKENDS)
+		return NULL;
+	return hnd_backend_names[backend];
+}
+
+MHDGZ_API int
+mhdgz_backend_from_name(const char *name, enum mhdgz_backend *backend_ret)
+{
+	unsigned int b;
+
+	if (!name || !backend_ret)
+		return MHDGZ_EINVAL;
+	for (b = 1; b < HND_NBACKENDS; b++) {
+		if (hnd_backend_names[b] && strcasecmp(name, hnd_backend_names[b]) == 0) {
+			if (!backend_of((enum mhdgz_backend)b))
+				return MHDGZ_ENOTSUP;
+			*backend_ret = (enum mhdgz_backend)b;
+			return 0;
+		}
+	}
+	return MHDGZ_EINVAL;
+}
+
+MHDGZ_API int
+mhdgz_backend_levels(enum mhdgz_backend backend, int *min_ret, int *max_ret, int *default_ret)
+{
+	const struct gz_backend *be = backend_of(backend);
+
+	if (!be)
+		return MHDGZ_ENOTSUP;
+	if (min_ret)
+		*min_ret = be->level_min;
+	if (max_ret)
+		*max_ret = be->level_max;
+	if (default_ret)
+		*default_ret = be->level_default;
+	return 0;
+}
+
+/* Free a handle and everything it holds (the last reference is gone, or
+ * mhdgz_new failed half way). */
+static void
+handle_destroy(struct mhdgz *gz)
+{
+	if (!gz)
+		return;
+	if (gz->table.bucket)
+		hnd_table_fini(&gz->table);
+	gz_pool_free(gz->stream_pool);
+	gz_pool_free(gz->pool);
+	hnd_typelist_fini(&gz->compress_types);
+	hnd_typelist_fini(&gz->skip_types);
+	gz_free(gz);
+}
+
+MHDGZ_API int
+mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
+{
+	struct mhdgz_options o;
+	struct mhdgz *gz;
+	size_t cap;
+	int rc;
+
+	if (!gz_ret)
+		return MHDGZ_EINVAL;
+	memset(&o, 0, sizeof o);
+	if (opts) {
+		if (opts->size != sizeof o)
+			return MHDGZ_EINVAL;
+		o = *opts;
+	}
+	if ((unsigned int)o.backend >= HND_NBACKENDS ||
+	    (unsigned int)o.etag_policy > MHDGZ_ETAG_KEEP)
+		return MHDGZ_EINVAL;
+	gz = gz_calloc(1, sizeof *gz);
+	if (!gz)
+		return MHDGZ_ENOMEM;
+	atomic_init(&gz->refs, 1);
+	gz->be = backend_of(o.backend);
+	if (!gz->be) {
+		rc = MHDGZ_ENOTSUP;
+		goto fail;
+	}
+	gz->level = o.level != 0 ? o.level : gz->be->level_default;
+	if (gz->level < gz->be->level_min || gz->level > gz->be->level_max) {
+		rc = MHDGZ_EINVAL;
+		goto fail;
+	}
+	if (!(gz->be->caps & GZ_CAP_ONESHOT)) {
+		rc = MHDGZ_ENOTSUP;
+		goto fail;
+	}
+	gz->min_nbytes = o.min_nbytes ? o.min_nbytes : MHDGZ_DEFAULT_MIN_NBYTES;
+	gz->etag_policy = o.etag_policy;
+	rc = hnd_typelist_init(&gz->compress_types,
+			       o.compress_types ? o.compress_types : hnd_default_compress_types);
+	if (rc < 0)
+		goto fail;
+	rc = hnd_typelist_init(&gz->skip_types,
+			       o.skip_types ? o.skip_types : hnd_default_skip_types);
+	if (rc < 0)
+		goto fail;
+	cap = (o.flags & MHDGZ_F_NO_POOL) ? 0 : o.pool_idle_cap ? o.pool_idle_cap : HND_POOL_IDLE_CAP;
+	rc = gz_pool_pair_new(gz->be, gz->level, cap, &gz->pool, &gz->stream_pool);
+	if (rc < 0)
+		goto fail;
+	rc = hnd_table_init(&gz->table);
+	if (rc < 0)
+		goto fail;
+	*gz_ret = gz;
+	return 0;
+fail:
+	handle_destroy(gz);
+	return rc;
+}
+
+
+void
+hnd_gz_ref(struct mhdgz *gz)
+{
+	atomic_fetch_add_explicit(&gz->refs, 1, memory_order_relaxed);
+}
+
+void
+hnd_gz_unref(struct mhdgz *gz)
+{
+	/* acq_rel: whatever a response's last user did happens before the
+	 * handle is freed by whoever drops the last reference. */
+	if (atomic_fetch_sub_explicit(&gz->refs, 1, memory_order_acq_rel) == 1)
+		handle_destroy(gz);
+}
+
+MHDGZ_API void
+mhdgz_free(struct mhdgz *gz)
+{
+	if (gz)
+		hnd_gz_unref(gz);
+}
+
+MHDGZ_API const char *
+mhdgz_strerror(int err)
+{
+	const char *msg = gz_strerror(err);
+
+	if (msg)
+		return msg;
+	return err == MHDGZ_EMHD ? "libmicrohttpd refused a call" : "unknown error";
+}
+
+MHDGZ_API int
+mhdgz_set_allocator(const struct mhdgz_allocator *alloc)
+{
+	if (!alloc)
+		return gz_alloc_set_hook(NULL, NULL, NULL);
+	if (alloc->size != sizeof *alloc || !alloc->malloc_fn || !alloc->free_fn)
+		return MHDGZ_EINVAL;
+	return gz_alloc_set_hook(alloc->malloc_fn, alloc->free_fn, alloc->cls);
+}

@@ -1,0 +1,129 @@
+/* hnd_conditional.c: conditional requests: the 304 response and mhdgz_evaluate_preconditions. */
+#include <string.h>
+#include <strings.h>
+
+#include "hnd_internal.h"
+
+/*
+ * The response to queue for a 304 standing for the 200 this client would
+ * get (RFC 9110 section 15.4.5): that 200's header fields, and its length
+ * or none, since a 304 may state no other (section 8.6), while
+ * libmicrohttpd 0.9.75 sends a Content-Length with every 304 of known size
+ * (and chunked framing, body bytes included, with one of unknown size).
+ *
+ * A 200 that would be gzip (gzip_client, and the response compresses):
+ * for a body compressed whole, the 304 response shares the gzip body
+ * (never sent with a 304) to get its size; for a file streamed compressed
+ * (up to HND_HEAD_LENGTH_MAX) the gzip length is computed once; for any
+ * other stream the length is not known, and the 304 has none and closes
+ * the connection (hnd_fields_response). A 200 that would be identity: the
+ * response itself, unless it has no length (a stream of unknown size):
+ * then a 304 without length that closes. An empty response queued for the
+ * 304 says Content-Length: 0, as it would without mhdgz. NULL on failure
+ * (the caller queues the response itself). e->lock held.
+ */
+struct MHD_Response *
+hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
+		 const uint8_t *sniff, size_t sniff_len, const struct hnd_accept *acc,
+		 bool gzip_client)
+{
+	struct hnd_decision d200;
+	struct MHD_Response *v;
+	bool gzip = gzip_client && !e->not_smaller;
+	uint64_t len = MHD_SIZE_UNKNOWN;
+
+	if (gzip && e->body_len != 0) {
+		hnd_decide(gz, e->opt_out, 200, f, sniff, sniff_len, e->body_len, acc, &d200);
+		gzip = d200.reason == MHDGZ_COMPRESSED;
+		if (gzip && hnd_whole_body(e)) {
+			if (hnd_gzip_representation(gz, e, f, false, &v) != MHDGZ_COMPRESSED) {
+				gzip = false; /* not smaller, or failed: the 200 is identity */
+			} else {
+				if (!e->rep_304) {
+					atomic_fetch_add(&e->gzip_body->refs, 1);
+					if (hnd_build_response(gz, e->response, f, e->gzip_body,
+							       HND_REP_GZIP_304, &e->rep_304) < 0)
+						hnd_count(gz, HND_C_FAILURES, 1);
+				}
+				return e->rep_304;
+			}
+		}
+	}
+	if (gzip && e->body_len == 0) {
+		/* An empty response stands for the 304 itself. */
+		if (gz->etag_policy == MHDGZ_ETAG_KEEP || !f->etag)
+			return e->response;
+		if (!e->rep_304 &&
+		    hnd_build_response(gz, e->response, f, NULL, HND_REP_GZIP_304, &e->rep_304) < 0)
+			hnd_count(gz, HND_C_FAILURES, 1);
+		return e->rep_304;
+	}
+	if (gzip) { /* a stream: its gzip length, where a file gives it */
+		if (!e->rep_304) {
+			if (hnd_gzip_stream_length(gz, e, hnd_low_latency(e, f), &len) == 0)
+				hnd_count(gz, HND_C_COMPRESSIONS, 1);
+			else
+				len = MHD_SIZE_UNKNOWN;
+			e->rep_304 = hnd_fields_response(gz, e->response, f, len, HND_REP_GZIP_304);
+			if (!e->rep_304)
+				hnd_count(gz, HND_C_FAILURES, 1);
+		}
+		return e->rep_304;
+	}
+	if (e->body_len != MHD_SIZE_UNKNOWN)
+		return e->response;
+	if (!e->rep_304_identity) {
+		e->rep_304_identity = hnd_fields_response(gz, e->response, f, MHD_SIZE_UNKNOWN,
+							  HND_REP_IDENTITY);
+		if (!e->rep_304_identity)
+			hnd_count(gz, HND_C_FAILURES, 1);
+	}
+	return e->rep_304_identity;
+}
+
+struct precond_ctx {
+	const char *etag;
+	bool if_match, if_match_ok;
+	bool if_none_match, if_none_match_hit;
+};
+
+static enum MHD_Result
+precond_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct precond_ctx *c = cls;
+
+	(void)kind;
+	if (!value)
+		return MHD_YES;
+	/* Several lines of a list field form one list: any member counts. */
+	if (strcasecmp(key, MHD_HTTP_HEADER_IF_MATCH) == 0) {
+		c->if_match = true;
+		if (mhdgz_etag_match(value, c->etag ? c->etag : "", 0))
+			c->if_match_ok = true;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_IF_NONE_MATCH) == 0) {
+		c->if_none_match = true;
+		if (mhdgz_etag_match(value, c->etag ? c->etag : "", 1))
+			c->if_none_match_hit = true;
+	}
+	return MHD_YES;
+}
+
+MHDGZ_API unsigned int
+mhdgz_evaluate_preconditions(struct MHD_Connection *connection, const char *method,
+			     const char *etag)
+{
+	struct precond_ctx c = {.etag = etag};
+
+	if (!connection || !method)
+		return 0;
+	MHD_get_connection_values(connection, MHD_HEADER_KIND, precond_iter, &c);
+	/* RFC 9110 section 13.2.2: If-Match first, then If-None-Match. A
+	 * resource without ETag matches only "*" (handled by etag_match). */
+	if (c.if_match && !c.if_match_ok)
+		return MHD_HTTP_PRECONDITION_FAILED;
+	if (c.if_none_match && c.if_none_match_hit)
+		return (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+			       ? MHD_HTTP_NOT_MODIFIED
+			       : MHD_HTTP_PRECONDITION_FAILED;
+	return 0;
+}

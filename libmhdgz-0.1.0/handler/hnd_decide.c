@@ -1,0 +1,152 @@
+/* hnd_decide.c: the one decision function: compress or not, and why. */
+#include <string.h>
+#include <strings.h>
+
+#include "hnd_internal.h"
+
+/* Files up to this many bytes are compressed whole when first queued (a
+ * gzip 200 with Content-Length, cached with the response); larger ones are
+ * compressed as a stream per connection, in bounded memory. 1 MiB of
+ * text is ~3 ms of libdeflate level 6. */
+#ifndef HND_FD_WHOLE_MAX
+#define HND_FD_WHOLE_MAX (1024 * 1024)
+#endif
+
+/* 1xx, 204 and 304 responses carry no content (RFC 9110 sections 6.4.1,
+ * 15.3.5, 15.4.5). */
+static bool
+status_has_no_content(unsigned int status)
+{
+	return (status >= 100 && status < 200) || status == 204 || status == 304;
+}
+
+/* Is the media type compressible? Skip list first, then compress list; a
+ * response without Content-Type is sniffed, and a text-like one goes
+ * through the lists as text/plain (so a list that excludes text, or an
+ * empty one, excludes it too). */
+static bool
+type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_t *sniff,
+		  size_t sniff_len)
+{
+	const char *mt;
+	size_t len = 0;
+
+	if (content_type)
+		mt = hnd_media_type(content_type, &len);
+	if (len == 0) { /* untyped: sniff, or refuse what cannot be sniffed */
+		if (!sniff || !hnd_sniff_text(sniff, sniff_len))
+			return false;
+		mt = "text/plain";
+		len = sizeof "text/plain" - 1;
+	}
+	if (hnd_typelist_match(&gz->skip_types, mt, len))
+		return false;
+	return hnd_typelist_match(&gz->compress_types, mt, len);
+}
+
+/*
+ * The decision. Early-outs in the order of enum mhdgz_reason; the first
+ * that applies is the reason. Alongside, whether the representation varies
+ * with Accept-Encoding (then both variants carry Vary: Accept-Encoding,
+ * RFC 9110 section 12.5.5): it does for every response that would be
+ * compressed for some client, i.e. that passes every check that does not
+ * look at the request or at the body size.
+ *
+ * A 304 has no content, but it stands for the 200 the client has cached:
+ * it carries the Vary and (for a gzip-accepting client) the ETag that 200
+ * would carry (RFC 9110 section 15.4.5). Its body and size say nothing, so
+ * only the header checks apply to it.
+ *
+ * sniff/sniff_len are the first bytes of the body for the content sniff of
+ * an untyped response (NULL when they cannot be known in advance, as for a
+ * content reader: then an untyped response is not compressed). body_len is
+ * MHD_SIZE_UNKNOWN for a stream of unknown length (never small or empty).
+ */
+void
+hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
+	   const struct hnd_facts *f, const uint8_t *sniff, size_t sniff_len, uint64_t body_len,
+	   const struct hnd_accept *acc, struct hnd_decision *d)
+{
+	bool is_304 = status == 304;
+	bool encoded;
+
+	d->vary = false;
+	d->gzip_304 = false;
+	if (opt_out) {
+		d->reason = MHDGZ_SKIP_OPT_OUT;
+		return;
+	}
+	if (status_has_no_content(status) && !is_304) {
+		d->reason = MHDGZ_SKIP_STATUS;
+		return;
+	}
+	encoded = f->content_encoding && strcasecmp(f->content_encoding, "identity") != 0;
+	if (status == 206 || f->content_range) {
+		/* Ranges are of the identity body; but a 206 carries the Vary
+		 * its 200 would carry (RFC 9110 section 15.3.7). */
+		d->reason = MHDGZ_SKIP_RANGE;
+		d->vary = !encoded && !f->no_transform &&
+			  type_compressible(gz, f->content_type, sniff, sniff_len);
+		return;
+	}
+	if (encoded) {
+		d->reason = MHDGZ_SKIP_ENCODED;
+		return;
+	}
+	if (f->no_transform) {
+		d->reason = MHDGZ_SKIP_NO_TRANSFORM;
+		return;
+	}
+	if (is_304) {
+		if (f->content_type && !type_compressible(gz, f->content_type, (const uint8_t *)"", 0)) {
+			d->reason = MHDGZ_SKIP_STATUS;
+			return;
+		}
+		d->vary = true;
+		d->gzip_304 = hnd_accept_wants_gzip(acc);
+		d->reason = MHDGZ_SKIP_STATUS;
+		return;
+	}
+	if (body_len == 0) {
+		d->reason = MHDGZ_SKIP_EMPTY;
+		return;
+	}
+	if (!type_compressible(gz, f->content_type, sniff, sniff_len)) {
+		d->reason = MHDGZ_SKIP_TYPE;
+		return;
+	}
+	d->vary = true;
+	if (!hnd_accept_wants_gzip(acc)) {
+		d->reason = MHDGZ_SKIP_NOT_ACCEPTED;
+		return;
+	}
+	if (body_len < gz->min_nbytes) {
+		d->reason = MHDGZ_SKIP_SMALL;
+		return;
+	}
+	d->reason = MHDGZ_COMPRESSED;
+}
+
+/* A file small enough to compress whole: the gzip 200 then has a
+ * Content-Length (HEAD and 304 can carry it), is cached like a buffer's,
+ * and uses the whole-buffer backend. */
+bool
+hnd_whole_body(const struct hnd_entry *e)
+{
+	return e->kind == HND_BUFFER || (e->kind == HND_FD && e->body_len <= HND_FD_WHOLE_MAX);
+}
+
+/* Is this stream one whose every chunk must reach the client at once? */
+bool
+hnd_low_latency(const struct hnd_entry *e, const struct hnd_facts *f)
+{
+	const char *mt;
+	size_t len;
+
+	if (e->low_latency)
+		return true;
+	if (!f->content_type)
+		return false;
+	mt = hnd_media_type(f->content_type, &len);
+	return len == 17 && strncasecmp(mt, "text/event-stream", 17) == 0;
+}

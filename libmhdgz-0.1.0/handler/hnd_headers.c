@@ -1,0 +1,274 @@
+/* hnd_headers.c: header rewriting: the facts the decision reads, Vary merging, the fields copied to a variant. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "hnd_internal.h"
+
+/* Longest ETag rewritten; longer ones are dropped from gzip variants
+ * (dropping a validator is always safe, only less efficient). */
+#ifndef HND_ETAG_MAX
+#define HND_ETAG_MAX 256
+#endif
+
+static enum MHD_Result
+facts_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct hnd_facts_ctx *c = cls;
+	struct hnd_facts *f = c->f;
+
+	if (kind != MHD_HEADER_KIND || !value)
+		return MHD_YES;
+	if (!f->content_type && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
+		f->content_type = value;
+	else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0) {
+		/* Several lines: any non-identity one means already encoded. */
+		if (!f->content_encoding || strcasecmp(value, "identity") != 0)
+			f->content_encoding = value;
+	} else if (!f->etag && strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0)
+		f->etag = value;
+	else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_RANGE) == 0)
+		f->content_range = true;
+	else if (strcasecmp(key, MHD_HTTP_HEADER_CACHE_CONTROL) == 0) {
+		if (hnd_list_has_token(value, "no-transform"))
+			f->no_transform = true;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0) {
+		if (hnd_list_has_token(value, "accept-encoding") || hnd_list_has_token(value, "*"))
+			f->vary_has_ae = true;
+		if (f->vary_count < HND_VARY_MAX) {
+			c->vary[f->vary_count] = value;
+			c->vary_key[f->vary_count] = key;
+		}
+		f->vary_count++;
+	}
+	return MHD_YES;
+}
+
+void
+hnd_read_facts(struct MHD_Response *r, struct hnd_facts *f, struct hnd_facts_ctx *c)
+{
+	memset(f, 0, sizeof *f);
+	c->f = f;
+	MHD_get_response_headers(r, facts_iter, c);
+}
+
+/*
+ * Merge "Accept-Encoding" into the response's Vary (RFC 9110 section
+ * 12.5.5): one field "existing, Accept-Encoding", never a duplicate. Only
+ * before the response is first queued: afterwards libmicrohttpd may be
+ * reading its headers on another thread.
+ */
+int
+hnd_merge_vary(struct MHD_Response *r, const struct hnd_facts *f, const struct hnd_facts_ctx *c)
+{
+	char *copy[HND_VARY_MAX], *key[HND_VARY_MAX], *merged = NULL;
+	size_t i, n = f->vary_count, len = sizeof "Accept-Encoding";
+	int rc = MHDGZ_ENOMEM;
+
+	if (f->vary_has_ae)
+		return 0;
+	if (n == 0 || n > HND_VARY_MAX)
+		return MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding") == MHD_YES
+			       ? 0
+			       : MHDGZ_EMHD;
+	/* Copy the old fields first: deleting a field frees its strings, and
+	 * libmicrohttpd deletes by the exact name the field was added with. */
+	memset(copy, 0, sizeof copy);
+	memset(key, 0, sizeof key);
+	for (i = 0; i < n; i++) {
+		copy[i] = gz_strndup(c->vary[i], strlen(c->vary[i]));
+		key[i] = gz_strndup(c->vary_key[i], strlen(c->vary_key[i]));
+		if (!copy[i] || !key[i])
+			goto out;
+		len += strlen(copy[i]) + 2;
+	}
+	merged = gz_malloc(len);
+	if (!merged)
+		goto out;
+	merged[0] = '\0';
+	for (i = 0; i < n; i++) {
+		if (copy[i][0] == '\0')
+			continue;
+		strcat(merged, copy[i]);
+		strcat(merged, ", ");
+	}
+	strcat(merged, "Accept-Encoding");
+	rc = MHDGZ_EMHD;
+	for (i = 0; i < n; i++) {
+		if (MHD_del_response_header(r, key[i], copy[i]) != MHD_YES) {
+			while (i-- > 0) /* put back what was deleted */
+				(void)MHD_add_response_header(r, key[i], copy[i]);
+			goto out;
+		}
+	}
+	if (MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, merged) != MHD_YES) {
+		/* Put the old fields back: better the old Vary than none. */
+		for (i = 0; i < n; i++)
+			(void)MHD_add_response_header(r, key[i], copy[i]);
+		goto out;
+	}
+	rc = 0;
+out:
+	for (i = 0; i < n; i++) {
+		gz_free(copy[i]);
+		gz_free(key[i]);
+	}
+	gz_free(merged);
+	/* No tidy merge (out of memory, or libmicrohttpd refused): a Vary
+	 * field of its own means the same (RFC 9110 section 5.3), as for the
+	 * variants; never an identity response without it. */
+	if (rc < 0 && MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding") == MHD_YES)
+		rc = 0;
+	return rc;
+}
+
+/*
+ * The Vary a variant carries when the response lacks Accept-Encoding in
+ * its Vary: the response's Vary values joined with "Accept-Encoding", in
+ * buf (cap bytes) or, if longer, in *heap (gz_free it). When neither
+ * works (too many fields, no memory), "Accept-Encoding" is added as a
+ * field of its own beside the old ones: a second Vary line means the same
+ * (RFC 9110 section 5.3), it is only less tidy.
+ */
+void
+hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, char *buf, size_t cap,
+		 char **heap)
+{
+	size_t i, len = sizeof "Accept-Encoding";
+	char *out = buf;
+
+	*heap = NULL;
+	f->vary_add = "Accept-Encoding";
+	f->vary_replace = false;
+	if (f->vary_count == 0 || f->vary_count > HND_VARY_MAX)
+		return;
+	for (i = 0; i < f->vary_count; i++)
+		len += strlen(c->vary[i]) + 2;
+	if (len > cap) {
+		*heap = gz_malloc(len);
+		if (!*heap)
+			return;
+		out = *heap;
+	}
+	out[0] = '\0';
+	for (i = 0; i < f->vary_count; i++) {
+		if (c->vary[i][0] == '\0')
+			continue;
+		strcat(out, c->vary[i]);
+		strcat(out, ", ");
+	}
+	strcat(out, "Accept-Encoding");
+	f->vary_add = out;
+	f->vary_replace = true;
+}
+
+bool
+hnd_is_digest_field(const char *name)
+{
+	/* RFC 9530 defines Content-Digest over the content as sent (after
+	 * content coding) and Repr-Digest over the selected representation,
+	 * whose coding is part of it; Digest (RFC 3230) and Content-MD5
+	 * (RFC 1864) likewise describe the bytes they were computed from. */
+	return strcasecmp(name, "Content-MD5") == 0 || strcasecmp(name, "Digest") == 0 ||
+	       strcasecmp(name, "Content-Digest") == 0 || strcasecmp(name, "Repr-Digest") == 0;
+}
+
+struct copy_ctx {
+	struct MHD_Response *to;
+	unsigned int digests; /* integrity fields left out */
+	bool coded;
+	bool skip_vary; /* the Vary fields are replaced by one merged field */
+	bool failed;
+};
+
+/* Copy the fields of the identity response to a variant. A gzip variant
+ * drops the ones the coding changes: Content-Encoding, Content-Length (set
+ * by libmicrohttpd from the new body), ETag (rewritten) and Accept-Ranges
+ * (byte ranges of the identity body do not apply to the gzip body). */
+static enum MHD_Result
+copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct copy_ctx *c = cls;
+	enum MHD_Result ok;
+
+	if (!value)
+		return MHD_YES;
+	if (kind == MHD_FOOTER_KIND) {
+		ok = MHD_add_response_footer(c->to, key, value);
+	} else if (kind == MHD_HEADER_KIND) {
+		if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+			return MHD_YES;
+		if (c->skip_vary && strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0)
+			return MHD_YES;
+		if (c->coded && (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
+				 strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
+				 strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0))
+			return MHD_YES;
+		if (c->coded && hnd_is_digest_field(key)) {
+			c->digests++;
+			return MHD_YES;
+		}
+		ok = MHD_add_response_header(c->to, key, value);
+	} else {
+		return MHD_YES;
+	}
+	if (ok != MHD_YES) {
+		c->failed = true;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+int
+hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
+		 const struct hnd_facts *f, bool coded)
+{
+	struct copy_ctx c = {.to = v, .coded = coded, .skip_vary = f->vary_add && f->vary_replace};
+	char buf[HND_ETAG_MAX];
+	const char *etag;
+
+	MHD_get_response_headers(r, copy_iter, &c);
+	if (c.failed)
+		return MHDGZ_EMHD;
+	if (c.digests)
+		hnd_count(gz, HND_C_DIGESTS_DROPPED, c.digests);
+	/* Framing and protocol options the application set on its response
+	 * (mhdgz_response_set_options): libmicrohttpd 0.9.75 cannot read them
+	 * back, so the handler carries them to every response in its place. */
+	if (f->mhd_flags != MHD_RF_NONE &&
+	    MHD_set_response_options(v, f->mhd_flags, MHD_RO_END) != MHD_YES)
+		return MHDGZ_EMHD;
+	if (f->vary_add && MHD_add_response_header(v, MHD_HTTP_HEADER_VARY, f->vary_add) != MHD_YES)
+		return MHDGZ_EMHD;
+	if (!coded)
+		return 0;
+	etag = hnd_etag_for_gzip(gz->etag_policy, f->etag, buf, sizeof buf);
+	if (etag && MHD_add_response_header(v, MHD_HTTP_HEADER_ETAG, etag) != MHD_YES)
+		return MHDGZ_EMHD;
+	return 0;
+}
+
+const char *
+hnd_etag_for_gzip(enum mhdgz_etag_policy policy, const char *etag, char *buf, size_t cap)
+{
+	bool weak;
+	const char *op;
+	size_t op_len;
+	int n;
+
+	if (!etag)
+		return NULL;
+	if (policy == MHDGZ_ETAG_DROP)
+		return NULL;
+	if (policy == MHDGZ_ETAG_KEEP)
+		return etag;
+	if (!hnd_etag_parse(etag, &weak, &op, &op_len) || weak)
+		return etag; /* weak (or unparseable) validators may be shared */
+	if (policy == MHDGZ_ETAG_WEAKEN)
+		n = snprintf(buf, cap, "W/\"%.*s\"", (int)op_len, op);
+	else
+		n = snprintf(buf, cap, "\"%.*s" HND_GZIP_SUFFIX "\"", (int)op_len, op);
+	if (n < 0 || (size_t)n >= cap)
+		return NULL;
+	return buf;
+}

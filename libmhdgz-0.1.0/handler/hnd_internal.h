@@ -1,0 +1,461 @@
+/* hnd_internal.h: the handler's internal types: handle, response table, negotiation, decision. */
+#ifndef HND_INTERNAL_H
+#define HND_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* Exported: the public functions (the rest is hidden by
+ * -fvisibility=hidden and the linker version script). */
+#ifdef MHDGZ_HAVE_VISIBILITY
+#define MHDGZ_API __attribute__((visibility("default")))
+#endif
+#include "mhdgz.h"
+
+#include "gz_alloc.h"
+#include "gz_backend.h"
+#include "gz_error.h"
+#include "gz_pool.h"
+
+/* Default idle cap of the compressor pool: enough for a thread pool of 16
+ * workers to never miss, while bounding idle memory (zlib level 6 state is
+ * ~268 KiB, libdeflate's up to ~1 MiB at level 10-12). */
+#ifndef HND_POOL_IDLE_CAP
+#define HND_POOL_IDLE_CAP 16
+#endif
+
+/* Bytes of an untyped body that the content sniff inspects (WHATWG MIME
+ * sniffing looks at 512 as well). */
+#ifndef HND_SNIFF_NBYTES
+#define HND_SNIFF_NBYTES 512
+#endif
+
+/* Most Vary field lines merged into one; more are left as they are and
+ * Accept-Encoding is added as a field of its own. */
+#ifndef HND_VARY_MAX
+#define HND_VARY_MAX 8
+#endif
+
+/* Input buffer of a file stream in bytes: large enough that pread() and the
+ * compressor's per-call overhead vanish, small enough to keep a thousand
+ * concurrent streams under 32 MiB of input buffers. */
+#ifndef HND_FD_BLOCK
+#define HND_FD_BLOCK (32 * 1024)
+#endif
+
+/* Most bytes of a stream of unknown size read at queue time to decide it
+ * (min_nbytes, at least HND_SNIFF_NBYTES, is what is asked for): a larger
+ * min_nbytes then decides on this many. */
+#ifndef HND_PREFIX_MAX
+#define HND_PREFIX_MAX (64 * 1024)
+#endif
+
+/* HEAD of a gzip stream of known source size: up to this many source bytes
+ * are compressed to learn the Content-Length GET would send (kept-alive
+ * connection); above it the HEAD response has no length and closes the
+ * connection, so a HEAD never costs more than this much compression. */
+#ifndef HND_HEAD_LENGTH_MAX
+#define HND_HEAD_LENGTH_MAX (16 * 1024 * 1024)
+#endif
+
+/* The opaque-tag suffix of MHDGZ_ETAG_SUFFIX: "x" becomes "x-gzip". */
+#define HND_GZIP_SUFFIX "-gzip"
+
+/* Counters are striped over this many cache lines so threads of a pool do
+ * not bounce one line between cores; reads sum the stripes. */
+#ifndef HND_STAT_STRIPES
+#define HND_STAT_STRIPES 8
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                               */
+
+enum hnd_counter {
+	HND_C_RESPONSES,
+	HND_C_COMPRESSED,
+	HND_C_BYTES_IN,
+	HND_C_BYTES_OUT,
+	HND_C_COMPRESSIONS,
+	HND_C_FAILURES,
+	HND_C_CACHE_HITS,
+	HND_C_DIGESTS_DROPPED,
+	HND_C_REASON0, /* + enum mhdgz_reason */
+	HND_C_COUNT = HND_C_REASON0 + MHDGZ_REASON_COUNT
+};
+
+struct hnd_stripe {
+	_Atomic uint64_t c[HND_C_COUNT];
+} __attribute__((aligned(64)));
+
+void hnd_count(struct mhdgz *gz, enum hnd_counter which, uint64_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Media type lists                                                          */
+
+/* One compiled pattern: lowercase; kind says how to match. */
+enum hnd_pat_kind {
+	HND_PAT_EXACT,  /* "type/subtype" */
+	HND_PAT_TYPE,   /* type, slash, asterisk: any subtype */
+	HND_PAT_SUFFIX, /* asterisk/asterisk+suffix (RFC 6838 4.2.8) */
+	HND_PAT_ANY     /* asterisk/asterisk: everything */
+};
+
+struct hnd_pattern {
+	enum hnd_pat_kind kind;
+	char *text; /* EXACT: "type/subtype"; TYPE: "type"; SUFFIX: "+suffix" */
+	size_t len;
+};
+
+struct hnd_typelist {
+	struct hnd_pattern *pat;
+	size_t count;
+};
+
+int hnd_typelist_init(struct hnd_typelist *tl, const char *const *patterns);
+void hnd_typelist_fini(struct hnd_typelist *tl);
+/* Does the media type (type/subtype, no parameters) at mt[0..len) match? */
+bool hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len);
+
+extern const char *const hnd_default_compress_types[];
+extern const char *const hnd_default_skip_types[];
+
+/* ------------------------------------------------------------------------ */
+/* The handle                                                               */
+
+struct hnd_entry;
+struct hnd_accept;
+struct hnd_facts;
+struct hnd_body;
+
+struct hnd_table {
+	/* Maps a struct MHD_Response * to its entry. */
+	pthread_mutex_t lock;
+	struct hnd_entry **bucket;
+	size_t nbuckets; /* power of two */
+	size_t count;
+};
+
+/* hnd_table.c. The table does not hold references: an entry leaves it in
+ * its response's free callback, before its address can be reused. */
+/* hnd_api.c: take or drop a reference to the handle; the last drop frees it. */
+void hnd_gz_ref(struct mhdgz *gz);
+void hnd_gz_unref(struct mhdgz *gz);
+
+int hnd_table_init(struct hnd_table *t);
+void hnd_table_fini(struct hnd_table *t);
+void hnd_table_insert(struct hnd_table *t, struct hnd_entry *e);
+void hnd_table_remove(struct hnd_table *t, struct hnd_entry *e);
+/* The entry of a response created by this handle, or NULL. */
+struct hnd_entry *hnd_table_lookup(struct hnd_table *t, const struct MHD_Response *r);
+
+struct mhdgz {
+	/* 1 for the application until mhdgz_free, plus 1 per live entry: the
+	 * handle outlives every response made through it. */
+	atomic_uint refs;
+	const struct gz_backend *be;
+	int level;
+	size_t min_nbytes;
+	enum mhdgz_etag_policy etag_policy;
+	struct hnd_typelist compress_types;
+	struct hnd_typelist skip_types;
+	struct gz_pool *pool;        /* whole-buffer (one-shot) compressors */
+	struct gz_pool *stream_pool; /* streaming compressors (gz_pool_pair_new) */
+	struct hnd_table table;
+	struct hnd_stripe stats[HND_STAT_STRIPES];
+};
+
+/* ------------------------------------------------------------------------ */
+/* Tracked responses                                                        */
+
+enum hnd_kind {
+	HND_BUFFER,   /* mhdgz_response_from_buffer*, _from_iovec (gathered) */
+	HND_CALLBACK, /* mhdgz_response_from_callback */
+	HND_FD,       /* mhdgz_response_from_fd* */
+	HND_PIPE      /* mhdgz_response_from_pipe: read once, unknown size */
+};
+
+/*
+ * What the library remembers of a response it created: the body (which
+ * libmicrohttpd cannot give back) and its variants. The user's response is
+ * created with our free callback; when its last reference goes, the entry
+ * leaves the table (the pointer may be reused by a new response) and drops
+ * its own reference. Streams made from a callback response hold a
+ * reference too, because they call the user's reader; the user's free
+ * callback runs when the last reference goes.
+ *
+ * Variants are responses of our own with their own body (or their own
+ * duplicate of the file descriptor); our reference to a cached variant is
+ * dropped with the entry, and libmicrohttpd keeps its own while a
+ * connection still sends it.
+ */
+struct hnd_entry {
+	struct hnd_entry *next; /* table chain */
+	struct mhdgz *gz;
+	struct MHD_Response *response;
+	enum hnd_kind kind;
+	atomic_uint refs;
+	uint64_t body_len; /* bytes; MHD_SIZE_UNKNOWN for an unknown-size stream */
+
+	/* HND_BUFFER */
+	const uint8_t *body;
+	void *owned_libc; /* MHD_RESPMEM_MUST_FREE buffer: free() */
+	void *owned_gz;   /* MHD_RESPMEM_MUST_COPY copy, gathered iovec: gz_free() */
+	MHD_ContentReaderFreeCallback body_free; /* the application's, or NULL */
+	void *body_free_cls;
+
+	/* HND_CALLBACK */
+	MHD_ContentReaderCallback crc;
+	void *crc_cls;
+	MHD_ContentReaderFreeCallback crfc;
+	size_t block_size;
+	/* HND_FD, HND_PIPE */
+	int fd;
+	uint64_t offset;
+
+	pthread_mutex_t read_lock; /* HND_CALLBACK, HND_PIPE: one read at a time */
+	pthread_mutex_t lock;      /* guards everything below */
+	bool opt_out;
+	bool low_latency;
+	bool response_queued; /* queued itself: its fields are now read-only */
+	enum MHD_ResponseFlags mhd_flags; /* mhdgz_response_set_options: every variant gets them */
+	bool vary_done;   /* Vary: Accept-Encoding merged into the response */
+	bool not_smaller; /* gzip was tried and did not shrink the body */
+	int sniffed;      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
+	struct MHD_Response *gzip_rep;     /* the gzip representation: body, headers */
+	size_t gzip_rep_len;               /* its body length in bytes */
+	struct hnd_body *gzip_body;        /* its body (gzip_rep holds the reference) */
+	struct MHD_Response *rep_304;      /* the 304 response: no body sent, gzip ETag */
+	struct MHD_Response *rep_304_identity; /* the 304 of an unknown-size identity 200 */
+	struct MHD_Response *sendfile_rep; /* HND_FD: the sendfile identity response */
+};
+
+/* hnd_table.c: a new entry holding one reference (its response's), or
+ * NULL; free it with hnd_entry_free while it has no response yet. */
+struct hnd_entry *hnd_entry_new(struct mhdgz *gz, enum hnd_kind kind);
+void hnd_entry_free(struct hnd_entry *e);
+/* libmicrohttpd's free callback of a tracked response (cls: the entry). */
+void hnd_entry_release(void *cls);
+/* Drop a reference; the last one frees the entry and runs the user's free
+ * callback (or closes the file). */
+void hnd_entry_unref(struct hnd_entry *e);
+
+/* ------------------------------------------------------------------------ */
+/* Header rewriting (hnd_headers.c)                                         */
+
+struct hnd_facts_ctx {
+	struct hnd_facts *f;
+	const char *vary[HND_VARY_MAX];     /* values of the Vary fields */
+	const char *vary_key[HND_VARY_MAX]; /* their names, as the user spelled them */
+};
+
+/* Read the facts of r's header fields (and its Vary fields into c). */
+void hnd_read_facts(struct MHD_Response *r, struct hnd_facts *f, struct hnd_facts_ctx *c);
+/* Merge "Accept-Encoding" into r's own Vary. Only before r is first queued. */
+int hnd_merge_vary(struct MHD_Response *r, const struct hnd_facts *f,
+		   const struct hnd_facts_ctx *c);
+/* Set f->vary_add/vary_replace: the Vary a variant carries (in buf of cap
+ * bytes, or in *heap, which the caller gz_frees). */
+void hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, char *buf,
+			  size_t cap, char **heap);
+/* Copy the fields of r to v; coded: a gzip variant (Content-Encoding set,
+ * Content-Length and Accept-Ranges dropped, ETag per policy). Returns 0 or
+ * MHDGZ_EMHD (v is left for the caller to destroy). */
+int hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
+		     const struct hnd_facts *f, bool coded);
+
+/* ------------------------------------------------------------------------ */
+/* Representations (hnd_variants.c, hnd_conditional.c, hnd_stream.c)        */
+
+/*
+ * A compressed body, shared by reference: the gzip variant and the 304
+ * variant (which libmicrohttpd sends without it, but whose size gives the
+ * 304 the 200's Content-Length) point at the same bytes.
+ */
+struct hnd_body {
+	atomic_uint refs;
+	size_t len; /* bytes at data */
+	uint8_t data[];
+};
+
+/* What a response built in another's place stands for: the gzip
+ * representation (header fields rewritten for the coding, Content-Encoding
+ * set), a 304 for it (the same fields without Content-Encoding), or the
+ * identity representation (the fields as they are). */
+enum hnd_rep {
+	HND_REP_GZIP,
+	HND_REP_GZIP_304,
+	HND_REP_IDENTITY
+};
+
+void hnd_body_unref(void *cls);
+/* A buffer response of body b (one reference passes in; NULL for none) with
+ * r's fields as rep says. 0 or MHDGZ_E*. */
+int hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
+		       struct hnd_body *b, enum hnd_rep rep, struct MHD_Response **ret);
+/*
+ * A response of header fields only, for HEAD or a 304: r's fields as rep
+ * says, no content, the length of the 200 it stands for where
+ * libmicrohttpd 0.9.75 can say it: size bytes (its Content-Length), or
+ * MHD_SIZE_UNKNOWN for a body whose length is known only once it is
+ * generated: then no length and Connection: close, because libmicrohttpd
+ * 0.9.75 writes a chunked body's last chunk even after HEAD or 304 headers
+ * and sends a Content-Length with every other 304. NULL on failure.
+ */
+struct MHD_Response *hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r,
+				       const struct hnd_facts *f, uint64_t size, enum hnd_rep rep);
+/* The gzip representation of a whole-body entry, built or reused: returns
+ * MHDGZ_COMPRESSED and *v_ret, or why not (NOT_SMALLER, ERROR). e->lock held. */
+enum mhdgz_reason hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e,
+					  const struct hnd_facts *f, bool no_cache,
+					  struct MHD_Response **v_ret);
+/* The sendfile identity response of a file entry, cached; NULL on failure.
+ * e->lock held. */
+struct MHD_Response *hnd_sendfile_identity(struct mhdgz *gz, struct hnd_entry *e,
+					   const struct hnd_facts *f);
+/* The response to queue for a 304 (hnd_conditional.c); gzip_client: the
+ * decision's gzip_304. NULL on failure. e->lock held. */
+struct MHD_Response *hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e,
+				      const struct hnd_facts *f, const uint8_t *sniff,
+				      size_t sniff_len, const struct hnd_accept *acc,
+				      bool gzip_client);
+/*
+ * hnd_stream.c: the first bytes of a stream of unknown size, read at queue
+ * time so that it is decided on what it holds (empty, small, its sniffed
+ * type), as gzhttp does: up to want bytes, stopping at the end, an error,
+ * a reader with no data now, or after one call (one_call: a low-latency
+ * stream gets no added latency). 0 or MHDGZ_ENOMEM. e->lock held.
+ */
+struct hnd_prefix {
+	uint8_t *buf;
+	size_t len;  /* bytes at buf */
+	bool eof;    /* the source ended after them */
+	bool failed; /* the source reported an error after them */
+};
+int hnd_prefix_read(struct hnd_entry *e, size_t want, bool one_call, struct hnd_prefix *px);
+void hnd_prefix_fini(struct hnd_prefix *px);
+/* hnd_stream.c: a per-connection gzip stream of a streaming entry, as a
+ * response of unknown size, sending pre (may be NULL) first: on success
+ * the prefix moves into the stream. Takes a reference on e. NULL on
+ * failure (pre is still the caller's). */
+struct MHD_Response *hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency,
+					 struct hnd_prefix *pre);
+/* An identity stream of unknown size sending pre first, then the source;
+ * pre moves in on success. NULL on failure. */
+struct MHD_Response *hnd_identity_stream_new(struct mhdgz *gz, struct hnd_entry *e,
+					     struct hnd_prefix *pre);
+/* hnd_stream.c: the length in bytes of the gzip stream of a known-size
+ * entry, by compressing it (for HEAD). 0, or MHDGZ_E* when it cannot be
+ * known now (a reader with no data ready, a failure). e->lock held. */
+int hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency,
+			   uint64_t *len_ret);
+/* hnd_stream.c: the identity reader of a streaming entry's own response. */
+ssize_t hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max);
+
+/* ------------------------------------------------------------------------ */
+/* Negotiation (hnd_negotiate.c): pure functions, no allocation.           */
+
+/* Accept-Encoding, parsed: q-values in thousandths; -1 when not listed. */
+struct hnd_accept {
+	int gzip;     /* explicit gzip / x-gzip (highest if repeated) */
+	int identity; /* explicit identity */
+	int star;     /* "*" */
+	bool present; /* at least one Accept-Encoding line */
+};
+
+void hnd_accept_parse(const char *const *lines, size_t count, struct hnd_accept *acc);
+/* Effective q of gzip (thousandths) from a parsed header. */
+unsigned int hnd_accept_gzip_q(const struct hnd_accept *acc);
+/* Whether gzip is the coding to use: acceptable and not less preferred
+ * than an explicitly listed identity. */
+bool hnd_accept_wants_gzip(const struct hnd_accept *acc);
+
+/* Split an entity-tag [W/]"opaque" at s into its weak flag and opaque-tag
+ * (without quotes); the position after it, or NULL if malformed (RFC 9110
+ * section 8.8.3: etagc = %x21 / %x23-7E / obs-text). */
+const char *hnd_etag_parse(const char *s, bool *weak, const char **op, size_t *op_len);
+/* Is the field one of the integrity fields computed over the content
+ * (Content-MD5, Digest, Content-Digest, Repr-Digest; RFC 9530)? A coded
+ * variant never carries a digest of other bytes. */
+bool hnd_is_digest_field(const char *name);
+/* Does a comma-separated header value contain token (case-insensitive)? */
+bool hnd_list_has_token(const char *value, const char *token);
+/* Content sniff of an untyped body: true for text-like. */
+bool hnd_sniff_text(const uint8_t *body, size_t len);
+/* Media type of a Content-Type value without parameters and whitespace:
+ * returns a pointer into value and its length in *len_ret. */
+const char *hnd_media_type(const char *value, size_t *len_ret);
+
+/* ------------------------------------------------------------------------ */
+/* The decision (hnd_decide.c)                                              */
+
+/* What the decision needs from the response's header fields. */
+struct hnd_facts {
+	const char *content_type;     /* NULL if absent */
+	const char *content_encoding; /* NULL if absent */
+	const char *etag;             /* NULL if absent */
+	bool content_range;           /* a Content-Range field is present */
+	bool no_transform;            /* Cache-Control has no-transform */
+	bool vary_has_ae;             /* Vary already lists Accept-Encoding or "*" */
+	unsigned int vary_count;      /* number of Vary fields */
+	/* Set by the handler, not read from the response: the Vary value a
+	 * variant adds, and whether it replaces the response's Vary fields;
+	 * the libmicrohttpd response flags every variant gets. */
+	const char *vary_add;
+	bool vary_replace;
+	enum MHD_ResponseFlags mhd_flags;
+};
+
+/* The outcome: a reason, plus what the headers of either variant need. */
+struct hnd_decision {
+	enum mhdgz_reason reason;
+	bool vary;      /* the representation depends on Accept-Encoding */
+	bool gzip_304;  /* a 304 standing for a 200 that would be gzip for this
+			 * client (as far as the header fields tell) */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Selection (hnd_queue.c)                                                  */
+
+/* What the selection needs from the request. */
+struct hnd_request {
+	struct hnd_accept acc;
+	bool head;          /* HEAD: GET's header fields, no content */
+	unsigned int flags; /* MHDGZ_REQ_* */
+};
+
+/* What the selection did (struct mhdgz_outcome without the coding name). */
+struct hnd_result {
+	enum mhdgz_reason reason;
+	uint64_t body_nbytes;  /* identity body, or MHDGZ_NBYTES_UNKNOWN */
+	uint64_t coded_nbytes; /* body as coded, or MHDGZ_NBYTES_UNKNOWN */
+};
+
+int hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
+	       struct MHD_Response *response, struct MHD_Response **queue_ret,
+	       struct hnd_result *res);
+
+/* Policies of the decision (hnd_decide.c). A whole body (a buffer, or a
+ * file up to HND_FD_WHOLE_MAX) is compressed once and cached with a
+ * Content-Length; anything else is streamed per connection. */
+bool hnd_whole_body(const struct hnd_entry *e);
+/* A stream whose every chunk must reach the client at once: marked so, or
+ * text/event-stream. */
+bool hnd_low_latency(const struct hnd_entry *e, const struct hnd_facts *f);
+
+void hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
+		const struct hnd_facts *facts, const uint8_t *sniff, size_t sniff_len,
+		uint64_t body_len, const struct hnd_accept *acc, struct hnd_decision *d);
+
+/* The ETag a gzip response carries under the policy. Writes a NUL-terminated
+ * tag to buf (cap bytes) and returns it, returns etag itself when unchanged,
+ * or NULL when the ETag is to be dropped (or does not fit: dropping is
+ * always safe). */
+const char *hnd_etag_for_gzip(enum mhdgz_etag_policy policy, const char *etag, char *buf,
+			      size_t cap);
+
+#endif /* HND_INTERNAL_H */

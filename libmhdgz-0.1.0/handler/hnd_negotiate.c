@@ -1,0 +1,508 @@
+/* hnd_negotiate.c: Accept-Encoding, media type lists, content sniffing and entity-tags. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gz_alloc.h"
+#include "hnd_internal.h"
+
+/* ------------------------------------------------------------------------ */
+/* Lexical helpers (RFC 9110 section 5.6)                                  */
+
+static inline bool
+is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* tchar (RFC 9110 section 5.6.2) */
+static inline bool
+is_tchar(char c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+		return true;
+	return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static inline char
+lower(char c)
+{
+	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+static bool
+ieq(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b);
+	return alen == blen && strncasecmp(a, b, alen) == 0;
+}
+
+/* Trim OWS from both ends of [*s, *s + *len). */
+static void
+trim(const char **s, size_t *len)
+{
+	while (*len && is_ows(**s)) {
+		(*s)++;
+		(*len)--;
+	}
+	while (*len && is_ows((*s)[*len - 1]))
+		(*len)--;
+}
+
+/*
+ * qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )  (RFC 9110
+ * section 12.4.2). Returns thousandths, or -1 if malformed.
+ */
+static int
+parse_qvalue(const char *s, size_t len)
+{
+	int q, scale = 100;
+	size_t i;
+
+	if (len == 0 || (s[0] != '0' && s[0] != '1'))
+		return -1;
+	q = (s[0] - '0') * 1000;
+	if (len == 1)
+		return q;
+	if (s[1] != '.' || len > 5)
+		return -1;
+	for (i = 2; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		q += (s[i] - '0') * scale;
+		scale /= 10;
+	}
+	return q > 1000 ? -1 : q;
+}
+
+/*
+ * One element of Accept-Encoding: codings = content-coding / "identity" /
+ * "*", followed by optional ";" parameters of which only q is defined.
+ * Returns false for a malformed element (ignored by the caller).
+ */
+static bool
+parse_element(const char *s, size_t len, const char **tok, size_t *tok_len, int *q)
+{
+	size_t i = 0;
+
+	*q = 1000;
+	while (i < len && is_tchar(s[i]))
+		i++;
+	*tok = s;
+	*tok_len = i;
+	if (i == 0)
+		return false;
+	while (i < len) {
+		size_t name, name_len, val, val_len;
+
+		while (i < len && is_ows(s[i]))
+			i++;
+		if (i == len)
+			break;
+		if (s[i] != ';')
+			return false;
+		i++;
+		while (i < len && is_ows(s[i]))
+			i++;
+		name = i;
+		while (i < len && is_tchar(s[i]))
+			i++;
+		name_len = i - name;
+		while (i < len && is_ows(s[i]))
+			i++;
+		if (name_len == 0 || i == len || s[i] != '=')
+			return false;
+		i++;
+		while (i < len && is_ows(s[i]))
+			i++;
+		val = i;
+		while (i < len && s[i] != ';' && !is_ows(s[i]))
+			i++;
+		val_len = i - val;
+		if (ieq(s + name, name_len, "q")) {
+			*q = parse_qvalue(s + val, val_len);
+			if (*q < 0)
+				return false;
+		}
+		/* Other parameters are not defined for Accept-Encoding; skip them. */
+	}
+	return true;
+}
+
+static void
+parse_line(const char *line, struct hnd_accept *acc)
+{
+	const char *p = line;
+
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *el = p, *tok;
+		size_t el_len = len, tok_len;
+		int q;
+
+		trim(&el, &el_len);
+		if (el_len && parse_element(el, el_len, &tok, &tok_len, &q)) {
+			int *slot = NULL;
+			if (ieq(tok, tok_len, "gzip") || ieq(tok, tok_len, "x-gzip"))
+				slot = &acc->gzip;
+			else if (ieq(tok, tok_len, "identity"))
+				slot = &acc->identity;
+			else if (tok_len == 1 && tok[0] == '*')
+				slot = &acc->star;
+			/* Repeated codings: the most favourable listing counts. */
+			if (slot && q > *slot)
+				*slot = q;
+		}
+		if (!end)
+			break;
+		p = end + 1;
+	}
+}
+
+void
+hnd_accept_parse(const char *const *lines, size_t count, struct hnd_accept *acc)
+{
+	size_t i;
+
+	acc->gzip = acc->identity = acc->star = -1;
+	acc->present = false;
+	for (i = 0; lines && i < count; i++) {
+		if (!lines[i])
+			continue;
+		acc->present = true;
+		parse_line(lines[i], acc);
+	}
+}
+
+unsigned int
+hnd_accept_gzip_q(const struct hnd_accept *acc)
+{
+	/* An explicit listing wins over "*" (RFC 9110 section 12.5.3). */
+	if (acc->gzip >= 0)
+		return (unsigned int)acc->gzip;
+	if (acc->star >= 0)
+		return (unsigned int)acc->star;
+	return 0;
+}
+
+bool
+hnd_accept_wants_gzip(const struct hnd_accept *acc)
+{
+	unsigned int q = hnd_accept_gzip_q(acc);
+
+	if (q == 0)
+		return false;
+	/* A client that explicitly prefers identity gets it. */
+	return acc->identity < 0 || q >= (unsigned int)acc->identity;
+}
+
+MHDGZ_API unsigned int
+mhdgz_accept_gzip_q(const char *const *lines, size_t count)
+{
+	struct hnd_accept acc;
+
+	hnd_accept_parse(lines, count, &acc);
+	return hnd_accept_gzip_q(&acc);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Header value helpers                                                     */
+
+bool
+hnd_list_has_token(const char *value, const char *token)
+{
+	const char *p = value;
+
+	while (p && *p) {
+		const char *end = strchr(p, ',');
+		const char *el = p;
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		trim(&el, &len);
+		if (ieq(el, len, token))
+			return true;
+		p = end ? end + 1 : NULL;
+	}
+	return false;
+}
+
+const char *
+hnd_media_type(const char *value, size_t *len_ret)
+{
+	const char *semi = strchr(value, ';');
+	size_t start = 0, end = semi ? (size_t)(semi - value) : strlen(value);
+
+	/* Indices rather than trim(): gcc 12's -Wdangling-pointer at -O2
+	 * mistakes a pointer moved through its address for a dangling one. */
+	while (start < end && is_ows(value[start]))
+		start++;
+	while (end > start && is_ows(value[end - 1]))
+		end--;
+	*len_ret = end - start;
+	return value + start;
+}
+
+/*
+ * A body without Content-Type is text-like when its first bytes hold no
+ * "binary data byte" of the WHATWG MIME Sniffing standard (section 7.2):
+ * 0x00-0x08, 0x0B, 0x0E-0x1A, 0x1C-0x1F. Bytes >= 0x80 are allowed (UTF-8).
+ * Compressed formats start with such bytes in their first few bytes (gzip
+ * 1f 8b 08 00, zstd 28 b5 2f fd ..., PNG 89 'PNG' 0d 0a 1a 0a, zip 'PK' 03 04),
+ * JPEG ff d8 ff e0 00 ...), so they are caught by the same test.
+ */
+bool
+hnd_sniff_text(const uint8_t *body, size_t len)
+{
+	size_t i, n = len < HND_SNIFF_NBYTES ? len : HND_SNIFF_NBYTES;
+
+	for (i = 0; i < n; i++) {
+		uint8_t b = body[i];
+		if (b <= 0x08 || b == 0x0b || (b >= 0x0e && b <= 0x1a) || (b >= 0x1c && b <= 0x1f))
+			return false;
+	}
+	return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Media type lists                                                          */
+
+/* Text-like types: compress. text/ * covers text/html, css, plain, csv,
+ * javascript, event-stream; the suffixes cover image/svg+xml,
+ * application/ld+json, manifest+json, atom+xml, rss+xml and the like. */
+const char *const hnd_default_compress_types[] = {
+	"text/*",
+	"application/json",
+	"*/*+json",
+	"application/javascript",
+	"application/ecmascript",
+	"application/x-javascript",
+	"application/xml",
+	"*/*+xml",
+	"application/wasm",
+	"application/x-ndjson",
+	"application/graphql",
+	"application/x-www-form-urlencoded",
+	"application/rtf",
+	"application/x-sh",
+	"application/x-tar",
+	"application/vnd.ms-fontobject",
+	"font/ttf",
+	"font/otf",
+	"font/collection",
+	"image/bmp",
+	"image/x-icon",
+	"image/vnd.microsoft.icon",
+	NULL,
+};
+
+/* Already-compressed types: never compress (checked first). */
+const char *const hnd_default_skip_types[] = {
+	"image/png", "image/jpeg", "image/gif", "image/webp", "image/avif",
+	"image/heic", "image/heif", "image/jxl", "audio/*", "video/*",
+	"application/zip", "application/gzip", "application/x-gzip",
+	"application/zstd", "application/x-bzip2", "application/x-xz",
+	"application/x-7z-compressed", "application/vnd.rar",
+	"application/x-rar-compressed", "application/x-brotli",
+	"application/pdf", "font/woff", "font/woff2",
+	NULL,
+};
+
+static int
+compile_pattern(const char *src, struct hnd_pattern *p)
+{
+	size_t len, i;
+	const char *slash;
+	const char *s = hnd_media_type(src, &len);
+
+	slash = memchr(s, '/', len);
+	if (len < 3 || !slash || slash == s || slash == s + len - 1)
+		return MHDGZ_EINVAL;
+	/* One slash: '/' is no tchar, so a second one (type/sub/x, a/b//,
+	 * the suffix of asterisk/asterisk+a/b) is malformed. */
+	if (memchr(slash + 1, '/', (size_t)(s + len - slash - 1)))
+		return MHDGZ_EINVAL;
+	for (i = 0; i < len; i++)
+		if (s[i] != '/' && !is_tchar(s[i]))
+			return MHDGZ_EINVAL;
+	if (len == 3 && memcmp(s, "*/*", 3) == 0) {
+		p->kind = HND_PAT_ANY;
+		s += len; /* empty text */
+		len = 0;
+	} else if (len > 4 && memcmp(s, "*/*+", 4) == 0) {
+		p->kind = HND_PAT_SUFFIX;
+		s += 3; /* keep "+suffix" */
+		len -= 3;
+	} else if (slash[1] == '*' && slash + 2 == s + len) {
+		p->kind = HND_PAT_TYPE;
+		len = (size_t)(slash - s);
+	} else {
+		p->kind = HND_PAT_EXACT;
+	}
+	if (p->kind != HND_PAT_ANY && memchr(s, '*', len))
+		return MHDGZ_EINVAL;
+	p->text = gz_strndup(s, len);
+	if (!p->text)
+		return MHDGZ_ENOMEM;
+	for (i = 0; i < len; i++)
+		p->text[i] = lower(p->text[i]);
+	p->len = len;
+	return 0;
+}
+
+int
+hnd_typelist_init(struct hnd_typelist *tl, const char *const *patterns)
+{
+	size_t n = 0, i;
+	int rc;
+
+	tl->pat = NULL;
+	tl->count = 0;
+	while (patterns[n])
+		n++;
+	if (n == 0)
+		return 0;
+	tl->pat = gz_calloc(n, sizeof *tl->pat);
+	if (!tl->pat)
+		return MHDGZ_ENOMEM;
+	for (i = 0; i < n; i++) {
+		rc = compile_pattern(patterns[i], &tl->pat[i]);
+		if (rc < 0)
+			goto fail;
+		tl->count++;
+	}
+	return 0;
+fail:
+	hnd_typelist_fini(tl);
+	return rc;
+}
+
+void
+hnd_typelist_fini(struct hnd_typelist *tl)
+{
+	size_t i;
+
+	for (i = 0; i < tl->count; i++)
+		gz_free(tl->pat[i].text);
+	gz_free(tl->pat);
+	tl->pat = NULL;
+	tl->count = 0;
+}
+
+bool
+hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
+{
+	const char *slash = memchr(mt, '/', len);
+	size_t i;
+
+	if (!slash)
+		return false;
+	for (i = 0; i < tl->count; i++) {
+		const struct hnd_pattern *p = &tl->pat[i];
+		switch (p->kind) {
+		case HND_PAT_ANY:
+			return true;
+		case HND_PAT_EXACT:
+			if (len == p->len && strncasecmp(mt, p->text, len) == 0)
+				return true;
+			break;
+		case HND_PAT_TYPE:
+			if ((size_t)(slash - mt) == p->len && strncasecmp(mt, p->text, p->len) == 0)
+				return true;
+			break;
+		case HND_PAT_SUFFIX:
+			if (len > p->len && strncasecmp(mt + len - p->len, p->text, p->len) == 0)
+				return true;
+			break;
+		}
+	}
+	return false;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entity-tags (RFC 9110 section 8.8.3)                                     */
+
+#define GZIP_SUFFIX_LEN (sizeof HND_GZIP_SUFFIX - 1)
+
+const char *
+hnd_etag_parse(const char *s, bool *weak, const char **op, size_t *op_len)
+{
+	*weak = false;
+	if (s[0] == 'W' && s[1] == '/') {
+		*weak = true;
+		s += 2;
+	}
+	if (*s != '"')
+		return NULL;
+	s++;
+	*op = s;
+	while (*s && *s != '"') {
+		unsigned char c = (unsigned char)*s;
+		if (c < 0x21 || c == 0x7f)
+			return NULL;
+		s++;
+	}
+	if (*s != '"')
+		return NULL;
+	*op_len = (size_t)(s - *op);
+	return s + 1;
+}
+
+/* Does member opaque m denote the resource's opaque r, directly or as the
+ * "-gzip" form this library produced? */
+static bool
+opaque_match(const char *m, size_t m_len, const char *r, size_t r_len)
+{
+	if (m_len == r_len && memcmp(m, r, r_len) == 0)
+		return true;
+	return m_len == r_len + GZIP_SUFFIX_LEN && memcmp(m, r, r_len) == 0 &&
+	       memcmp(m + r_len, HND_GZIP_SUFFIX, GZIP_SUFFIX_LEN) == 0;
+}
+
+MHDGZ_API int
+mhdgz_etag_match(const char *field_value, const char *etag, int weak)
+{
+	const char *p = field_value, *r_op;
+	size_t r_len;
+	bool r_weak;
+
+	if (!field_value || !etag)
+		return 0;
+	while (is_ows(*p))
+		p++;
+	if (*p == '*') {
+		const char *q = p + 1;
+		while (is_ows(*q))
+			q++;
+		if (*q == '\0')
+			return 1;
+	}
+	while (is_ows(*etag))
+		etag++;
+	if (!hnd_etag_parse(etag, &r_weak, &r_op, &r_len))
+		return 0;
+	if (!weak && r_weak)
+		return 0;
+	while (*p) {
+		bool m_weak;
+		const char *m_op, *next;
+		size_t m_len;
+
+		while (is_ows(*p) || *p == ',')
+			p++;
+		if (!*p)
+			break;
+		next = hnd_etag_parse(p, &m_weak, &m_op, &m_len);
+		if (!next) {
+			/* Malformed member: skip to the next comma. */
+			p = strchr(p, ',');
+			if (!p)
+				break;
+			continue;
+		}
+		if ((weak || !m_weak) && opaque_match(m_op, m_len, r_op, r_len))
+			return 1;
+		p = next;
+	}
+	return 0;
+}

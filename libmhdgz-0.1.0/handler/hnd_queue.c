@@ -1,0 +1,331 @@
+/* hnd_queue.c: select and queue: the decision applied to a response and a request. */
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "hnd_internal.h"
+
+/* First bytes of a file entry for the sniff of an untyped file, read once. */
+static bool
+fd_sniff(struct hnd_entry *e, uint8_t *buf, size_t *len)
+{
+	size_t want = e->body_len < HND_SNIFF_NBYTES ? (size_t)e->body_len : HND_SNIFF_NBYTES;
+	ssize_t n = pread(e->fd, buf, want, (off_t)e->offset);
+
+	if (n < 0)
+		return false;
+	*len = (size_t)n;
+	return true;
+}
+
+/* Is the status one without content (RFC 9110 sections 6.4.1, 15.2, 15.3.5,
+ * 15.4.5)? libmicrohttpd 0.9.75 sends no body with 1xx and 204 whatever the
+ * response; a 304 needs the care of hnd_not_modified. */
+static bool
+no_content(unsigned int status)
+{
+	return (status >= 100 && status < 200) || status == 204 || status == 304;
+}
+
+/*
+ * The identity response of a stream of unknown size whose first bytes were
+ * read to decide it: a buffer response with its exact length when the
+ * stream ended within them, else a stream sending them first. For HEAD the
+ * same framing without content. NULL on failure (the prefix then stays
+ * with the caller, and the error is counted there).
+ */
+static struct MHD_Response *
+identity_of_prefix(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
+		   struct hnd_prefix *pre, bool head)
+{
+	struct hnd_body *b;
+	struct MHD_Response *v;
+
+	if (!pre->eof || pre->failed) {
+		if (head)
+			return hnd_fields_response(gz, e->response, f, MHD_SIZE_UNKNOWN,
+						 HND_REP_IDENTITY);
+		v = hnd_identity_stream_new(gz, e, pre);
+		if (v && hnd_copy_headers(gz, e->response, v, f, false) < 0) {
+			MHD_destroy_response(v);
+			v = NULL;
+		}
+		return v;
+	}
+	if (head)
+		return hnd_fields_response(gz, e->response, f, pre->len, HND_REP_IDENTITY);
+	b = gz_malloc(sizeof *b + pre->len);
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = pre->len;
+	if (pre->len)
+		memcpy(b->data, pre->buf, pre->len);
+	return hnd_build_response(gz, e->response, f, b, HND_REP_IDENTITY, &v) == 0 ? v : NULL;
+}
+
+/*
+ * The whole selection: decide, then build or reuse what is queued in the
+ * response's place. *queue_ret is the response itself or a response of
+ * ours; the return value is MHDGZ_RELEASE when the caller owns a reference
+ * to it (a per-request response: a gzip stream, a HEAD response), else 0.
+ * res receives the outcome. Never fails: on any failure the identity
+ * response is queued and the reason is MHDGZ_SKIP_ERROR.
+ */
+int
+hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
+	   struct MHD_Response *response, struct MHD_Response **queue_ret,
+	   struct hnd_result *res)
+{
+	struct hnd_entry *e;
+	struct hnd_facts f;
+	struct hnd_facts_ctx fc;
+	struct hnd_decision d;
+	struct MHD_Response *v = NULL;
+	struct hnd_prefix pre = {.buf = NULL};
+	bool peeked = false;
+	uint8_t sniff_buf[HND_SNIFF_NBYTES];
+	const uint8_t *sniff = NULL;
+	size_t sniff_len = 0;
+	uint64_t in_len = 0, out_len = 0;
+	int release = 0;
+	char vary_buf[256], *vary_heap = NULL;
+
+	*queue_ret = response;
+	res->body_nbytes = res->coded_nbytes = MHDGZ_NBYTES_UNKNOWN;
+	hnd_count(gz, HND_C_RESPONSES, 1);
+	e = hnd_table_lookup(&gz->table, response);
+	if (!e) {
+		d.reason = MHDGZ_SKIP_UNTRACKED;
+		goto done;
+	}
+	pthread_mutex_lock(&e->lock);
+	hnd_read_facts(response, &f, &fc);
+	f.mhd_flags = e->mhd_flags;
+	if (e->kind == HND_BUFFER) {
+		sniff = e->body;
+		sniff_len = e->body_len;
+	} else if (e->kind == HND_FD && !f.content_type && fd_sniff(e, sniff_buf, &sniff_len)) {
+		sniff = sniff_buf;
+	}
+	hnd_decide(gz, e->opt_out, status, &f, sniff, sniff_len, e->body_len, &rq->acc, &d);
+	if ((e->kind == HND_CALLBACK || e->kind == HND_PIPE) && e->body_len == MHD_SIZE_UNKNOWN &&
+	    !no_content(status) &&
+	    !rq->head &&
+	    (d.reason == MHDGZ_COMPRESSED ||
+	     (d.reason == MHDGZ_SKIP_TYPE && !f.content_type && hnd_accept_wants_gzip(&rq->acc)))) {
+		/* A stream of unknown size is decided on its first bytes: empty
+		 * or ending below min_nbytes goes out identity, an untyped one
+		 * is sniffed. The prefix is sent first by whatever is queued.
+		 * Not for HEAD: a HEAD never runs the application's reader. */
+		size_t want = gz->min_nbytes > HND_SNIFF_NBYTES ? gz->min_nbytes : HND_SNIFF_NBYTES;
+
+		if (want > HND_PREFIX_MAX)
+			want = HND_PREFIX_MAX;
+		if (hnd_prefix_read(e, want, hnd_low_latency(e, &f), &pre) == 0) {
+			peeked = true;
+			hnd_decide(gz, e->opt_out, status, &f, pre.buf, pre.len,
+				   pre.eof ? pre.len : MHD_SIZE_UNKNOWN, &rq->acc, &d);
+		}
+	}
+	/* Variants get Vary: Accept-Encoding as they are built; the response
+	 * itself only when it is queued itself (below), so a response that is
+	 * only ever sent compressed is not modified at all. */
+	if (d.vary && !f.vary_has_ae)
+		hnd_vary_for_variant(&f, &fc, vary_buf, sizeof vary_buf, &vary_heap);
+	if (e->body_len != MHD_SIZE_UNKNOWN)
+		in_len = out_len = e->body_len;
+	if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e)) {
+		/* Compressed whole and cached; a HEAD gets the same response,
+		 * whose Content-Length libmicrohttpd sends without the body. */
+		d.reason = hnd_gzip_representation(gz, e, &f, rq->flags & MHDGZ_REQ_NO_CACHE, &v);
+		if (d.reason == MHDGZ_COMPRESSED) {
+			*queue_ret = v;
+			out_len = e->gzip_rep_len;
+		}
+	} else if (d.reason == MHDGZ_COMPRESSED && rq->head) {
+		/* HEAD of a stream: the fields GET would send, with the length
+		 * GET's gzip stream would have where it can be learnt cheaply. */
+		bool ll = hnd_low_latency(e, &f);
+		uint64_t len = MHD_SIZE_UNKNOWN;
+
+		if (hnd_gzip_stream_length(gz, e, ll, &len) == 0)
+			hnd_count(gz, HND_C_COMPRESSIONS, 1);
+		else
+			len = MHD_SIZE_UNKNOWN;
+		v = hnd_fields_response(gz, response, &f, len, HND_REP_GZIP);
+		in_len = out_len = 0;
+		if (v) {
+			*queue_ret = v;
+			release = MHDGZ_RELEASE;
+			if (len != MHD_SIZE_UNKNOWN)
+				res->coded_nbytes = len;
+		} else {
+			hnd_count(gz, HND_C_FAILURES, 1);
+			d.reason = MHDGZ_SKIP_ERROR;
+		}
+	} else if (d.reason == MHDGZ_COMPRESSED) {
+		/* Streams: a fresh gzip stream per queue (per connection); the
+		 * bytes are counted as they are produced. */
+		v = hnd_gzip_stream_new(gz, e, hnd_low_latency(e, &f), peeked ? &pre : NULL);
+		hnd_count(gz, HND_C_COMPRESSIONS, 1);
+		if (v && hnd_copy_headers(gz, response, v, &f, true) == 0 &&
+		    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") == MHD_YES) {
+			*queue_ret = v;
+			/* Our creation reference goes to the caller, who drops it
+			 * after queueing (libmicrohttpd then holds its own). */
+			release = MHDGZ_RELEASE;
+			in_len = out_len = 0;
+		} else {
+			if (v)
+				MHD_destroy_response(v);
+			hnd_count(gz, HND_C_FAILURES, 1);
+			d.reason = MHDGZ_SKIP_ERROR;
+		}
+	} else if (status == 304) {
+		v = hnd_not_modified(gz, e, &f, sniff, sniff_len, &rq->acc, d.gzip_304);
+		if (v)
+			*queue_ret = v;
+	} else if (peeked) {
+		/* Identity after all: what was read is sent first. */
+		v = identity_of_prefix(gz, e, &f, &pre, rq->head);
+		if (v) {
+			*queue_ret = v;
+			release = MHDGZ_RELEASE;
+			if (pre.eof)
+				in_len = out_len = pre.len;
+		} else {
+			hnd_count(gz, HND_C_FAILURES, 1);
+			d.reason = MHDGZ_SKIP_ERROR;
+		}
+	}
+	if (*queue_ret == response && e->kind == HND_FD) {
+		v = hnd_sendfile_identity(gz, e, &f);
+		if (v)
+			*queue_ret = v;
+	}
+	if (*queue_ret == response && rq->head && e->body_len == MHD_SIZE_UNKNOWN &&
+	    !no_content(status)) {
+		/* HEAD of an identity stream of unknown length: libmicrohttpd
+		 * 0.9.75 would follow the headers with a last chunk. */
+		v = hnd_fields_response(gz, response, &f, MHD_SIZE_UNKNOWN, HND_REP_IDENTITY);
+		if (v) {
+			*queue_ret = v;
+			release = MHDGZ_RELEASE;
+		}
+	}
+	if (*queue_ret == response) {
+		/* Merge Vary into the response only before libmicrohttpd first
+		 * has it: afterwards another thread may be reading its fields. */
+		if (f.vary_add && !e->vary_done && !e->response_queued &&
+		    hnd_merge_vary(response, &f, &fc) == 0)
+			e->vary_done = true;
+		e->response_queued = true;
+	}
+	if (e->body_len != MHD_SIZE_UNKNOWN) {
+		res->body_nbytes = e->body_len;
+		if (d.reason != MHDGZ_COMPRESSED)
+			res->coded_nbytes = e->body_len;
+		else if (hnd_whole_body(e))
+			res->coded_nbytes = e->gzip_rep_len;
+	}
+	if (no_content(status))
+		res->coded_nbytes = 0; /* whatever the 200 it stands for */
+	if (peeked && pre.eof && !pre.failed && d.reason != MHDGZ_COMPRESSED) {
+		res->body_nbytes = res->coded_nbytes = pre.len;
+	}
+	pthread_mutex_unlock(&e->lock);
+	hnd_prefix_fini(&pre); /* unless it moved into what was queued */
+	gz_free(vary_heap);
+	hnd_count(gz, HND_C_BYTES_IN, in_len);
+	hnd_count(gz, HND_C_BYTES_OUT, out_len);
+	if (d.reason == MHDGZ_COMPRESSED)
+		hnd_count(gz, HND_C_COMPRESSED, 1);
+done:
+	hnd_count(gz, HND_C_REASON0 + d.reason, 1);
+	res->reason = d.reason;
+	return release;
+}
+
+MHDGZ_API int
+mhdgz_select(struct mhdgz *gz, const struct mhdgz_request *req, unsigned int status_code,
+	     struct MHD_Response *response, struct MHD_Response **queue_ret,
+	     enum mhdgz_reason *reason_ret)
+{
+	struct hnd_request rq = {.head = false};
+	struct hnd_result res;
+	int release;
+
+	if (queue_ret)
+		*queue_ret = response;
+	if (!gz || !req || !response || !queue_ret || req->size != sizeof *req)
+		return MHDGZ_EINVAL;
+	hnd_accept_parse(req->accept_encoding, req->accept_encoding_count, &rq.acc);
+	rq.flags = req->flags;
+	release = hnd_select(gz, &rq, status_code, response, queue_ret, &res);
+	if (reason_ret)
+		*reason_ret = res.reason;
+	return release;
+}
+
+/* Parse every Accept-Encoding line as libmicrohttpd hands them over. */
+static enum MHD_Result
+accept_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct hnd_accept *acc = cls;
+	struct hnd_accept one;
+	const char *lines[1] = {value};
+
+	(void)kind;
+	if (!value || strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_ENCODING) != 0)
+		return MHD_YES;
+	hnd_accept_parse(lines, 1, &one);
+	acc->present = true;
+	if (one.gzip > acc->gzip)
+		acc->gzip = one.gzip;
+	if (one.identity > acc->identity)
+		acc->identity = one.identity;
+	if (one.star > acc->star)
+		acc->star = one.star;
+	return MHD_YES;
+}
+
+MHDGZ_API enum MHD_Result
+mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, const char *method,
+			unsigned int status_code, struct MHD_Response *response,
+			struct mhdgz_outcome *outcome)
+{
+	struct hnd_request rq = {.flags = 0};
+	struct hnd_result res = {.reason = MHDGZ_SKIP_UNTRACKED,
+				 .body_nbytes = MHDGZ_NBYTES_UNKNOWN,
+				 .coded_nbytes = MHDGZ_NBYTES_UNKNOWN};
+	struct MHD_Response *q = response;
+	enum MHD_Result ret;
+	int release = 0;
+
+	if (!connection || !response || (outcome && outcome->size != sizeof *outcome))
+		return MHD_NO;
+	if (gz) {
+		rq.head = method && strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+		hnd_accept_parse(NULL, 0, &rq.acc);
+		MHD_get_connection_values(connection, MHD_HEADER_KIND, accept_iter, &rq.acc);
+		release = hnd_select(gz, &rq, status_code, response, &q, &res);
+	}
+	ret = MHD_queue_response(connection, status_code, q);
+	if (release == MHDGZ_RELEASE)
+		MHD_destroy_response(q);
+	if (outcome) {
+		outcome->reason = res.reason;
+		outcome->coding = res.reason == MHDGZ_COMPRESSED ? "gzip" : "identity";
+		outcome->body_nbytes = res.body_nbytes;
+		outcome->coded_nbytes = res.coded_nbytes;
+	}
+	return ret;
+}
+
+MHDGZ_API enum MHD_Result
+mhdgz_queue_response(struct mhdgz *gz, struct MHD_Connection *connection,
+		     unsigned int status_code, struct MHD_Response *response)
+{
+	return mhdgz_queue_response_ex(gz, connection, NULL, status_code, response, NULL);
+}

@@ -1,0 +1,289 @@
+/* hnd_response.c: the response constructors and setters of the public API. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hnd_internal.h"
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_buffer(struct mhdgz *gz, size_t size, void *buffer,
+			   enum MHD_ResponseMemoryMode mode)
+{
+	struct hnd_entry *e = NULL;
+	struct MHD_Response *r;
+
+	if (!gz || (size > 0 && !buffer))
+		goto fail;
+	if (mode != MHD_RESPMEM_PERSISTENT && mode != MHD_RESPMEM_MUST_COPY &&
+	    mode != MHD_RESPMEM_MUST_FREE)
+		goto fail;
+	e = hnd_entry_new(gz, HND_BUFFER);
+	if (!e)
+		goto fail;
+	e->body_len = size;
+	if (mode == MHD_RESPMEM_MUST_COPY && size > 0) {
+		e->owned_gz = gz_malloc(size);
+		if (!e->owned_gz)
+			goto fail;
+		memcpy(e->owned_gz, buffer, size);
+		e->body = e->owned_gz;
+	} else {
+		e->body = buffer;
+	}
+	/* The response reads the body from the entry's copy (or the caller's
+	 * persistent buffer); the free callback releases both together. */
+	r = MHD_create_response_from_buffer_with_free_callback_cls(size, (void *)e->body,
+								   hnd_entry_release, e);
+	if (!r)
+		goto fail;
+	/* Ownership of a MUST_FREE buffer passes only with success, exactly
+	 * as with libmicrohttpd: on failure the caller still owns it. */
+	if (mode == MHD_RESPMEM_MUST_FREE)
+		e->owned_libc = buffer;
+	e->response = r;
+	hnd_table_insert(&gz->table, e);
+	return r;
+fail:
+	if (e)
+		hnd_entry_free(e);
+	return NULL;
+}
+
+/* A buffer response over body (the caller's until the response is made:
+ * then crfc(crfc_cls) runs when the response is freed). NULL on failure,
+ * without calling crfc. */
+static struct MHD_Response *
+buffer_with_free(struct mhdgz *gz, size_t size, const void *body, void *owned_gz,
+		 MHD_ContentReaderFreeCallback crfc, void *crfc_cls)
+{
+	struct hnd_entry *e;
+	struct MHD_Response *r;
+
+	if (!gz || (size > 0 && !body))
+		return NULL;
+	e = hnd_entry_new(gz, HND_BUFFER);
+	if (!e)
+		return NULL;
+	e->body_len = size;
+	e->body = body;
+	r = MHD_create_response_from_buffer_with_free_callback_cls(size, (void *)body,
+								   hnd_entry_release, e);
+	if (!r) {
+		hnd_entry_free(e);
+		return NULL;
+	}
+	e->owned_gz = owned_gz;
+	e->body_free = crfc;
+	e->body_free_cls = crfc_cls;
+	e->response = r;
+	hnd_table_insert(&gz->table, e);
+	return r;
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_buffer_with_free_callback(struct mhdgz *gz, size_t size, void *buffer,
+					      MHD_ContentReaderFreeCallback crfc)
+{
+	return buffer_with_free(gz, size, buffer, NULL, crfc, buffer);
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_buffer_with_free_callback_cls(struct mhdgz *gz, size_t size, void *buffer,
+						  MHD_ContentReaderFreeCallback crfc,
+						  void *crfc_cls)
+{
+	return buffer_with_free(gz, size, buffer, NULL, crfc, crfc_cls);
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_iovec(struct mhdgz *gz, const struct MHD_IoVec *iov, unsigned int iovcnt,
+			  MHD_ContentReaderFreeCallback free_cb, void *cls)
+{
+	struct MHD_Response *r;
+	size_t total = 0, off = 0;
+	unsigned int i;
+	uint8_t *copy;
+
+	if (!gz || (iovcnt > 0 && !iov) || iovcnt > INT_MAX)
+		return NULL;
+	for (i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > 0 && !iov[i].iov_base)
+			return NULL;
+		if (iov[i].iov_len > SIZE_MAX - total)
+			return NULL;
+		total += iov[i].iov_len;
+	}
+	/* Gathered into one buffer: the whole-body path compresses and sniffs
+	 * contiguous bytes. The application's elements are not read again;
+	 * free_cb still runs when the response is freed, as libmicrohttpd
+	 * would run it. */
+	copy = gz_malloc(total ? total : 1);
+	if (!copy)
+		return NULL;
+	for (i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len)
+			memcpy(copy + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	r = buffer_with_free(gz, total, copy, copy, free_cb, cls);
+	if (!r)
+		gz_free(copy);
+	return r;
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_pipe(struct mhdgz *gz, int fd)
+{
+	struct hnd_entry *e;
+	struct MHD_Response *r;
+
+	if (!gz || fd < 0)
+		return NULL;
+	e = hnd_entry_new(gz, HND_PIPE);
+	if (!e)
+		return NULL;
+	e->body_len = MHD_SIZE_UNKNOWN;
+	e->block_size = HND_FD_BLOCK;
+	e->fd = fd;
+	r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, HND_FD_BLOCK, hnd_entry_read, e,
+					      hnd_entry_release);
+	if (!r) {
+		e->fd = -1; /* still the caller's, as with libmicrohttpd */
+		hnd_entry_free(e);
+		return NULL;
+	}
+	e->response = r;
+	hnd_table_insert(&gz->table, e);
+	return r;
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_callback(struct mhdgz *gz, uint64_t size, size_t block_size,
+			     MHD_ContentReaderCallback crc, void *crc_cls,
+			     MHD_ContentReaderFreeCallback crfc)
+{
+	struct hnd_entry *e;
+	struct MHD_Response *r;
+
+	if (!gz || !crc || block_size == 0)
+		return NULL;
+	e = hnd_entry_new(gz, HND_CALLBACK);
+	if (!e)
+		return NULL;
+	e->body_len = size;
+	e->crc = crc;
+	e->crc_cls = crc_cls;
+	e->block_size = block_size;
+	/* Our reader forwards to the user's, so the free callback gets the
+	 * entry; the user's crfc runs when the entry's last reference goes. */
+	r = MHD_create_response_from_callback(size, block_size, hnd_entry_read, e, hnd_entry_release);
+	if (!r) {
+		hnd_entry_free(e); /* crfc not set yet: not called, as documented */
+		return NULL;
+	}
+	e->crfc = crfc;
+	e->response = r;
+	hnd_table_insert(&gz->table, e);
+	return r;
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_fd_at_offset64(struct mhdgz *gz, uint64_t size, int fd, uint64_t offset)
+{
+	struct hnd_entry *e = NULL;
+	struct MHD_Response *r;
+
+	if (!gz || fd < 0 || size == MHD_SIZE_UNKNOWN || offset > (uint64_t)INT64_MAX ||
+	    size > (uint64_t)INT64_MAX - offset)
+		goto fail;
+	e = hnd_entry_new(gz, HND_FD);
+	if (!e)
+		goto fail;
+	e->body_len = size;
+	e->fd = fd;
+	e->offset = offset;
+	/* The tracked response reads the file itself (pread) so its lifetime is
+	 * visible to us; identity queues use an fd response of libmicrohttpd's
+	 * (sendfile) on a duplicate of fd, built at queue time. */
+	r = MHD_create_response_from_callback(size, HND_FD_BLOCK, hnd_entry_read, e,
+					      hnd_entry_release);
+	if (!r)
+		goto fail;
+	e->response = r;
+	hnd_table_insert(&gz->table, e);
+	return r;
+fail:
+	/* As with libmicrohttpd, the descriptor passes to the response only
+	 * with success: on failure the caller still owns it. */
+	if (e) {
+		e->fd = -1;
+		hnd_entry_free(e);
+	}
+	return NULL;
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_fd(struct mhdgz *gz, size_t size, int fd)
+{
+	return mhdgz_response_from_fd_at_offset64(gz, size, fd, 0);
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_fd64(struct mhdgz *gz, uint64_t size, int fd)
+{
+	return mhdgz_response_from_fd_at_offset64(gz, size, fd, 0);
+}
+
+MHDGZ_API int
+mhdgz_response_set_low_latency(struct mhdgz *gz, struct MHD_Response *response)
+{
+	struct hnd_entry *e;
+
+	if (!gz || !response)
+		return MHDGZ_EINVAL;
+	e = hnd_table_lookup(&gz->table, response);
+	if (!e || e->kind == HND_BUFFER)
+		return MHDGZ_EINVAL;
+	pthread_mutex_lock(&e->lock);
+	e->low_latency = true;
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+MHDGZ_API int
+mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response)
+{
+	struct hnd_entry *e;
+
+	if (!gz || !response)
+		return MHDGZ_EINVAL;
+	e = hnd_table_lookup(&gz->table, response);
+	if (!e)
+		return MHDGZ_EINVAL;
+	pthread_mutex_lock(&e->lock);
+	e->opt_out = true;
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+MHDGZ_API int
+mhdgz_response_set_options(struct mhdgz *gz, struct MHD_Response *response,
+			   enum MHD_ResponseFlags flags)
+{
+	struct hnd_entry *e;
+	int rc = 0;
+
+	if (!gz || !response)
+		return MHDGZ_EINVAL;
+	e = hnd_table_lookup(&gz->table, response);
+	if (!e)
+		return MHDGZ_EINVAL;
+	pthread_mutex_lock(&e->lock);
+	if (MHD_set_response_options(response, flags, MHD_RO_END) == MHD_YES)
+		e->mhd_flags = flags;
+	else
+		rc = MHDGZ_EMHD;
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}

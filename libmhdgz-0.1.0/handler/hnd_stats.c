@@ -1,0 +1,78 @@
+/* hnd_stats.c: statistics: striped counters, mhdgz_get_stats, reason names. */
+
+#include "hnd_internal.h"
+
+static _Thread_local unsigned int hnd_stripe_id = ~0u;
+static atomic_uint hnd_stripe_next;
+
+void
+hnd_count(struct mhdgz *gz, enum hnd_counter which, uint64_t n)
+{
+	if (hnd_stripe_id == ~0u)
+		hnd_stripe_id = atomic_fetch_add(&hnd_stripe_next, 1) % HND_STAT_STRIPES;
+	atomic_fetch_add_explicit(&gz->stats[hnd_stripe_id].c[which], n, memory_order_relaxed);
+}
+
+static uint64_t
+sum(const struct mhdgz *gz, enum hnd_counter which)
+{
+	uint64_t n = 0;
+	unsigned int i;
+
+	for (i = 0; i < HND_STAT_STRIPES; i++)
+		n += atomic_load_explicit(&gz->stats[i].c[which], memory_order_relaxed);
+	return n;
+}
+
+MHDGZ_API int
+mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
+{
+	struct gz_pool_stats ps;
+	unsigned int i;
+
+	if (!gz || !st || st->size != sizeof *st)
+		return MHDGZ_EINVAL;
+	st->responses = sum(gz, HND_C_RESPONSES);
+	st->compressed = sum(gz, HND_C_COMPRESSED);
+	for (i = 0; i < MHDGZ_REASON_COUNT; i++)
+		st->reasons[i] = sum(gz, HND_C_REASON0 + i);
+	st->bytes_in = sum(gz, HND_C_BYTES_IN);
+	st->bytes_out = sum(gz, HND_C_BYTES_OUT);
+	st->compressions = sum(gz, HND_C_COMPRESSIONS);
+	st->failures = sum(gz, HND_C_FAILURES);
+	st->cache_hits = sum(gz, HND_C_CACHE_HITS);
+	st->digests_dropped = sum(gz, HND_C_DIGESTS_DROPPED);
+	gz_pool_get_stats(gz->pool, &ps);
+	st->pool_gets = ps.gets;
+	st->pool_misses = ps.misses;
+	st->pool_idle = ps.idle;
+	gz_pool_get_stats(gz->stream_pool, &ps); /* and the streams' pool */
+	st->pool_gets += ps.gets;
+	st->pool_misses += ps.misses;
+	st->pool_idle += ps.idle;
+	return 0;
+}
+
+static const char *const hnd_reason_names[MHDGZ_REASON_COUNT] = {
+	[MHDGZ_COMPRESSED] = "compressed",
+	[MHDGZ_SKIP_UNTRACKED] = "untracked",
+	[MHDGZ_SKIP_OPT_OUT] = "opt-out",
+	[MHDGZ_SKIP_STATUS] = "status",
+	[MHDGZ_SKIP_RANGE] = "range",
+	[MHDGZ_SKIP_ENCODED] = "encoded",
+	[MHDGZ_SKIP_NO_TRANSFORM] = "no-transform",
+	[MHDGZ_SKIP_EMPTY] = "empty",
+	[MHDGZ_SKIP_TYPE] = "type",
+	[MHDGZ_SKIP_NOT_ACCEPTED] = "not-accepted",
+	[MHDGZ_SKIP_SMALL] = "small",
+	[MHDGZ_SKIP_NOT_SMALLER] = "not-smaller",
+	[MHDGZ_SKIP_ERROR] = "error",
+};
+
+MHDGZ_API const char *
+mhdgz_reason_name(enum mhdgz_reason reason)
+{
+	if ((unsigned int)reason >= MHDGZ_REASON_COUNT)
+		return "unknown";
+	return hnd_reason_names[reason];
+}

@@ -1,0 +1,229 @@
+/* hnd_variants.c: the responses queued in an application response's place: the gzip representation, HEAD responses, the sendfile identity response. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hnd_internal.h"
+
+void
+hnd_body_unref(void *cls)
+{
+	struct hnd_body *b = cls;
+
+	if (atomic_fetch_sub(&b->refs, 1) == 1)
+		gz_free(b);
+}
+
+/* r's fields on v as rep says. 0 or MHDGZ_EMHD. */
+static int
+rep_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
+	    const struct hnd_facts *f, enum hnd_rep rep)
+{
+	if (hnd_copy_headers(gz, r, v, f, rep != HND_REP_IDENTITY) < 0)
+		return MHDGZ_EMHD;
+	if (rep == HND_REP_GZIP &&
+	    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") != MHD_YES)
+		return MHDGZ_EMHD;
+	return 0;
+}
+
+int
+hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
+		   struct hnd_body *b, enum hnd_rep rep, struct MHD_Response **ret)
+{
+	struct MHD_Response *v;
+
+	v = MHD_create_response_from_buffer_with_free_callback_cls(
+		b ? b->len : 0, b ? b->data : NULL, b ? hnd_body_unref : NULL, b);
+	if (!v) {
+		if (b)
+			hnd_body_unref(b);
+		return MHDGZ_ENOMEM;
+	}
+	if (rep_headers(gz, r, v, f, rep) < 0) {
+		MHD_destroy_response(v); /* drops the body reference */
+		return MHDGZ_EMHD;
+	}
+	*ret = v;
+	return 0;
+}
+
+/* The content reader of a HEAD response: libmicrohttpd never calls it for
+ * HEAD; should it ever, the response ends with an error, never with bytes
+ * that were not asked for. */
+static ssize_t
+head_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)cls;
+	(void)pos;
+	(void)buf;
+	(void)max;
+	return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+struct MHD_Response *
+hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
+		  uint64_t size, enum hnd_rep rep)
+{
+	struct MHD_Response *v = MHD_create_response_from_callback(size, 1024, head_read, NULL, NULL);
+
+	if (!v)
+		return NULL;
+	if (rep_headers(gz, r, v, f, rep) < 0)
+		goto fail;
+	/* Unknown length: libmicrohttpd 0.9.75 frames it as chunked and
+	 * writes the last chunk after the HEAD headers, which a kept-alive
+	 * client reads as the next status line; HTTP/1.0-compatible framing
+	 * sends neither a length nor a chunk and closes the connection. */
+	if (size == MHD_SIZE_UNKNOWN &&
+	    MHD_set_response_options(v, f->mhd_flags | MHD_RF_HTTP_1_0_COMPATIBLE_STRICT,
+				     MHD_RO_END) != MHD_YES)
+		goto fail;
+	return v;
+fail:
+	MHD_destroy_response(v);
+	return NULL;
+}
+
+/*
+ * Compress body into a new exactly-sized hnd_body. The compressor's scratch
+ * space (kept across uses in the compressor pool) takes the worst-case output,
+ * so a pooled compressor allocates only the result.
+ */
+static int
+compress_body(struct mhdgz *gz, const uint8_t *body, size_t body_len, struct hnd_body **out_ret)
+{
+	struct gz_compressor *c;
+	size_t bound, out_len = 0;
+	struct hnd_body *out;
+	int rc;
+
+	rc = gz_pool_get(gz->pool, &c);
+	if (rc < 0)
+		return rc;
+	bound = gz_bound(c, body_len);
+	rc = gz_compressor_scratch(c, bound);
+	if (rc < 0)
+		goto out;
+	rc = c->be->compress(c, body, body_len, c->scratch, bound, &out_len);
+	if (rc < 0)
+		goto out;
+	if (out_len >= body_len) {
+		rc = MHDGZ_ENOSPC; /* not smaller: the caller serves identity */
+		goto out;
+	}
+	out = gz_malloc(sizeof *out + out_len);
+	if (!out) {
+		rc = MHDGZ_ENOMEM;
+		goto out;
+	}
+	atomic_init(&out->refs, 1);
+	out->len = out_len;
+	memcpy(out->data, c->scratch, out_len);
+	*out_ret = out;
+out:
+	gz_pool_put(gz->pool, c);
+	return rc;
+}
+
+/* Read a file entry's body into a new buffer (gz_free it). The file is
+ * read now; a cached gzip variant keeps what it held at the first queue. */
+static int
+read_file(struct hnd_entry *e, uint8_t **buf_ret)
+{
+	size_t len = (size_t)e->body_len, got = 0;
+	uint8_t *buf = gz_malloc(len ? len : 1);
+
+	if (!buf)
+		return MHDGZ_ENOMEM;
+	while (got < len) {
+		ssize_t n = pread(e->fd, buf + got, len - got, (off_t)(e->offset + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) { /* error, or shorter than announced */
+			gz_free(buf);
+			return MHDGZ_EBACKEND;
+		}
+		got += (size_t)n;
+	}
+	*buf_ret = buf;
+	return 0;
+}
+
+/* The gzip variant of e, built or reused. Returns 0 and the variant, or the
+ * reason it could not be had (NOT_SMALLER, ERROR). Called with e->lock. */
+enum mhdgz_reason
+hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, bool no_cache,
+	     struct MHD_Response **v_ret)
+{
+	struct hnd_body *out = NULL;
+	struct MHD_Response *v = NULL;
+	int rc;
+
+	if (!no_cache) {
+		if (e->not_smaller)
+			return MHDGZ_SKIP_NOT_SMALLER;
+		if (e->gzip_rep) {
+			hnd_count(gz, HND_C_CACHE_HITS, 1);
+			*v_ret = e->gzip_rep;
+			return MHDGZ_COMPRESSED;
+		}
+	}
+	hnd_count(gz, HND_C_COMPRESSIONS, 1);
+	if (e->kind == HND_FD) {
+		uint8_t *file = NULL;
+		rc = read_file(e, &file);
+		if (rc == 0)
+			rc = compress_body(gz, file, (size_t)e->body_len, &out);
+		gz_free(file);
+	} else {
+		rc = compress_body(gz, e->body, (size_t)e->body_len, &out);
+	}
+	if (rc == MHDGZ_ENOSPC) {
+		e->not_smaller = true;
+		return MHDGZ_SKIP_NOT_SMALLER;
+	}
+	if (rc == 0)
+		rc = hnd_build_response(gz, e->response, f, out, HND_REP_GZIP, &v);
+	if (rc < 0) {
+		hnd_count(gz, HND_C_FAILURES, 1);
+		return MHDGZ_SKIP_ERROR;
+	}
+	if (e->gzip_rep)
+		MHD_destroy_response(e->gzip_rep);
+	e->gzip_rep = v;
+	e->gzip_rep_len = out->len;
+	e->gzip_body = out; /* borrowed: the variant holds the reference */
+	*v_ret = v;
+	return MHDGZ_COMPRESSED;
+}
+
+/* The identity response of a file entry: libmicrohttpd's own fd response
+ * (sendfile) on a duplicate of the file descriptor, cached. NULL on
+ * failure: the caller then queues the tracked response, which reads the
+ * file itself. Called with e->lock. */
+struct MHD_Response *
+hnd_sendfile_identity(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f)
+{
+	struct MHD_Response *v;
+	int fd;
+
+	if (e->sendfile_rep)
+		return e->sendfile_rep;
+	/* Close-on-exec: a child the application starts must not inherit it. */
+	fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return NULL;
+	v = MHD_create_response_from_fd_at_offset64(e->body_len, fd, e->offset);
+	if (!v) {
+		close(fd);
+		return NULL;
+	}
+	if (hnd_copy_headers(gz, e->response, v, f, false) < 0) {
+		MHD_destroy_response(v);
+		return NULL;
+	}
+	e->sendfile_rep = v;
+	return v;
+}

@@ -1,0 +1,165 @@
+/* gz_alloc.c: the one internal allocator: a process-wide hook, a live-block count, zlib routing. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gz_error.h"
+#include "gz_alloc.h"
+#include "gz_backend.h"
+
+/*
+ * The hook is a plain struct, not an atomic pointer: gz_alloc_set_hook()
+ * is documented as not thread-safe with any other call, and it refuses to
+ * switch while a block is live, so every block is freed by the functions
+ * that allocated it.
+ */
+struct gz_hook {
+	void *(*malloc_fn)(size_t nbytes, void *cls);
+	void (*free_fn)(void *ptr, void *cls);
+	void *cls;
+};
+
+static void *
+gz_libc_malloc(size_t nbytes, void *cls)
+{
+	(void)cls;
+	return malloc(nbytes);
+}
+
+static void
+gz_libc_free(void *ptr, void *cls)
+{
+	(void)cls;
+	free(ptr);
+}
+
+static const struct gz_hook gz_hook_libc = {
+	.malloc_fn = gz_libc_malloc,
+	.free_fn = gz_libc_free,
+	.cls = NULL,
+};
+
+static struct gz_hook gz_hook = {
+	.malloc_fn = gz_libc_malloc,
+	.free_fn = gz_libc_free,
+	.cls = NULL,
+};
+
+/* Blocks handed out by gz_malloc and not yet given to gz_free. */
+static _Atomic int64_t gz_live;
+
+static pthread_once_t gz_alloc_route_once = PTHREAD_ONCE_INIT;
+
+void *
+gz_malloc(size_t nbytes)
+{
+	void *p;
+
+	/* malloc(0) may legitimately return NULL; ask for one byte so that NULL
+	 * always means failure to our callers (and to zlib and libdeflate). */
+	p = gz_hook.malloc_fn(nbytes ? nbytes : 1, gz_hook.cls);
+	if (p)
+		atomic_fetch_add_explicit(&gz_live, 1, memory_order_relaxed);
+	return p;
+}
+
+void *
+gz_calloc(size_t count, size_t nbytes)
+{
+	void *p;
+
+	if (nbytes && count > SIZE_MAX / nbytes)
+		return NULL;
+	p = gz_malloc(count * nbytes);
+	if (p)
+		memset(p, 0, count * nbytes);
+	return p;
+}
+
+void
+gz_free(void *ptr)
+{
+	if (!ptr)
+		return;
+	atomic_fetch_sub_explicit(&gz_live, 1, memory_order_relaxed);
+	gz_hook.free_fn(ptr, gz_hook.cls);
+}
+
+char *
+gz_strndup(const char *s, size_t len)
+{
+	char *d;
+
+	/* strndup semantics: at most len bytes, stopping at a NUL. */
+	len = strnlen(s, len);
+	if (len == SIZE_MAX)
+		return NULL;
+	d = gz_malloc(len + 1);
+	if (!d)
+		return NULL;
+	memcpy(d, s, len);
+	d[len] = '\0';
+	return d;
+}
+
+void *
+gz_zalloc(void *opaque, unsigned int items, unsigned int size)
+{
+	(void)opaque;
+	/* Only reachable with a 32-bit size_t, but zlib trusts us to check. */
+	if (size && (size_t)items > SIZE_MAX / size)
+		return NULL;
+	return gz_malloc((size_t)items * size);
+}
+
+void
+gz_zfree(void *opaque, void *ptr)
+{
+	(void)opaque;
+	gz_free(ptr);
+}
+
+int64_t
+gz_alloc_live(void)
+{
+	return atomic_load_explicit(&gz_live, memory_order_relaxed);
+}
+
+/* Backends whose library has a process-wide allocator (libdeflate 1.14)
+ * are routed through gz_malloc/gz_free once, the first time a hook other
+ * than malloc/free is installed, and never by default: an application
+ * that uses such a library itself keeps its own allocator unless it asks
+ * for ours. */
+static void
+gz_alloc_route_backends(void)
+{
+	size_t i;
+
+	for (i = 0; gz_backends[i]; i++)
+		if (gz_backends[i]->global_alloc_init)
+			gz_backends[i]->global_alloc_init(gz_malloc, gz_free);
+}
+
+int
+gz_alloc_set_hook(void *(*malloc_fn)(size_t nbytes, void *cls),
+		  void (*free_fn)(void *ptr, void *cls), void *cls)
+{
+	if ((malloc_fn == NULL) != (free_fn == NULL))
+		return GZ_EINVAL;
+	/* A block must go back to the allocator that made it. */
+	if (gz_alloc_live() != 0)
+		return GZ_EBUSY;
+	if (malloc_fn) {
+		(void)pthread_once(&gz_alloc_route_once, gz_alloc_route_backends);
+		gz_hook.malloc_fn = malloc_fn;
+		gz_hook.free_fn = free_fn;
+		gz_hook.cls = cls;
+	} else {
+		gz_hook = gz_hook_libc;
+	}
+	return GZ_OK;
+}

@@ -1,0 +1,42 @@
+/* gz_alloc.h: the one internal allocator, routed into zlib, libdeflate and ISA-L state. */
+#ifndef GZ_ALLOC_H
+#define GZ_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Every allocation made by mhdgz (and, through zalloc and
+ * libdeflate_set_memory_allocator, by the compression libraries on our behalf)
+ * goes through gz_malloc/gz_free. gz_alloc_set_hook (the public
+ * mhdgz_set_allocator) replaces the underlying functions process-wide;
+ * tests use it to count allocations and to make the k-th one fail.
+ *
+ * gz_malloc returns NULL on failure (or for a failure injected by the hook);
+ * callers must check. gz_free(NULL) is a no-op.
+ */
+void *gz_malloc(size_t nbytes);
+void *gz_calloc(size_t count, size_t nbytes);
+void gz_free(void *ptr);
+char *gz_strndup(const char *s, size_t len);
+
+/* zlib's zalloc/zfree signatures, forwarding to gz_malloc/gz_free. */
+void *gz_zalloc(void *opaque, unsigned int items, unsigned int size);
+void gz_zfree(void *opaque, void *ptr);
+
+/* Number of blocks currently allocated through gz_malloc (process-wide). */
+int64_t gz_alloc_live(void);
+
+/*
+ * Replace the underlying functions process-wide; malloc_fn and free_fn
+ * both NULL restores malloc/free. The first non-NULL hook also routes the
+ * process-wide allocator of any backend library that has one (libdeflate)
+ * through gz_malloc/gz_free, for the rest of the process. Returns GZ_OK,
+ * GZ_EINVAL if exactly one function is NULL, GZ_EBUSY while a block made
+ * through the current functions is live. Not thread-safe with any other
+ * core call.
+ */
+int gz_alloc_set_hook(void *(*malloc_fn)(size_t nbytes, void *cls),
+		      void (*free_fn)(void *ptr, void *cls), void *cls);
+
+#endif /* GZ_ALLOC_H */

@@ -1,0 +1,127 @@
+/* gz_backend.c: the backend registry and compressor creation (level check, instance allocation). */
+#include "config.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gz_error.h"
+#include "gz_alloc.h"
+#include "gz_backend.h"
+
+/* Preference order: libdeflate is the fastest whole-buffer backend at
+ * zlib-like ratios; ISA-L is faster still but tops out near zlib level 2;
+ * zlib is the one every system has and the only other streaming backend. */
+const struct gz_backend *const gz_backends[] = {
+#ifdef HAVE_LIBDEFLATE
+	&gz_backend_libdeflate,
+#endif
+#ifdef HAVE_ISAL
+	&gz_backend_isal,
+#endif
+	&gz_backend_zlib,
+	NULL,
+};
+
+const struct gz_backend *
+gz_backend_find(const char *name)
+{
+	size_t i;
+
+	if (!name)
+		return NULL;
+	for (i = 0; gz_backends[i]; i++)
+		if (strcmp(gz_backends[i]->name, name) == 0)
+			return gz_backends[i];
+	return NULL;
+}
+
+const struct gz_backend *
+gz_backend_default(void)
+{
+	return gz_backends[0];
+}
+
+const struct gz_backend *
+gz_backend_by_id(int id)
+{
+	size_t i;
+
+	for (i = 0; gz_backends[i]; i++)
+		if (gz_backends[i]->id == id)
+			return gz_backends[i];
+	return NULL;
+}
+
+const struct gz_backend *
+gz_stream_backend(const struct gz_backend *be)
+{
+	return (be->caps & GZ_CAP_STREAM) ? be : &gz_backend_zlib;
+}
+
+int
+gz_stream_level(const struct gz_backend *be, int level)
+{
+	const struct gz_backend *sb = gz_stream_backend(be);
+
+	return level > sb->level_max ? sb->level_max : level < sb->level_min ? sb->level_min : level;
+}
+
+int
+gz_compressor_new(const struct gz_backend *be, int level, struct gz_compressor **c_ret)
+{
+	struct gz_compressor *c;
+	int rc;
+
+	if (!be || !c_ret || be->inst_nbytes < sizeof *c)
+		return GZ_EINVAL;
+	/* Never clamp: a level the caller did not ask for is a silent
+	 * configuration error. */
+	if (level < be->level_min || level > be->level_max)
+		return GZ_EINVAL;
+	c = gz_calloc(1, be->inst_nbytes);
+	if (!c)
+		return GZ_ENOMEM;
+	c->be = be;
+	c->level = level;
+	c->pool_next = NULL;
+	c->scratch = NULL;
+	c->scratch_cap = 0;
+	rc = be->init(c);
+	if (rc < 0) {
+		/* init cleaned up after itself; only the instance is left. */
+		gz_free(c);
+		return rc;
+	}
+	*c_ret = c;
+	return 0;
+}
+
+void
+gz_compressor_free(struct gz_compressor *c)
+{
+	if (!c)
+		return;
+	c->be->fini(c);
+	gz_free(c->scratch);
+	gz_free(c);
+}
+
+int
+gz_compressor_scratch(struct gz_compressor *c, size_t nbytes)
+{
+	uint8_t *p;
+
+	if (c->scratch_cap >= nbytes)
+		return 0;
+	/* Grow only, to exactly what is asked: the scratch lives as long as
+	 * the (pooled) compressor, so rounding up would be held for good. The
+	 * contents are scratch, so no copy. */
+	p = gz_malloc(nbytes);
+	if (!p)
+		return GZ_ENOMEM;
+	gz_free(c->scratch);
+	c->scratch = p;
+	c->scratch_cap = nbytes;
+	return 0;
+}

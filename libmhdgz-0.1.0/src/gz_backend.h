@@ -1,0 +1,176 @@
+/* gz_backend.h: the backend-neutral compressor interface (vtable + registry). */
+#ifndef GZ_BACKEND_H
+#define GZ_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Capability bits of a backend. */
+#define GZ_CAP_ONESHOT 0x1u /* compress(): a whole buffer into one gzip member */
+#define GZ_CAP_STREAM 0x2u  /* stream(): incremental input/output, sync flush */
+
+/* Flush modes for stream(). */
+enum gz_flush {
+	GZ_FLUSH_NONE = 0, /* compress as input allows; output may lag input */
+	GZ_FLUSH_SYNC = 1, /* emit all input so far, ending on a byte boundary */
+	GZ_FLUSH_FINISH = 2 /* no more input: emit everything and the gzip trailer */
+};
+
+/* Normal (positive) event returned by stream(): the trailer has been written. */
+#define GZ_STREAM_END 1
+
+struct gz_backend;
+
+/*
+ * Common base of every compressor instance; each backend's instance struct
+ * embeds it as its first member, so a struct gz_compressor * can be cast to
+ * the backend's own type. The backend and level are fixed at creation.
+ */
+struct gz_compressor {
+	const struct gz_backend *be;
+	int level;
+	struct gz_compressor *pool_next; /* link while idle in a compressor pool */
+	/* Output scratch space kept with the compressor (and so across uses
+	 * in the compressor pool): whole-buffer users compress into it and copy
+	 * the exact result out, so a warm compressor allocates nothing. */
+	uint8_t *scratch;
+	size_t scratch_cap; /* bytes at scratch */
+};
+
+/*
+ * Streaming I/O window, same contract as zlib's z_stream next/avail fields:
+ * stream() consumes from in and writes to out, advancing the pointers and
+ * decrementing the lengths. out_cap may be as small as 1 byte; output that
+ * does not fit is kept inside the compressor until the next call.
+ */
+struct gz_io {
+	const uint8_t *in;
+	size_t in_len; /* bytes available at in */
+	uint8_t *out;
+	size_t out_cap; /* bytes of space at out */
+};
+
+/*
+ * A backend: a static const table. The core checks caps, never NULL pointers:
+ * a backend without GZ_CAP_STREAM has stream == NULL, and the caller must not
+ * call it.
+ */
+/* Backend ids: the values of the public enum mhdgz_backend (the handler
+ * checks that they agree at compile time). 0 is "the default", which is
+ * not a backend but the first of gz_backends[]. */
+#define GZ_ID_ZLIB 1
+#define GZ_ID_LIBDEFLATE 2
+#define GZ_ID_ISAL 3
+
+/*
+ * Levels: one convention for every backend, public and internal alike: 1 is
+ * the fastest, higher is smaller output, and 0 is never a level (the public
+ * options use it for "the default"). zlib's and libdeflate's levels are
+ * their own numbers; a library whose scale starts at 0 (ISA-L igzip 0-3) is
+ * shifted up by one (1-4) in its backend file.
+ */
+struct gz_backend {
+	int id;              /* GZ_ID_* */
+	const char *name;    /* "zlib", "libdeflate", "isal" */
+	unsigned int caps;   /* GZ_CAP_* */
+	int level_min;       /* level range, inclusive (see above), >= 1 */
+	int level_max;
+	int level_default;
+	size_t inst_nbytes;  /* sizeof the backend's instance struct */
+
+	/* Per-backend global set-up, or NULL: route the library's process-wide
+	 * allocator (libdeflate's) through the given functions. Run once per
+	 * process by gz_alloc_set_hook, the first time a hook is installed. */
+	void (*global_alloc_init)(void *(*malloc_fn)(size_t nbytes), void (*free_fn)(void *ptr));
+
+	/* Set up a zero-filled instance of inst_nbytes (base already filled in).
+	 * Returns 0 or GZ_ENOMEM / GZ_EBACKEND; on error fini is not
+	 * called, so init cleans up after itself. */
+	int (*init)(struct gz_compressor *c);
+	/* Release everything init and use allocated (not the instance itself). */
+	void (*fini)(struct gz_compressor *c);
+
+	/* Worst-case size in bytes of one gzip member for in_len input bytes. */
+	size_t (*bound)(const struct gz_compressor *c, size_t in_len);
+
+	/* GZ_CAP_ONESHOT: compress in[0..in_len) into one complete gzip member
+	 * (RFC 1952: MTIME 0, no name, CRC-32 and ISIZE trailer) at out.
+	 * Returns 0 and *out_len_ret, GZ_ENOSPC if out_cap is too small, or
+	 * GZ_EBACKEND / GZ_ENOMEM. Never writes beyond out + out_cap and
+	 * allocates nothing. Leaves the compressor ready for another compress();
+	 * any stream in progress is abandoned, and stream() returns
+	 * GZ_EINVAL until reset() is called. */
+	int (*compress)(struct gz_compressor *c, const void *in, size_t in_len,
+			void *out, size_t out_cap, size_t *out_len_ret);
+
+	/* GZ_CAP_STREAM: start a new gzip member (discarding any stream state).
+	 * A compressor fresh from gz_compressor_new is already at the start of
+	 * a member. */
+	int (*reset)(struct gz_compressor *c);
+	/* GZ_CAP_STREAM: advance the stream. Returns 0 (progress made or more
+	 * output space needed), GZ_STREAM_END once the trailer has been fully
+	 * written (only with GZ_FLUSH_FINISH; later calls keep returning it and
+	 * write nothing), or a negative MHDGZ_E* code (GZ_EINVAL for a flush
+	 * value outside enum gz_flush). Never writes beyond out + out_cap and
+	 * allocates nothing.
+	 * A sync flush is complete when the call returns with io->in_len == 0
+	 * and io->out_cap > 0: every byte consumed so far can then be decoded
+	 * from the output. Repeating GZ_FLUSH_SYNC with no new input after that
+	 * writes nothing, so a caller may always loop "until in_len == 0 and
+	 * out_cap > 0", even with a 1-byte window. */
+	int (*stream)(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush);
+};
+
+/* The backend tables, one per gz_backend_<name>.c, each existing only
+ * under its HAVE_<LIB> (zlib is always built: it is the streaming
+ * fallback). Prefer the registry and its lookups. */
+extern const struct gz_backend gz_backend_zlib;
+#ifdef HAVE_LIBDEFLATE
+extern const struct gz_backend gz_backend_libdeflate;
+#endif
+#ifdef HAVE_ISAL
+extern const struct gz_backend gz_backend_isal;
+#endif
+
+/* The registry, in preference order: libdeflate, isal, zlib (those
+ * compiled in). NULL-terminated. The first is the default backend. */
+extern const struct gz_backend *const gz_backends[];
+
+/* The default backend: gz_backends[0]. Never NULL. */
+const struct gz_backend *gz_backend_default(void);
+/* Look a backend up by name (case-sensitive) or by GZ_ID_*; NULL if not
+ * compiled in, unknown, or name is NULL. */
+const struct gz_backend *gz_backend_find(const char *name);
+const struct gz_backend *gz_backend_by_id(int id);
+/* The backend that compresses streams for be: be itself if it streams,
+ * else zlib (the one backend always built). Its level for be's level is
+ * gz_stream_level(). */
+const struct gz_backend *gz_stream_backend(const struct gz_backend *be);
+/*
+ * The level at which gz_stream_backend(be) compresses streams for be at
+ * level: the same number, capped at the stream backend's maximum.
+ * libdeflate's levels were designed to track zlib's ratios level for
+ * level, and its 10-12 (slow near-optimal parsing) have no zlib
+ * counterpart, so they stream at zlib 9.
+ */
+int gz_stream_level(const struct gz_backend *be, int level);
+
+/* Create a compressor of backend be at a native level. Returns 0 and
+ * *c_ret, GZ_EINVAL for a level outside [level_min, level_max] (never
+ * clamped), GZ_ENOMEM or GZ_EBACKEND. The caller owns *c_ret and
+ * releases it with gz_compressor_free. */
+int gz_compressor_new(const struct gz_backend *be, int level, struct gz_compressor **c_ret);
+/* Release a compressor (and its scratch space); NULL is a no-op. */
+void gz_compressor_free(struct gz_compressor *c);
+/* Make c->scratch hold at least nbytes. Returns 0 or GZ_ENOMEM (the old
+ * scratch, if any, is kept). */
+int gz_compressor_scratch(struct gz_compressor *c, size_t nbytes);
+
+/* Convenience wrappers (no switch on the backend; they go through the table). */
+static inline size_t
+gz_bound(const struct gz_compressor *c, size_t in_len)
+{
+	return c->be->bound(c, in_len);
+}
+
+#endif /* GZ_BACKEND_H */

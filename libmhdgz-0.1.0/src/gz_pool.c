@@ -1,0 +1,207 @@
+/* gz_pool.c: the compressor pool, a locked LIFO of idle compressors of one (backend, level). */
+#include "config.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gz_error.h"
+#include "gz_alloc.h"
+#include "gz_backend.h"
+#include "gz_pool.h"
+
+/* Largest whole-buffer scratch space (bytes) an idle compressor keeps. The
+ * scratch follows the compressor through the pool so a warm compressor
+ * allocates nothing; but one large body would otherwise pin its output size
+ * in every idle compressor forever. Larger: fewer allocations for big
+ * bodies; smaller: less memory held by an idle pool (idle_cap times this). */
+#ifndef GZ_POOL_SCRATCH_KEEP_MAX
+#define GZ_POOL_SCRATCH_KEEP_MAX (256u * 1024u)
+#endif
+
+/*
+ * Invariants, all under lock:
+ *  - idle is the length of the free list and idle <= idle_cap;
+ *  - live == misses - discards: every compressor this pool created and has
+ *    not freed is either idle or out with a user;
+ *  - gets - puts == compressors out with users (given every put matches a
+ *    get of this pool).
+ * The lock guards only list links and counters: creating, resetting and
+ * freeing a compressor (hundreds of KiB, microseconds) happen outside it, so
+ * the critical section is a handful of loads and stores. A get that creates
+ * its compressor counts gets/misses/live only once the creation succeeded,
+ * so a failed get leaves every counter as it was.
+ */
+struct gz_pool {
+	pthread_mutex_t lock;
+	const struct gz_backend *be; /* fixed at creation, read without the lock */
+	int level;                   /* native level of be, fixed at creation */
+	size_t idle_cap;             /* most compressors kept idle; 0 = pass-through */
+	struct gz_compressor *head;  /* free list through pool_next; LIFO, so the
+	                              * most recently used (cache-warm) one goes
+	                              * out first */
+	struct gz_pool_stats st;
+};
+
+int
+gz_pool_new(const struct gz_backend *be, int level, size_t idle_cap, struct gz_pool **pool_ret)
+{
+	struct gz_pool *pool;
+
+	if (!be || !pool_ret)
+		return GZ_EINVAL;
+	/* Checked here, not at the first get, so a bad configuration fails at
+	 * set-up rather than on the first request. Never clamped. */
+	if (level < be->level_min || level > be->level_max)
+		return GZ_EINVAL;
+	pool = gz_calloc(1, sizeof *pool);
+	if (!pool)
+		return GZ_ENOMEM;
+	/* pthread_mutex_init fails only for lack of resources (EAGAIN, ENOMEM). */
+	if (pthread_mutex_init(&pool->lock, NULL) != 0) {
+		gz_free(pool);
+		return GZ_ENOMEM;
+	}
+	pool->be = be;
+	pool->level = level;
+	pool->idle_cap = idle_cap;
+	*pool_ret = pool;
+	return 0;
+}
+
+int
+gz_pool_pair_new(const struct gz_backend *be, int level, size_t idle_cap,
+		 struct gz_pool **oneshot_ret, struct gz_pool **stream_ret)
+{
+	struct gz_pool *oneshot = NULL, *stream = NULL;
+	int rc;
+
+	if (!be || !oneshot_ret || !stream_ret)
+		return GZ_EINVAL;
+	rc = gz_pool_new(be, level, idle_cap, &oneshot);
+	if (rc < 0)
+		return rc;
+	rc = gz_pool_new(gz_stream_backend(be), gz_stream_level(be, level), idle_cap, &stream);
+	if (rc < 0) {
+		gz_pool_free(oneshot);
+		return rc;
+	}
+	*oneshot_ret = oneshot;
+	*stream_ret = stream;
+	return 0;
+}
+
+void
+gz_pool_free(struct gz_pool *pool)
+{
+	struct gz_compressor *c, *next;
+
+	if (!pool)
+		return;
+	/* No user may hold a compressor now (contract), so no lock is needed. */
+	for (c = pool->head; c; c = next) {
+		next = c->pool_next;
+		gz_compressor_free(c);
+	}
+	pthread_mutex_destroy(&pool->lock);
+	gz_free(pool);
+}
+
+int
+gz_pool_get(struct gz_pool *pool, struct gz_compressor **c_ret)
+{
+	struct gz_compressor *c;
+	int rc;
+
+	pthread_mutex_lock(&pool->lock);
+	c = pool->head;
+	if (c) {
+		pool->head = c->pool_next;
+		pool->st.idle--;
+		pool->st.gets++;
+	}
+	pthread_mutex_unlock(&pool->lock);
+	if (c) {
+		/* Idle compressors were reset when they were put back. */
+		c->pool_next = NULL;
+		*c_ret = c;
+		return 0;
+	}
+
+	/* Miss: create outside the lock. A new compressor is at the start of
+	 * a member already, so it needs no reset. */
+	rc = gz_compressor_new(pool->be, pool->level, &c);
+	if (rc < 0)
+		return rc;
+	c->pool_next = NULL;
+	pthread_mutex_lock(&pool->lock);
+	pool->st.gets++;
+	pool->st.misses++;
+	pool->st.live++;
+	pthread_mutex_unlock(&pool->lock);
+	*c_ret = c;
+	return 0;
+}
+
+void
+gz_pool_put(struct gz_pool *pool, struct gz_compressor *c)
+{
+	int keep;
+
+	if (!c)
+		return;
+	/*
+	 * Reset before the compressor becomes visible to other users, so no
+	 * stream state (and none of the previous body) leaks into the next
+	 * member. Done here rather than in get so idle compressors hold no
+	 * half-finished stream. Pass-through mode frees every compressor and
+	 * skips the work. One-shot-only backends leave a compressor reusable
+	 * after every compress() and have no reset.
+	 */
+	keep = pool->idle_cap > 0;
+	if (keep && (c->be->caps & GZ_CAP_STREAM))
+		keep = c->be->reset(c) == 0;
+	if (keep && c->scratch_cap > GZ_POOL_SCRATCH_KEEP_MAX) {
+		gz_free(c->scratch);
+		c->scratch = NULL;
+		c->scratch_cap = 0;
+	}
+
+	pthread_mutex_lock(&pool->lock);
+	pool->st.puts++;
+	if (keep && pool->st.idle < pool->idle_cap) {
+		c->pool_next = pool->head;
+		pool->head = c;
+		pool->st.idle++;
+	} else {
+		/* Pool full, pass-through, or reset failed: a compressor we can
+		 * not trust is never pooled. All count as discards, which keeps
+		 * live == misses - discards. */
+		pool->st.discards++;
+		pool->st.live--;
+		keep = 0;
+	}
+	pthread_mutex_unlock(&pool->lock);
+	if (!keep)
+		gz_compressor_free(c);
+}
+
+void
+gz_pool_get_stats(struct gz_pool *pool, struct gz_pool_stats *st)
+{
+	pthread_mutex_lock(&pool->lock);
+	*st = pool->st;
+	pthread_mutex_unlock(&pool->lock);
+}
+
+const struct gz_backend *
+gz_pool_backend(const struct gz_pool *pool)
+{
+	return pool->be;
+}
+
+int
+gz_pool_level(const struct gz_pool *pool)
+{
+	return pool->level;
+}

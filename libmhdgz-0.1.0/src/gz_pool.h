@@ -1,0 +1,60 @@
+/* gz_pool.h: the compressor pool, ready compressors per (backend, level). */
+#ifndef GZ_POOL_H
+#define GZ_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gz_backend.h"
+
+/*
+ * A thread-safe pool of idle compressors of one backend at one level: the C
+ * counterpart of the sync.Pool in Go's gziphandler. Creating a compressor
+ * costs hundreds of KiB and tens of microseconds (see README, "Why a pool"),
+ * so a request takes a ready one and gives it back.
+ *
+ * gz_pool_get returns a compressor ready for a new gzip member (stream state
+ * reset), allocating only when no idle one is left (a miss). gz_pool_put
+ * returns it; when idle_cap compressors are already idle it is freed instead.
+ * idle_cap == 0 is pass-through mode (get always allocates, put always frees),
+ * so AddressSanitizer and valgrind see every lifetime.
+ */
+struct gz_pool;
+
+struct gz_pool_stats {
+	uint64_t gets;     /* gz_pool_get calls that returned a compressor */
+	uint64_t misses;   /* gets that had to create a compressor */
+	uint64_t puts;     /* gz_pool_put calls */
+	uint64_t discards; /* puts that freed the compressor (pool full) */
+	uint64_t idle;     /* compressors idle in the pool now */
+	uint64_t live;     /* compressors created and not yet freed */
+};
+
+/* Create a pool. Returns 0 and *pool_ret, GZ_EINVAL (bad level, NULL
+ * backend), GZ_ENOMEM. No compressor is created until the first get. */
+int gz_pool_new(const struct gz_backend *be, int level, size_t idle_cap, struct gz_pool **pool_ret);
+/* The two pools a user of (be, level) needs: one-shot compressors of be,
+ * and streaming compressors of gz_stream_backend(be) at gz_stream_level()
+ * (gz_backend.h). Always two pools, also when be streams itself: a
+ * stream's compressor and a whole body's never wait for each other.
+ * Returns 0, or GZ_EINVAL / GZ_ENOMEM with nothing left allocated. */
+int gz_pool_pair_new(const struct gz_backend *be, int level, size_t idle_cap,
+		     struct gz_pool **oneshot_ret, struct gz_pool **stream_ret);
+/* Free the pool and its idle compressors. Compressors still out (taken and
+ * not put back) must be put back before; NULL is a no-op. */
+void gz_pool_free(struct gz_pool *pool);
+
+/* Take a compressor. Returns 0 and *c_ret, or GZ_ENOMEM / GZ_EBACKEND
+ * when a new one could not be created. Thread-safe. */
+int gz_pool_get(struct gz_pool *pool, struct gz_compressor **c_ret);
+/* Give a compressor back (NULL is a no-op). A compressor whose last
+ * operation failed may be put back: it is reset or freed. Thread-safe. */
+void gz_pool_put(struct gz_pool *pool, struct gz_compressor *c);
+
+/* Snapshot of the counters. Thread-safe. */
+void gz_pool_get_stats(struct gz_pool *pool, struct gz_pool_stats *st);
+
+const struct gz_backend *gz_pool_backend(const struct gz_pool *pool);
+int gz_pool_level(const struct gz_pool *pool);
+
+#endif /* GZ_POOL_H */

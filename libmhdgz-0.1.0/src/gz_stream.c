@@ -1,0 +1,155 @@
+/* gz_stream.c: the stream pump: one gzip member from a pull source, with stall and low-latency sync flushes. */
+#include "config.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gz_alloc.h"
+#include "gz_error.h"
+#include "gz_stream.h"
+
+int
+gz_pump_init(struct gz_pump *p, struct gz_pool *pool, size_t in_cap, bool low_latency)
+{
+	int rc;
+
+	if (!p || !pool || in_cap == 0)
+		return GZ_EINVAL;
+	memset(p, 0, sizeof *p);
+	if (!(gz_pool_backend(pool)->caps & GZ_CAP_STREAM))
+		return GZ_EINVAL;
+	p->pool = pool;
+	p->low_latency = low_latency;
+	p->in_cap = in_cap;
+	p->in = gz_malloc(in_cap);
+	if (!p->in)
+		return GZ_ENOMEM;
+	rc = gz_pool_get(pool, &p->c);
+	if (rc < 0) {
+		gz_free(p->in);
+		p->in = NULL;
+		return rc;
+	}
+	return 0;
+}
+
+/* The compressor goes back as soon as it has nothing more to do. */
+static void
+pump_release(struct gz_pump *p)
+{
+	if (p->c) {
+		gz_pool_put(p->pool, p->c);
+		p->c = NULL;
+	}
+}
+
+void
+gz_pump_fini(struct gz_pump *p)
+{
+	if (!p)
+		return;
+	pump_release(p);
+	gz_free(p->in);
+	p->in = NULL;
+}
+
+static ssize_t
+pump_fail(struct gz_pump *p, int err)
+{
+	pump_release(p);
+	p->err = err;
+	return err;
+}
+
+/*
+ * The state machine. Each round either pulls a source chunk (when the
+ * input is used up, the source has not ended and no sync flush is pending)
+ * or advances the compressor with the flush the state calls for: FINISH
+ * after the end, SYNC while a flush is pending (a stall, or every chunk in
+ * low-latency mode), NONE otherwise. A sync flush is complete when the
+ * compressor has consumed all input and still has output space
+ * (gz_backend.h).
+ */
+ssize_t
+gz_pump_read(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_t out_cap,
+	     bool *end_ret)
+{
+	size_t n = 0;
+
+	*end_ret = false;
+	if (p->done) {
+		*end_ret = true;
+		return 0;
+	}
+	if (p->err)
+		return p->err;
+	if (!p->c)
+		return GZ_EINVAL;
+	while (n < out_cap) {
+		struct gz_io io;
+		enum gz_flush flush;
+		size_t in_before, out_before;
+		int rc;
+
+		if (p->in_len == 0 && !p->eof && !p->flushing) {
+			ssize_t r;
+
+			/* A low-latency chunk goes out before the next is asked for. */
+			if (n > 0 && p->low_latency)
+				break;
+			r = src(cls, p->in, p->in_cap);
+			if (r == GZ_SOURCE_END) {
+				p->eof = true;
+			} else if (r < 0) {
+				/* Never a fake trailer after a failed source. */
+				return pump_fail(p, GZ_ESOURCE);
+			} else if (r == 0) {
+				/* No data yet, perhaps for long (a log tail): flush
+				 * what the compressor holds once, then hand over what
+				 * there is. */
+				if (!p->unflushed)
+					break;
+				p->flushing = true;
+			} else {
+				p->in_off = 0;
+				p->in_len = (size_t)r;
+				p->in_total += (uint64_t)r;
+				p->flushing = p->low_latency;
+				p->unflushed = true;
+			}
+		}
+		flush = p->eof ? GZ_FLUSH_FINISH : p->flushing ? GZ_FLUSH_SYNC : GZ_FLUSH_NONE;
+		io.in = p->in + p->in_off;
+		io.in_len = p->in_len;
+		io.out = out + n;
+		io.out_cap = out_cap - n;
+		in_before = io.in_len;
+		out_before = io.out_cap;
+		rc = p->c->be->stream(p->c, &io, flush);
+		if (rc < 0)
+			return pump_fail(p, GZ_EBACKEND);
+		p->in_off += in_before - io.in_len;
+		p->in_len = io.in_len;
+		n += out_before - io.out_cap;
+		if (rc == GZ_STREAM_END) {
+			p->done = true;
+			*end_ret = true;
+			pump_release(p);
+			break;
+		}
+		if (p->flushing && io.in_len == 0 && io.out_cap > 0) {
+			p->flushing = false; /* flush complete */
+			p->unflushed = false;
+			continue;
+		}
+		/* Input left, room to write, nothing done: the compressor is
+		 * broken, and looping would never end. */
+		if (io.in_len == in_before && io.out_cap == out_before && io.out_cap > 0 &&
+		    flush == GZ_FLUSH_NONE && io.in_len > 0)
+			return pump_fail(p, GZ_EBACKEND);
+	}
+	p->out_total += n;
+	return (ssize_t)n;
+}

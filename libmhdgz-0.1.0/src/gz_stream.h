@@ -1,0 +1,82 @@
+/* gz_stream.h: the stream pump: pull from a source, compress, sync-flush on a stall or per chunk, finish. */
+#ifndef GZ_STREAM_H
+#define GZ_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gz_backend.h"
+#include "gz_error.h"
+#include "gz_pool.h"
+
+/*
+ * A source as the pump sees it: read up to max bytes into buf. Returns the
+ * number of bytes (> 0), 0 when no data is ready yet (the pump flushes what
+ * it holds and returns; call again later), GZ_SOURCE_END at the end of the
+ * body, or GZ_SOURCE_ERROR (the body cannot be completed). The pump never
+ * calls it again after END or ERROR.
+ */
+#define GZ_SOURCE_END (-1)
+#define GZ_SOURCE_ERROR (-2)
+typedef ssize_t (*gz_source_fn)(void *cls, uint8_t *buf, size_t max);
+
+/*
+ * One gzip member produced from a source, a window at a time. The
+ * compressor comes from a streaming pool at gz_pump_init and goes back to it
+ * the moment the trailer is written or the pump fails, not when the pump is
+ * finished with (a pooled compressor is in use only while it works).
+ *
+ * Flush policy: output may lag input (better ratio) while the source keeps
+ * producing; when the source stalls (returns 0), what the compressor holds
+ * is sync-flushed once (RFC 1951 empty stored block) so data already
+ * produced is not held back; in low-latency mode every source chunk is
+ * compressed and sync-flushed before the source is asked for more, and a
+ * read returns as soon as one chunk's output is complete.
+ *
+ * Not thread-safe: one pump per connection; different pumps may run on
+ * different threads at once (the pool is thread-safe).
+ */
+struct gz_pump {
+	struct gz_pool *pool;
+	struct gz_compressor *c; /* NULL once given back */
+	uint8_t *in;             /* source bytes not yet compressed */
+	size_t in_cap;           /* bytes at in */
+	size_t in_off, in_len;   /* unconsumed bytes: in[in_off .. in_off + in_len) */
+	uint64_t in_total;       /* source bytes read so far */
+	uint64_t out_total;      /* compressed bytes produced so far */
+	bool low_latency;        /* sync-flush every source chunk */
+	bool flushing;           /* a sync flush is not complete yet */
+	bool unflushed;          /* input given since the last complete sync flush */
+	bool eof;                /* the source ended: finish the member */
+	bool done;               /* the trailer has been written */
+	int err;                 /* 0, or the error that ended the pump */
+};
+
+/*
+ * Start a pump: take a compressor from pool (which must hold a streaming
+ * backend) and allocate an input buffer of in_cap bytes (> 0). Returns 0,
+ * GZ_EINVAL (NULL, in_cap 0, a pool whose backend does not stream),
+ * GZ_ENOMEM or GZ_EBACKEND; on error nothing is held.
+ */
+int gz_pump_init(struct gz_pump *p, struct gz_pool *pool, size_t in_cap, bool low_latency);
+/* Release the input buffer and, if still held (an abandoned stream), the
+ * compressor. Safe on a zeroed or failed-init pump. */
+void gz_pump_fini(struct gz_pump *p);
+
+/*
+ * Fill out[0 .. out_cap) (out_cap >= 1) with the next bytes of the member.
+ * Returns the number of bytes written, >= 0, and sets *end_ret when the
+ * member is complete (the bytes returned by this call, if any, are its
+ * last); 0 bytes without *end_ret means the source has no data now and
+ * everything it gave has been flushed out (call again later). Returns
+ * GZ_EBACKEND if the compressor failed or made no progress with room to
+ * write, GZ_ESOURCE if the source reported an error; after an error every
+ * call returns the same error and no trailer is ever written (a truncated
+ * member is never made to look complete).
+ */
+ssize_t gz_pump_read(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_t out_cap,
+		     bool *end_ret);
+
+#endif /* GZ_STREAM_H */

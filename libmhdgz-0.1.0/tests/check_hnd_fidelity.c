@@ -1,0 +1,986 @@
+/* check_hnd_fidelity.c: issue 12 on the wire: a variant mhdgz queues differs from the application's response only by its coding (raw sockets, pipelined requests). */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check_suites.h"
+#include "harness.h"
+#include "testutil.h"
+
+/* Longest wait for one response on a raw connection, ms. */
+#define FX_WAIT_MS 30000
+/* How long "nothing more comes" is watched for, ms. */
+#define FX_IDLE_MS 200
+/* Body of the resources: above min_nbytes, compressible text. */
+#define FX_LEN (64u * 1024)
+/* Above the whole-file limit (1 MiB), below the HEAD length limit (16 MiB). */
+#define FX_BIG_LEN (1200u * 1000)
+/* Outcomes kept per server (requests per test). */
+#define FX_MAX_OUT 8
+
+/* The response kinds an application builds. */
+enum fx_kind {
+	FX_BUF,    /* mhdgz_response_from_buffer */
+	FX_CB,     /* mhdgz_response_from_callback, known size */
+	FX_CB_UNK, /* mhdgz_response_from_callback, MHD_SIZE_UNKNOWN */
+	FX_FD,     /* mhdgz_response_from_fd, below the whole-file limit */
+	FX_FD_BIG, /* mhdgz_response_from_fd, above it: a gzip stream */
+	FX_NKINDS
+};
+
+static const char *const kind_name[FX_NKINDS] = { "buffer", "callback", "callback-unknown",
+						  "fd", "fd-big" };
+
+/* A server answering every URL with one resource made as kind says; the
+ * status is the URL's number ("/304"), 200 for "/". */
+struct fx {
+	struct th_server srv;
+	struct mhdgz *gz;
+	enum fx_kind kind;
+	const uint8_t *body; /* borrowed */
+	size_t len;
+	int file;            /* FX_FD*: the body in a temporary file, else -1 */
+	const char *hdr[17]; /* name, value pairs, NULL-terminated */
+	enum MHD_ResponseFlags rflags; /* mhdgz_response_set_options when nonzero */
+	struct th_src src;
+	struct MHD_Response *shared; /* non-NULL: queued for every request */
+	struct mhdgz_outcome out[FX_MAX_OUT];
+	_Atomic unsigned int nout;
+	_Atomic unsigned int errors;
+};
+
+static struct MHD_Response *
+fx_make(struct fx *x)
+{
+	struct MHD_Response *r = NULL;
+	int fd;
+
+	switch (x->kind) {
+	case FX_BUF:
+		r = mhdgz_response_from_buffer(x->gz, x->len, (void *)(uintptr_t)x->body,
+					       MHD_RESPMEM_PERSISTENT);
+		break;
+	case FX_CB:
+	case FX_CB_UNK:
+		r = mhdgz_response_from_callback(x->gz, x->kind == FX_CB ? x->len : MHD_SIZE_UNKNOWN,
+						 4096, th_src_read, &x->src, th_src_free);
+		break;
+	case FX_FD:
+	case FX_FD_BIG:
+		/* The application's own descriptor, handed over to the response. */
+		fd = dup(x->file);
+		if (fd >= 0)
+			r = mhdgz_response_from_fd(x->gz, x->len, fd);
+		break;
+	default:
+		break;
+	}
+	if (!r)
+		return NULL;
+	for (int i = 0; x->hdr[i]; i += 2)
+		if (MHD_add_response_header(r, x->hdr[i], x->hdr[i + 1]) != MHD_YES)
+			atomic_fetch_add(&x->errors, 1);
+	if (x->rflags != MHD_RF_NONE && mhdgz_response_set_options(x->gz, r, x->rflags) != 0)
+		atomic_fetch_add(&x->errors, 1);
+	return r;
+}
+
+static enum MHD_Result
+fx_route(struct th_server *srv, struct MHD_Connection *c, const char *url, const char *method)
+{
+	struct fx *x = srv->cls;
+	unsigned int status = url[1] ? (unsigned int)atoi(url + 1) : 200;
+	struct MHD_Response *r = x->shared ? x->shared : fx_make(x);
+	struct mhdgz_outcome o = { .size = sizeof o };
+	enum MHD_Result ret;
+	unsigned int k;
+
+	if (!r) {
+		atomic_fetch_add(&x->errors, 1);
+		return MHD_NO;
+	}
+	ret = mhdgz_queue_response_ex(x->gz, c, method, status, r, &o);
+	if (ret != MHD_YES)
+		atomic_fetch_add(&x->errors, 1);
+	k = atomic_fetch_add(&x->nout, 1);
+	if (k < FX_MAX_OUT)
+		x->out[k] = o;
+	if (!x->shared)
+		MHD_destroy_response(r);
+	return ret;
+}
+
+/* A handler with min_nbytes (0: default), and the daemon. Set kind, body,
+ * len, hdr and rflags before. */
+static void
+fx_start(struct fx *x, size_t min_nbytes, bool shared)
+{
+	struct th_daemon_opts o = { .mhd_flags = MHD_USE_ERROR_LOG, .idle_timeout_s = 120 };
+
+	x->gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, min_nbytes);
+	x->file = -1;
+	if (x->kind == FX_FD || x->kind == FX_FD_BIG)
+		x->file = th_temp_file(x->body, x->len);
+	x->src.data = x->body;
+	x->src.len = x->len;
+	x->src.chunk = 4096;
+	if (shared) {
+		x->shared = fx_make(x);
+		ck_assert(x->shared != NULL);
+	}
+	th_start_ex(&x->srv, x->gz, &o, fx_route, x);
+}
+
+static void
+fx_stop(struct fx *x)
+{
+	th_stop(&x->srv);
+	if (x->shared)
+		MHD_destroy_response(x->shared);
+	x->shared = NULL;
+	mhdgz_free(x->gz);
+	x->gz = NULL;
+	if (x->file >= 0)
+		close(x->file);
+	x->file = -1;
+}
+
+/* The i-th outcome (the i-th request answered). */
+static const struct mhdgz_outcome *
+fx_out(struct fx *x, unsigned int i)
+{
+	ck_assert_msg(atomic_load(&x->nout) > i, "request %u was not answered", i);
+	return &x->out[i];
+}
+
+static void
+expect_outcome(const struct mhdgz_outcome *o, const char *coding, enum mhdgz_reason reason,
+	       uint64_t body_nbytes, uint64_t coded_nbytes, const char *ctx)
+{
+	ck_assert_msg(strcmp(o->coding, coding) == 0, "%s: outcome coding %s, want %s", ctx,
+		      o->coding, coding);
+	ck_assert_msg(o->reason == reason, "%s: outcome reason %s, want %s", ctx,
+		      mhdgz_reason_name(o->reason), mhdgz_reason_name(reason));
+	ck_assert_msg(o->body_nbytes == body_nbytes, "%s: outcome body_nbytes %llu, want %llu", ctx,
+		      (unsigned long long)o->body_nbytes, (unsigned long long)body_nbytes);
+	ck_assert_msg(o->coded_nbytes == coded_nbytes, "%s: outcome coded_nbytes %llu, want %llu",
+		      ctx, (unsigned long long)o->coded_nbytes, (unsigned long long)coded_nbytes);
+}
+
+/* Read one response that must come whole. */
+static void
+read_resp(int fd, bool head, struct th_raw_response *resp, const char *ctx)
+{
+	ck_assert_msg(th_raw_read_response(fd, head, FX_WAIT_MS, resp) == 0,
+		      "%s: incomplete response after %zu bytes: '%.*s'", ctx, resp->len,
+		      (int)(resp->len < 400 ? resp->len : 400), (const char *)resp->bytes);
+}
+
+/* The status line starts with version and has status. */
+static void
+expect_status_line(const struct th_raw_response *resp, const char *version, int status,
+		   const char *ctx)
+{
+	ck_assert_msg(resp->head_len > 12 && strncmp((const char *)resp->bytes, version, 8) == 0 &&
+			      resp->status == status,
+		      "%s: status line '%.12s', want %s %d", ctx, (const char *)resp->bytes,
+		      version, status);
+}
+
+/*
+ * The body of resp (dechunked when chunked), decoded when gzip, equals
+ * orig byte for byte. Returns the length of the body as coded (what a
+ * Content-Length would have said).
+ */
+static size_t
+expect_body(const struct th_raw_response *resp, bool gzip, const uint8_t *orig, size_t orig_len,
+	    const char *ctx)
+{
+	const uint8_t *b = resp->bytes + resp->body_off;
+	size_t blen = resp->len - resp->body_off, coded;
+	uint8_t *dechunked = NULL;
+
+	if (resp->chunked) {
+		size_t nchunks = 0;
+		bool empty_early = false;
+
+		ck_assert_msg(th_dechunk(b, blen, &dechunked, &blen, &nchunks, &empty_early) == 0 &&
+				      !empty_early,
+			      "%s: malformed chunked body", ctx);
+		b = dechunked;
+	}
+	coded = blen;
+	if (gzip) {
+		uint8_t *out = NULL;
+		size_t out_len = 0;
+
+		ck_assert_msg(tu_gunzip(b, blen, &out, &out_len) == 0, "%s: bad gzip body", ctx);
+		ck_assert_msg(out_len == orig_len && memcmp(out, orig, orig_len) == 0,
+			      "%s: gunzipped body (%zu bytes) differs from the original (%zu)", ctx,
+			      out_len, orig_len);
+		ck_assert_int_eq(tu_check_member(b, blen, orig, orig_len), 0);
+		free(out);
+	} else {
+		ck_assert_msg(blen == orig_len && (orig_len == 0 || memcmp(b, orig, orig_len) == 0),
+			      "%s: identity body (%zu bytes) differs from the original (%zu)", ctx,
+			      blen, orig_len);
+	}
+	free(dechunked);
+	return coded;
+}
+
+static const char *
+u64s(char *buf, size_t cap, uint64_t v)
+{
+	snprintf(buf, cap, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+static uint8_t *
+fx_body(enum fx_kind kind, uint32_t seed)
+{
+	return tu_payload(kind == FX_FD_BIG ? FX_BIG_LEN : FX_LEN, TU_TEXT, seed);
+}
+
+static size_t
+fx_len(enum fx_kind kind)
+{
+	return kind == FX_FD_BIG ? FX_BIG_LEN : FX_LEN;
+}
+
+#define AE_GZIP "Accept-Encoding: gzip\r\n"
+
+/* ===================================================================== */
+/*  1. HEAD of every response kind                                        */
+/* ===================================================================== */
+
+struct head_case {
+	enum fx_kind kind;
+	bool gzip;  /* the client accepts gzip */
+	bool close; /* no length can be known: Connection: close after the head */
+};
+
+static const struct head_case head_cases[] = {
+	{ FX_BUF, false, false },    { FX_BUF, true, false },    { FX_CB, false, false },
+	{ FX_CB, true, true },       { FX_CB_UNK, false, true }, { FX_CB_UNK, true, true },
+	{ FX_FD, false, false },     { FX_FD, true, false },     { FX_FD_BIG, false, false },
+	{ FX_FD_BIG, true, false },
+};
+
+/* HEAD sends the fields GET sends and not one byte of content; its
+ * Content-Length is the one GET sends (gzip: the coded length, also for
+ * a file streamed compressed); the connection then answers a pipelined
+ * GET. Where no length can be known without running the application's
+ * reader, the HEAD closes right after its header block, and the reader is
+ * never called. */
+START_TEST(test_head_every_kind)
+{
+	const struct head_case *hc = &head_cases[_i];
+	struct fx x = { .kind = hc->kind, .len = fx_len(hc->kind),
+			.hdr = { "Content-Type", "text/plain; charset=utf-8", "ETag", "\"v1\"",
+				 "Last-Modified", "Tue, 01 Jul 2025 10:00:00 GMT", "X-App", "a" } };
+	uint8_t *body = fx_body(hc->kind, 101 + (uint32_t)_i);
+	bool len_known = hc->kind != FX_CB_UNK;
+	char req[512], ctx[96], num[32];
+	struct th_raw_response head, get;
+	struct mhdgz_stats st;
+	enum mhdgz_reason reason = hc->gzip ? MHDGZ_COMPRESSED : MHDGZ_SKIP_NOT_ACCEPTED;
+	const char *etag = hc->gzip ? "W/\"v1\"" : "\"v1\"";
+	uint64_t body_nbytes = len_known ? x.len : MHDGZ_NBYTES_UNKNOWN;
+	size_t coded;
+	int fd;
+
+	snprintf(ctx, sizeof ctx, "HEAD %s %s", kind_name[hc->kind],
+		 hc->gzip ? "gzip" : "identity");
+	x.body = body;
+	fx_start(&x, 0, false);
+	fd = th_raw_connect(x.srv.port);
+	snprintf(req, sizeof req, "HEAD / HTTP/1.1\r\nHost: t\r\n%s\r\n", hc->gzip ? AE_GZIP : "");
+	if (!hc->close) /* the GET in the same write */
+		snprintf(req + strlen(req), sizeof req - strlen(req),
+			 "GET / HTTP/1.1\r\nHost: t\r\n%s\r\n", hc->gzip ? AE_GZIP : "");
+	th_raw_send(fd, req, strlen(req));
+	read_resp(fd, true, &head, ctx);
+	expect_status_line(&head, "HTTP/1.1", 200, ctx);
+	th_raw_expect_field(&head, "Content-Type", "text/plain; charset=utf-8", ctx);
+	th_raw_expect_field(&head, "Content-Encoding", hc->gzip ? "gzip" : NULL, ctx);
+	th_raw_expect_field(&head, "Vary", "Accept-Encoding", ctx);
+	th_raw_expect_field(&head, "ETag", etag, ctx);
+	th_raw_expect_field(&head, "Last-Modified", "Tue, 01 Jul 2025 10:00:00 GMT", ctx);
+	th_raw_expect_field(&head, "X-App", "a", ctx);
+	th_raw_expect_field(&head, "Transfer-Encoding", NULL, ctx);
+	if (hc->close) {
+		th_raw_expect_field(&head, "Content-Length", NULL, ctx);
+		th_raw_expect_field(&head, "Connection", "close", ctx);
+		th_raw_expect_closed(fd, FX_WAIT_MS, ctx);
+		ck_assert_msg(atomic_load(&x.src.calls) == 0, "%s: HEAD ran the reader %llu times",
+			      ctx, (unsigned long long)atomic_load(&x.src.calls));
+		expect_outcome(fx_out(&x, 0), hc->gzip ? "gzip" : "identity", reason, body_nbytes,
+			       MHDGZ_NBYTES_UNKNOWN, ctx);
+		ck_assert_uint_eq(atomic_load(&x.nout), 1);
+	} else {
+		th_raw_expect_field(&head, "Connection", NULL, ctx);
+		read_resp(fd, false, &get, ctx);
+		expect_status_line(&get, "HTTP/1.1", 200, ctx);
+		coded = expect_body(&get, hc->gzip, body, x.len, ctx);
+		/* GET and HEAD: the same fields. */
+		th_raw_expect_field(&get, "Content-Type", "text/plain; charset=utf-8", ctx);
+		th_raw_expect_field(&get, "Content-Encoding", hc->gzip ? "gzip" : NULL, ctx);
+		th_raw_expect_field(&get, "Vary", "Accept-Encoding", ctx);
+		th_raw_expect_field(&get, "ETag", etag, ctx);
+		th_raw_expect_field(&head, "Content-Length", u64s(num, sizeof num, coded), ctx);
+		if (!get.chunked)
+			th_raw_expect_field(&get, "Content-Length", num, ctx);
+		ck_assert_msg(!hc->gzip || coded < x.len, "%s: gzip not smaller", ctx);
+		th_raw_expect_idle(fd, FX_IDLE_MS, ctx);
+		expect_outcome(fx_out(&x, 0), hc->gzip ? "gzip" : "identity", reason, x.len, coded,
+			       ctx);
+		/* GET of a file streamed compressed: its length is not known. */
+		expect_outcome(fx_out(&x, 1), hc->gzip ? "gzip" : "identity", reason, x.len,
+			       get.chunked ? MHDGZ_NBYTES_UNKNOWN : coded, ctx);
+		th_raw_response_free(&get);
+	}
+	close(fd);
+	st = th_stats(x.gz);
+	ck_assert_uint_eq(st.responses, hc->close ? 1 : 2);
+	ck_assert_uint_eq(st.reasons[reason], hc->close ? 1 : 2);
+	ck_assert_uint_eq(st.compressed, hc->gzip ? (hc->close ? 1 : 2) : 0);
+	ck_assert_uint_eq(atomic_load(&x.errors), 0);
+	th_raw_response_free(&head);
+	fx_stop(&x);
+	free(body);
+}
+END_TEST
+
+/* ===================================================================== */
+/*  2. Statuses without content on every response kind                   */
+/* ===================================================================== */
+
+/* The ways a response without content is queued. */
+enum nb_variant {
+	NB_103,          /* 1xx (Early Hints) */
+	NB_204,          /* No Content */
+	NB_304_ETAG,     /* Not Modified, resource with an ETag */
+	NB_304_LASTMOD,  /* Not Modified, resource with Last-Modified only */
+	NB_NVARIANTS
+};
+
+static const char *const nb_name[NB_NVARIANTS] = { "103", "204", "304+etag", "304+last-modified" };
+
+/*
+ * 1xx, 204 and 304 queued with each response kind, for identity and gzip
+ * clients: not a byte of body, no Transfer-Encoding; then a pipelined GET
+ * of the resource (200) comes intact. A 304 carries the 200's Vary and
+ * validators, and a Content-Length only when it is that 200's (RFC 9110
+ * section 8.6): the gzip length of a body compressed whole or of a file
+ * streamed compressed (computed). When that 200 has no length (a content
+ * reader's gzip stream, a stream of unknown size), the 304 has none either
+ * and closes the connection, the only framing libmicrohttpd 0.9.75 has for
+ * it; the GET then goes on a new connection. _i = kind x client x variant.
+ */
+START_TEST(test_no_content_statuses)
+{
+	enum fx_kind kind = (enum fx_kind)(_i / (2 * NB_NVARIANTS));
+	bool gzip = (_i / NB_NVARIANTS) % 2;
+	enum nb_variant nv = (enum nb_variant)(_i % NB_NVARIANTS);
+	unsigned int status = nv == NB_103 ? 103 : nv == NB_204 ? 204 : 304;
+	bool whole = kind == FX_BUF || kind == FX_FD;
+	struct fx x = { .kind = kind, .len = fx_len(kind) };
+	uint8_t *body = fx_body(kind, 201 + (uint32_t)_i);
+	char req[512], ctx[96], num[32];
+	struct th_raw_response nb, get;
+	struct mhdgz_stats st;
+	const char *etag_200 = nv == NB_304_LASTMOD ? NULL : gzip ? "W/\"v1\"" : "\"v1\"";
+	const char *cl_304;
+	size_t coded;
+	int fd, h = 0;
+	/* The 304 of a 200 without length closes the connection. */
+	bool closes = status == 304 && ((gzip && (kind == FX_CB || kind == FX_CB_UNK)) ||
+					(!gzip && kind == FX_CB_UNK));
+
+	snprintf(ctx, sizeof ctx, "%s %s %s", nb_name[nv], kind_name[kind],
+		 gzip ? "gzip" : "identity");
+	x.body = body;
+	x.hdr[h++] = "Content-Type";
+	x.hdr[h++] = "text/html";
+	if (nv == NB_304_LASTMOD) {
+		x.hdr[h++] = "Last-Modified";
+		x.hdr[h++] = "Tue, 01 Jul 2025 10:00:00 GMT";
+	} else {
+		x.hdr[h++] = "ETag";
+		x.hdr[h++] = "\"v1\"";
+	}
+	fx_start(&x, 0, false);
+	fd = th_raw_connect(x.srv.port);
+	snprintf(req, sizeof req,
+		 "GET /%u HTTP/1.1\r\nHost: t\r\n%s%s\r\n"
+		 "GET / HTTP/1.1\r\nHost: t\r\n%s\r\n",
+		 status, gzip ? AE_GZIP : "",
+		 nv == NB_304_LASTMOD ? "If-Modified-Since: Tue, 01 Jul 2025 10:00:00 GMT\r\n"
+		 : nv == NB_304_ETAG  ? (gzip ? "If-None-Match: W/\"v1\"\r\n"
+					      : "If-None-Match: \"v1\"\r\n")
+				      : "",
+		 gzip ? AE_GZIP : "");
+	th_raw_send(fd, req, strlen(req));
+	read_resp(fd, false, &nb, ctx);
+	if (closes) { /* nothing after the 304's head; the GET on its own */
+		th_raw_expect_closed(fd, FX_IDLE_MS * 10, ctx);
+		close(fd);
+		fd = th_raw_connect(x.srv.port);
+		snprintf(req, sizeof req, "GET / HTTP/1.1\r\nHost: t\r\n%s\r\n",
+			 gzip ? AE_GZIP : "");
+		th_raw_send(fd, req, strlen(req));
+	}
+	read_resp(fd, false, &get, ctx);
+	expect_status_line(&nb, "HTTP/1.1", (int)status, ctx);
+	ck_assert_msg(nb.len == nb.head_len, "%s: %zu bytes after the head", ctx,
+		      nb.len - nb.head_len);
+	th_raw_expect_field(&nb, "Transfer-Encoding", NULL, ctx);
+	th_raw_expect_field(&nb, "Content-Encoding", NULL, ctx);
+	th_raw_expect_field(&nb, "Connection", closes ? "close" : NULL, ctx);
+	/* The 200 that follows on the same connection, intact. */
+	expect_status_line(&get, "HTTP/1.1", 200, ctx);
+	coded = expect_body(&get, gzip, body, x.len, ctx);
+	th_raw_expect_field(&get, "Content-Encoding", gzip ? "gzip" : NULL, ctx);
+	th_raw_expect_field(&get, "Vary", "Accept-Encoding", ctx);
+	th_raw_expect_field(&get, "ETag", etag_200, ctx);
+	if (status == 304) {
+		/* What the 200 for this client carries. */
+		th_raw_expect_field(&nb, "Vary", "Accept-Encoding", ctx);
+		th_raw_expect_field(&nb, "ETag", etag_200, ctx);
+		/* The gzip stream of a big file is chunked, but its length was
+		 * computed for the 304: the bytes the 200 sends. */
+		if (closes)
+			cl_304 = NULL; /* the 200 has no length: neither has the 304 */
+		else
+			cl_304 = u64s(num, sizeof num, coded);
+		ck_assert_msg(get.chunked == (closes || (gzip && kind == FX_FD_BIG)),
+			      "%s: chunked 200 %d, closing 304 %d", ctx, get.chunked, closes);
+		if (gzip && !whole)
+			ck_assert_msg(get.chunked, "%s: the gzip 200 of a stream has a length", ctx);
+		if (gzip && whole)
+			ck_assert_msg(coded < x.len, "%s: the gzip 200 is not smaller", ctx);
+		th_raw_expect_field(&nb, "Content-Length", cl_304, ctx);
+	} else {
+		/* RFC 9110 section 8.6: never a Content-Length with 1xx or 204. */
+		th_raw_expect_field(&nb, "Content-Length", NULL, ctx);
+		th_raw_expect_field(&nb, "Vary", NULL, ctx);
+		th_raw_expect_field(&nb, "ETag", "\"v1\"", ctx);
+	}
+	th_raw_expect_idle(fd, FX_IDLE_MS, ctx);
+	close(fd);
+	expect_outcome(fx_out(&x, 0), "identity", MHDGZ_SKIP_STATUS,
+		       kind == FX_CB_UNK ? MHDGZ_NBYTES_UNKNOWN : x.len, 0, ctx);
+	st = th_stats(x.gz);
+	ck_assert_uint_eq(st.responses, 2);
+	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_STATUS], 1);
+	ck_assert_uint_eq(st.reasons[gzip ? MHDGZ_COMPRESSED : MHDGZ_SKIP_NOT_ACCEPTED], 1);
+	ck_assert_uint_eq(atomic_load(&x.errors), 0);
+	th_raw_response_free(&nb);
+	th_raw_response_free(&get);
+	fx_stop(&x);
+	free(body);
+}
+END_TEST
+
+/* The example of the issue, exactly: a 5,000-byte text resource with only
+ * Last-Modified. Its gzip 200 has Content-Length N; the If-Modified-Since
+ * 304 says N too, never 5000; the identity 304 says 5000. Then a pipelined
+ * request on the same connection. */
+START_TEST(test_304_length_of_gzip_200)
+{
+	enum { LEN = 5000 };
+	uint8_t *body = tu_payload(LEN, TU_TEXT, 7);
+	struct fx x = { .kind = FX_BUF, .body = body, .len = LEN,
+			.hdr = { "Content-Type", "text/plain", "Last-Modified",
+				 "Tue, 01 Jul 2025 10:00:00 GMT" } };
+	static const char req[] =
+		"GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
+		"GET /304 HTTP/1.1\r\nHost: t\r\n" AE_GZIP
+		"If-Modified-Since: Tue, 01 Jul 2025 10:00:00 GMT\r\n\r\n"
+		"GET /304 HTTP/1.1\r\nHost: t\r\n"
+		"If-Modified-Since: Tue, 01 Jul 2025 10:00:00 GMT\r\n\r\n"
+		"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+	struct th_raw_response r[4];
+	char num[32];
+	size_t coded;
+	int fd;
+
+	fx_start(&x, 0, true);
+	fd = th_raw_connect(x.srv.port);
+	th_raw_send(fd, req, strlen(req));
+	for (int i = 0; i < 4; i++)
+		read_resp(fd, false, &r[i], "5000-byte resource");
+	expect_status_line(&r[0], "HTTP/1.1", 200, "gzip 200");
+	coded = expect_body(&r[0], true, body, LEN, "gzip 200");
+	ck_assert_msg(coded < LEN, "gzip 200 not smaller");
+	th_raw_expect_field(&r[0], "Content-Length", u64s(num, sizeof num, coded), "gzip 200");
+	expect_status_line(&r[1], "HTTP/1.1", 304, "gzip 304");
+	th_raw_expect_field(&r[1], "Content-Length", num, "gzip 304");
+	th_raw_expect_field(&r[1], "Vary", "Accept-Encoding", "gzip 304");
+	th_raw_expect_field(&r[1], "Last-Modified", "Tue, 01 Jul 2025 10:00:00 GMT", "gzip 304");
+	th_raw_expect_field(&r[1], "ETag", NULL, "gzip 304");
+	th_raw_expect_field(&r[1], "Transfer-Encoding", NULL, "gzip 304");
+	expect_status_line(&r[2], "HTTP/1.1", 304, "identity 304");
+	th_raw_expect_field(&r[2], "Content-Length", "5000", "identity 304");
+	th_raw_expect_field(&r[2], "Vary", "Accept-Encoding", "identity 304");
+	expect_status_line(&r[3], "HTTP/1.1", 200, "identity 200");
+	expect_body(&r[3], false, body, LEN, "identity 200");
+	th_raw_expect_field(&r[3], "Content-Length", "5000", "identity 200");
+	th_raw_expect_idle(fd, FX_IDLE_MS, "after the identity 200");
+	close(fd);
+	expect_outcome(fx_out(&x, 0), "gzip", MHDGZ_COMPRESSED, LEN, coded, "gzip 200");
+	expect_outcome(fx_out(&x, 1), "identity", MHDGZ_SKIP_STATUS, LEN, 0, "gzip 304");
+	expect_outcome(fx_out(&x, 2), "identity", MHDGZ_SKIP_STATUS, LEN, 0, "identity 304");
+	expect_outcome(fx_out(&x, 3), "identity", MHDGZ_SKIP_NOT_ACCEPTED, LEN, LEN, "identity 200");
+	for (int i = 0; i < 4; i++)
+		th_raw_response_free(&r[i]);
+	ck_assert_uint_eq(th_stats(x.gz).compressions, 1);
+	ck_assert_uint_eq(atomic_load(&x.errors), 0);
+	fx_stop(&x);
+	free(body);
+}
+END_TEST
+
+/* ===================================================================== */
+/*  3. A 206 carries the Vary its 200 would carry                        */
+/* ===================================================================== */
+
+struct range_case {
+	enum fx_kind kind;
+	const char *type;
+	const char *vary; /* expected on the 206 and the 200 */
+};
+
+static const struct range_case range_cases[] = {
+	{ FX_BUF, "text/plain", "Accept-Encoding" }, { FX_CB, "text/plain", "Accept-Encoding" },
+	{ FX_FD, "text/plain", "Accept-Encoding" },  { FX_BUF, "image/png", NULL },
+	{ FX_FD, "image/png", NULL },
+};
+
+/* A 206 (the application's Content-Range body) for a gzip and an identity
+ * client pipelined: identity bytes both times, the Vary the 200 of the
+ * same resource carries (RFC 9110 section 15.3.7), none for a type that is
+ * never compressed. */
+START_TEST(test_206_vary)
+{
+	const struct range_case *rc = &range_cases[_i];
+	enum { PART = 100 };
+	uint8_t *full = tu_payload(5000, TU_TEXT, 31);
+	struct fx x = { .kind = rc->kind, .body = full + 100, .len = PART,
+			.hdr = { "Content-Type", rc->type, "Content-Range", "bytes 100-199/5000",
+				 "ETag", "\"r\"" } };
+	static const char req[] = "GET /206 HTTP/1.1\r\nHost: t\r\n" AE_GZIP
+				  "Range: bytes=100-199\r\n\r\n"
+				  "GET /206 HTTP/1.1\r\nHost: t\r\nRange: bytes=100-199\r\n\r\n";
+	struct th_raw_response r[2];
+	char ctx[80];
+	int fd;
+
+	fx_start(&x, 0, false);
+	fd = th_raw_connect(x.srv.port);
+	th_raw_send(fd, req, strlen(req));
+	for (int i = 0; i < 2; i++) {
+		snprintf(ctx, sizeof ctx, "206 %s %s, %s client", kind_name[rc->kind], rc->type,
+			 i == 0 ? "gzip" : "identity");
+		read_resp(fd, false, &r[i], ctx);
+		expect_status_line(&r[i], "HTTP/1.1", 206, ctx);
+		expect_body(&r[i], false, full + 100, PART, ctx);
+		th_raw_expect_field(&r[i], "Content-Length", "100", ctx);
+		th_raw_expect_field(&r[i], "Content-Range", "bytes 100-199/5000", ctx);
+		th_raw_expect_field(&r[i], "Content-Encoding", NULL, ctx);
+		th_raw_expect_field(&r[i], "Vary", rc->vary, ctx);
+		th_raw_expect_field(&r[i], "ETag", "\"r\"", ctx);
+		ck_assert_int_eq(th_raw_field_count(&r[i], "Vary"), rc->vary ? 1 : 0);
+		expect_outcome(fx_out(&x, (unsigned int)i), "identity", MHDGZ_SKIP_RANGE, PART, PART,
+			       ctx);
+		th_raw_response_free(&r[i]);
+	}
+	th_raw_expect_idle(fd, FX_IDLE_MS, "after the second 206");
+	close(fd);
+	ck_assert_uint_eq(th_stats(x.gz).reasons[MHDGZ_SKIP_RANGE], 2);
+	ck_assert_uint_eq(atomic_load(&x.errors), 0);
+	fx_stop(&x);
+	free(full);
+}
+END_TEST
+
+/* ===================================================================== */
+/*  4. Response options reach every variant                              */
+/* ===================================================================== */
+
+struct opt_case {
+	enum MHD_ResponseFlags flags;
+	enum fx_kind kind;
+	bool gzip;
+	bool head;
+	unsigned int status;
+	const char *version;    /* of the status line */
+	const char *connection; /* the Connection field, NULL: none */
+	bool close;             /* the server closes after this response */
+};
+
+#define RF_10 MHD_RF_HTTP_1_0_SERVER
+#define RF_STRICT MHD_RF_HTTP_1_0_COMPATIBLE_STRICT
+#define RF_KA MHD_RF_SEND_KEEP_ALIVE_HEADER
+
+static const struct opt_case opt_cases[] = {
+	/* HTTP/1.0 server: every variant says HTTP/1.0; kept alive on
+	 * request, unless the body has no length (no chunked in 1.0). */
+	{ RF_10, FX_BUF, false, false, 200, "HTTP/1.0", "Keep-Alive", false },
+	{ RF_10, FX_BUF, true, false, 200, "HTTP/1.0", "Keep-Alive", false },
+	{ RF_10, FX_BUF, true, true, 200, "HTTP/1.0", "Keep-Alive", false },
+	{ RF_10, FX_BUF, true, false, 304, "HTTP/1.0", "Keep-Alive", false },
+	{ RF_10, FX_FD, false, false, 200, "HTTP/1.0", "Keep-Alive", false },
+	{ RF_10, FX_FD, true, false, 200, "HTTP/1.0", "Keep-Alive", false },
+	{ RF_10, FX_CB, false, false, 200, "HTTP/1.0", "Keep-Alive", false },
+	{ RF_10, FX_CB, true, false, 200, "HTTP/1.0", "close", true },
+	{ RF_10, FX_CB, true, true, 200, "HTTP/1.0", "close", true },
+	{ RF_10, FX_FD_BIG, true, false, 200, "HTTP/1.0", "close", true },
+	/* HTTP/1.0-compatible strict: close after every response, a length
+	 * where there is one, never chunked. */
+	{ RF_STRICT, FX_BUF, false, false, 200, "HTTP/1.1", "close", true },
+	{ RF_STRICT, FX_BUF, true, false, 200, "HTTP/1.1", "close", true },
+	{ RF_STRICT, FX_BUF, true, true, 200, "HTTP/1.1", "close", true },
+	{ RF_STRICT, FX_FD, false, false, 200, "HTTP/1.1", "close", true },
+	{ RF_STRICT, FX_FD, true, false, 200, "HTTP/1.1", "close", true },
+	{ RF_STRICT, FX_CB, false, false, 200, "HTTP/1.1", "close", true },
+	{ RF_STRICT, FX_CB, true, false, 200, "HTTP/1.1", "close", true },
+	{ RF_STRICT, FX_FD_BIG, true, false, 200, "HTTP/1.1", "close", true },
+	/* Keep-Alive header sent to HTTP/1.1 clients too. */
+	{ RF_KA, FX_BUF, false, false, 200, "HTTP/1.1", "Keep-Alive", false },
+	{ RF_KA, FX_BUF, true, false, 200, "HTTP/1.1", "Keep-Alive", false },
+	{ RF_KA, FX_BUF, true, false, 304, "HTTP/1.1", "Keep-Alive", false },
+	{ RF_KA, FX_FD, false, false, 200, "HTTP/1.1", "Keep-Alive", false },
+	{ RF_KA, FX_CB, true, false, 200, "HTTP/1.1", "Keep-Alive", false },
+	{ RF_KA, FX_FD_BIG, true, false, 200, "HTTP/1.1", "Keep-Alive", false },
+};
+
+/* The flags set with mhdgz_response_set_options() on the application's
+ * response shape what goes out whichever variant is queued: the gzip
+ * representation, a gzip stream, a 304, a HEAD, the sendfile identity
+ * response. Kept-alive rows answer a pipelined GET; closing rows end
+ * right after their response. */
+START_TEST(test_response_options)
+{
+	const struct opt_case *oc = &opt_cases[_i];
+	struct fx x = { .kind = oc->kind, .len = fx_len(oc->kind), .rflags = oc->flags,
+			.hdr = { "Content-Type", "text/plain", "ETag", "\"o\"" } };
+	uint8_t *body = fx_body(oc->kind, 301 + (uint32_t)_i);
+	bool gzip_stream = oc->gzip && oc->status == 200 && !oc->head &&
+			   (oc->kind == FX_CB || oc->kind == FX_FD_BIG);
+	enum mhdgz_reason reason = oc->gzip ? MHDGZ_COMPRESSED : MHDGZ_SKIP_NOT_ACCEPTED;
+	struct mhdgz_stats st;
+	char req[512], ctx[96];
+	struct th_raw_response r, next;
+	int fd;
+
+	snprintf(ctx, sizeof ctx, "flags 0x%x %s %s %s %u", (unsigned int)oc->flags,
+		 kind_name[oc->kind], oc->gzip ? "gzip" : "identity", oc->head ? "HEAD" : "GET",
+		 oc->status);
+	x.body = body;
+	fx_start(&x, 0, false);
+	fd = th_raw_connect(x.srv.port);
+	snprintf(req, sizeof req, "%s /%u HTTP/1.1\r\nHost: t\r\nConnection: keep-alive\r\n%s\r\n",
+		 oc->head ? "HEAD" : "GET", oc->status, oc->gzip ? AE_GZIP : "");
+	if (!oc->close)
+		snprintf(req + strlen(req), sizeof req - strlen(req),
+			 "GET / HTTP/1.1\r\nHost: t\r\nConnection: keep-alive\r\n%s\r\n",
+			 oc->gzip ? AE_GZIP : "");
+	th_raw_send(fd, req, strlen(req));
+	read_resp(fd, oc->head, &r, ctx);
+	expect_status_line(&r, oc->version, (int)oc->status, ctx);
+	th_raw_expect_field(&r, "Connection", oc->connection, ctx);
+	/* Chunked only for a gzip stream on a connection kept alive. */
+	th_raw_expect_field(&r, "Transfer-Encoding", gzip_stream && !oc->close ? "chunked" : NULL,
+			    ctx);
+	th_raw_expect_field(&r, "Vary", "Accept-Encoding", ctx);
+	th_raw_expect_field(&r, "ETag", oc->gzip ? "W/\"o\"" : "\"o\"", ctx);
+	if (oc->status == 200)
+		th_raw_expect_field(&r, "Content-Encoding", oc->gzip ? "gzip" : NULL, ctx);
+	if (oc->status == 200 && !oc->head)
+		expect_body(&r, oc->gzip, body, x.len, ctx);
+	if (oc->close) {
+		/* A body without length ends with the close (read up to it
+		 * above); one with a length is followed by the close. */
+		if (th_raw_header(&r, "Content-Length", &(size_t){ 0 }) || oc->head)
+			th_raw_expect_closed(fd, FX_WAIT_MS, ctx);
+	} else {
+		read_resp(fd, false, &next, ctx);
+		expect_status_line(&next, oc->version, 200, ctx);
+		th_raw_expect_field(&next, "Connection", oc->connection, ctx);
+		expect_body(&next, oc->gzip, body, x.len, ctx);
+		th_raw_expect_idle(fd, FX_IDLE_MS, ctx);
+		th_raw_response_free(&next);
+	}
+	close(fd);
+	ck_assert_uint_eq(atomic_load(&x.errors), 0);
+	/* The first request, then the pipelined GET of kept-alive rows. */
+	st = th_stats(x.gz);
+	ck_assert_uint_eq(st.responses, oc->close ? 1 : 2);
+	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_STATUS], oc->status == 304 ? 1 : 0);
+	ck_assert_uint_eq(st.reasons[reason],
+			  (oc->status == 304 ? 0 : 1) + (oc->close ? 0 : 1));
+	th_raw_response_free(&r);
+	fx_stop(&x);
+	free(body);
+}
+END_TEST
+
+/* ===================================================================== */
+/*  5. Integrity fields describe the bytes they were computed over        */
+/* ===================================================================== */
+
+static const enum fx_kind digest_kinds[] = { FX_BUF, FX_CB, FX_FD, FX_FD_BIG, FX_CB_UNK };
+
+static const char *const digest_fields[] = { "Content-MD5", "Digest", "Content-Digest",
+					     "Repr-Digest" };
+
+/* A gzip response never carries Content-MD5, Digest, Content-Digest or
+ * Repr-Digest computed over the identity bytes (each dropped is counted);
+ * the identity response pipelined after it keeps them unchanged. */
+START_TEST(test_digests)
+{
+	enum fx_kind kind = digest_kinds[_i];
+	struct fx x = {
+		.kind = kind,
+		.len = fx_len(kind),
+		.hdr = { "Content-Type", "application/json",
+			 "Content-MD5", "Q2hlY2sgSW50ZWdyaXR5IQ==",
+			 "Digest", "sha-256=X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=",
+			 "Content-Digest", "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:",
+			 "Repr-Digest", "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:" },
+	};
+	uint8_t *body = fx_body(kind, 401 + (uint32_t)_i);
+	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
+				  "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+	struct th_raw_response gzr, idr;
+	char ctx[64];
+	int fd;
+
+	snprintf(ctx, sizeof ctx, "digests %s", kind_name[kind]);
+	x.body = body;
+	fx_start(&x, 0, false);
+	fd = th_raw_connect(x.srv.port);
+	th_raw_send(fd, req, strlen(req));
+	read_resp(fd, false, &gzr, ctx);
+	read_resp(fd, false, &idr, ctx);
+	th_raw_expect_idle(fd, FX_IDLE_MS, ctx);
+	close(fd);
+	expect_status_line(&gzr, "HTTP/1.1", 200, ctx);
+	th_raw_expect_field(&gzr, "Content-Encoding", "gzip", ctx);
+	expect_body(&gzr, true, body, x.len, ctx);
+	expect_status_line(&idr, "HTTP/1.1", 200, ctx);
+	th_raw_expect_field(&idr, "Content-Encoding", NULL, ctx);
+	expect_body(&idr, false, body, x.len, ctx);
+	for (size_t k = 0; k < N_ELEMS(digest_fields); k++) {
+		th_raw_expect_field(&gzr, digest_fields[k], NULL, ctx);
+		th_raw_expect_field(&idr, digest_fields[k], x.hdr[3 + 2 * k], ctx);
+	}
+	ck_assert_uint_eq(th_stats(x.gz).digests_dropped, 4);
+	ck_assert_uint_eq(th_stats(x.gz).reasons[MHDGZ_COMPRESSED], 1);
+	ck_assert_uint_eq(atomic_load(&x.errors), 0);
+	th_raw_response_free(&gzr);
+	th_raw_response_free(&idr);
+	fx_stop(&x);
+	free(body);
+}
+END_TEST
+
+/* ===================================================================== */
+/*  6. Streams of unknown size decided on their first bytes               */
+/* ===================================================================== */
+
+struct unk_case {
+	size_t len;
+	bool typed;  /* Content-Type: text/plain, else none */
+	bool binary; /* th_fill_binary: no sniffer takes it for text */
+	enum mhdgz_reason reason;
+	const char *vary;
+	const char *cl; /* expected Content-Length, NULL: chunked */
+};
+
+static const struct unk_case unk_cases[] = {
+	{ 0, true, false, MHDGZ_SKIP_EMPTY, NULL, "0" },
+	{ 0, false, false, MHDGZ_SKIP_EMPTY, NULL, "0" },
+	{ 12, true, false, MHDGZ_SKIP_SMALL, "Accept-Encoding", "12" },
+	{ 1000, true, false, MHDGZ_SKIP_SMALL, "Accept-Encoding", "1000" },
+	{ 600, false, false, MHDGZ_SKIP_SMALL, "Accept-Encoding", "600" },
+	{ 8192, false, false, MHDGZ_COMPRESSED, "Accept-Encoding", NULL },
+	{ 8192, false, true, MHDGZ_SKIP_TYPE, NULL, NULL },
+	{ 1500, true, false, MHDGZ_COMPRESSED, "Accept-Encoding", NULL },
+};
+
+/* An unknown-size content-reader stream queued twice for a gzip client on
+ * one connection (pipelined): empty goes identity with Content-Length: 0,
+ * ending below min_nbytes goes identity with its exact length, untyped is
+ * sniffed (text: gzip stream; binary: identity stream). */
+START_TEST(test_unknown_size_first_bytes)
+{
+	const struct unk_case uc = unk_cases[_i];
+	uint8_t *body = tu_payload(uc.len, TU_TEXT, 501 + (uint32_t)_i);
+	struct fx x = { .kind = FX_CB_UNK, .body = body, .len = uc.len };
+	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
+				  "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n";
+	bool gzip = uc.reason == MHDGZ_COMPRESSED;
+	struct th_raw_response r;
+	char ctx[80];
+	int fd;
+
+	if (uc.binary)
+		th_fill_binary(body, uc.len);
+	if (uc.typed) {
+		x.hdr[0] = "Content-Type";
+		x.hdr[1] = "text/plain";
+	}
+	fx_start(&x, 0, false);
+	fd = th_raw_connect(x.srv.port);
+	th_raw_send(fd, req, strlen(req));
+	for (unsigned int i = 0; i < 2; i++) {
+		snprintf(ctx, sizeof ctx, "unknown size %zu %s%s, request %u", uc.len,
+			 uc.typed ? "typed" : "untyped", uc.binary ? " binary" : "", i);
+		read_resp(fd, false, &r, ctx);
+		expect_status_line(&r, "HTTP/1.1", 200, ctx);
+		expect_body(&r, gzip, body, uc.len, ctx);
+		th_raw_expect_field(&r, "Content-Encoding", gzip ? "gzip" : NULL, ctx);
+		th_raw_expect_field(&r, "Content-Length", uc.cl, ctx);
+		th_raw_expect_field(&r, "Transfer-Encoding", uc.cl ? NULL : "chunked", ctx);
+		th_raw_expect_field(&r, "Vary", uc.vary, ctx);
+		th_raw_expect_field(&r, "Connection", NULL, ctx);
+		expect_outcome(fx_out(&x, i), gzip ? "gzip" : "identity", uc.reason,
+			       uc.cl ? uc.len : MHDGZ_NBYTES_UNKNOWN,
+			       uc.cl ? uc.len : MHDGZ_NBYTES_UNKNOWN, ctx);
+		th_raw_response_free(&r);
+	}
+	th_raw_expect_idle(fd, FX_IDLE_MS, "after the second stream");
+	close(fd);
+	ck_assert_uint_eq(th_stats(x.gz).reasons[uc.reason], 2);
+	ck_assert_uint_eq(atomic_load(&x.errors), 0);
+	fx_stop(&x);
+	/* One response per request, each freed once. */
+	ck_assert_uint_eq(atomic_load(&x.src.frees), 2);
+	free(body);
+}
+END_TEST
+
+/* ===================================================================== */
+/*  7. Descriptors the library duplicates are close-on-exec               */
+/* ===================================================================== */
+
+/* Open descriptors of this process, other than app_fd, on the same file
+ * as app_fd; each must be close-on-exec. Returns how many there are. */
+static unsigned int
+count_dups(int app_fd, const char *ctx)
+{
+	struct stat want, st;
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	unsigned int n = 0;
+
+	ck_assert(d != NULL);
+	ck_assert_int_eq(fstat(app_fd, &want), 0);
+	while ((de = readdir(d)) != NULL) {
+		int fd = atoi(de->d_name);
+
+		if (de->d_name[0] == '.' || fd == app_fd || fd == dirfd(d))
+			continue;
+		if (fstat(fd, &st) != 0 || st.st_dev != want.st_dev || st.st_ino != want.st_ino)
+			continue;
+		ck_assert_msg(fcntl(fd, F_GETFD) & FD_CLOEXEC,
+			      "%s: descriptor %d on the response's file is inherited by exec", ctx,
+			      fd);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* The sendfile identity response and a gzip stream of a big file each
+ * read the file through a duplicate the library makes; no such duplicate
+ * survives an exec. The stream's is watched while it is being sent
+ * (incompressible content fills the socket buffers and holds it open). */
+START_TEST(test_dups_cloexec)
+{
+	enum { LEN = 12 * 1024 * 1024 };
+	uint8_t *body = tu_payload(LEN, TU_RANDOM, 9);
+	struct fx x = { .kind = FX_FD_BIG, .body = body, .len = LEN,
+			.hdr = { "Content-Type", "text/plain" } };
+	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+				  "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n";
+	struct th_raw_response r;
+	int fd, app_fd;
+
+	fx_start(&x, 0, true);
+	/* Only the response's own descriptor is the application's now. */
+	close(x.file);
+	x.file = -1;
+	app_fd = -1;
+	for (int k = 0; k < 1024 && app_fd < 0; k++) {
+		struct stat st;
+
+		if (fstat(k, &st) == 0 && fcntl(k, F_GETFD) >= 0 && !(fcntl(k, F_GETFD) & FD_CLOEXEC) &&
+		    S_ISREG(st.st_mode) && st.st_nlink == 0 && (uint64_t)st.st_size == LEN)
+			app_fd = k;
+	}
+	ck_assert_msg(app_fd >= 0, "the response's descriptor not found");
+	ck_assert_uint_eq(count_dups(app_fd, "before any request"), 0);
+	fd = th_raw_connect(x.srv.port);
+	/* A small receive window: the stream cannot finish into buffers. */
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int){ 64 * 1024 }, sizeof(int)), 0);
+	th_raw_send(fd, req, strlen(req));
+	read_resp(fd, false, &r, "identity");
+	expect_body(&r, false, body, LEN, "identity");
+	th_raw_response_free(&r);
+	/* The gzip stream is under way (its head may not be sent yet): the
+	 * sendfile response's duplicate and the stream's. */
+	{
+		uint64_t deadline = th_now_ms() + FX_WAIT_MS;
+		unsigned int n;
+
+		while ((n = count_dups(app_fd, "while streaming")) < 2 && th_now_ms() < deadline)
+			usleep(5000);
+		ck_assert_uint_eq(n, 2);
+	}
+	read_resp(fd, false, &r, "gzip stream");
+	th_raw_expect_field(&r, "Content-Encoding", "gzip", "gzip stream");
+	expect_body(&r, true, body, LEN, "gzip stream");
+	th_raw_response_free(&r);
+	th_raw_expect_idle(fd, FX_IDLE_MS, "after the gzip stream");
+	close(fd);
+	ck_assert_uint_le(count_dups(app_fd, "after"), 2);
+	ck_assert_uint_eq(atomic_load(&x.errors), 0);
+	fx_stop(&x);
+	free(body);
+}
+END_TEST
+
+/* ===================================================================== */
+
+Suite *
+fidelity_suite(void)
+{
+	Suite *s = suite_create("fidelity");
+	TCase *tc = tcase_create("fidelity");
+
+	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
+	tcase_add_loop_test(tc, test_head_every_kind, 0, (int)N_ELEMS(head_cases));
+	tcase_add_loop_test(tc, test_no_content_statuses, 0, FX_NKINDS * 2 * NB_NVARIANTS);
+	tcase_add_test(tc, test_304_length_of_gzip_200);
+	tcase_add_loop_test(tc, test_206_vary, 0, (int)N_ELEMS(range_cases));
+	tcase_add_loop_test(tc, test_response_options, 0, (int)N_ELEMS(opt_cases));
+	tcase_add_loop_test(tc, test_digests, 0, (int)N_ELEMS(digest_kinds));
+	tcase_add_loop_test(tc, test_unknown_size_first_bytes, 0, (int)N_ELEMS(unk_cases));
+	tcase_add_test(tc, test_dups_cloexec);
+	suite_add_tcase(s, tc);
+	return s;
+}

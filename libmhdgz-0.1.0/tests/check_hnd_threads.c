@@ -1,0 +1,211 @@
+/* check_hnd_threads.c: e2e test of the handler called from eight client threads at once (thread per connection). */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "check_suites.h"
+#include "harness.h"
+#include "testutil.h"
+
+enum { NT_THREADS = 8, NT_REQS = 200, NT_KINDS = 9 };
+
+struct client_ctx {
+	struct th_site *s;
+	int id;
+	const uint8_t *text, *json, *small;
+	size_t shared_gz_len;
+	uint64_t kinds[NT_KINDS];
+	int failed;
+	char err[512];
+};
+
+static void *
+client_main(void *arg)
+{
+	struct client_ctx *c = arg;
+	static const char *const inm_gz[] = { "Accept-Encoding: gzip", "If-None-Match: W/\"p\"",
+					      NULL };
+	CURL *h = curl_easy_init();
+	struct th_reply rs = { 0 };
+
+	if (!h) {
+		snprintf(c->err, sizeof c->err, "curl_easy_init");
+		c->failed = 1;
+		return NULL;
+	}
+	/* First, all threads at once on a shared response nobody has
+	 * compressed yet (the variant is built under contention). */
+	th_fetch_ex(h, c->s->port, "/race", 0, th_h_gzip, &rs);
+	if (th_v_gzip(&rs, 200, c->json, 24000, c->err, sizeof c->err) != 0)
+		c->failed = 1;
+	th_reply_free(&rs);
+	for (int i = 0; i < NT_REQS && !c->failed; i++) {
+		int kind = (i + c->id) % NT_KINDS, rc = 0;
+		char e[400] = "";
+
+		c->kinds[kind]++;
+		switch (kind) {
+		case 0: /* per-request gzip */
+			th_fetch_ex(h, c->s->port, "/t", 0, th_h_gzip, &rs);
+			rc = th_v_gzip(&rs, 200, c->text, 12000, e, sizeof e);
+			break;
+		case 1: /* per-request identity */
+			th_fetch_ex(h, c->s->port, "/t", 0, NULL, &rs);
+			rc = th_v_identity(&rs, 200, c->text, 12000, e, sizeof e);
+			if (!rc)
+				rc = th_v_vary_ae(&rs, NULL, e, sizeof e);
+			break;
+		case 2: /* shared gzip */
+			th_fetch_ex(h, c->s->port, "/s", 0, th_h_gzip, &rs);
+			rc = th_v_gzip(&rs, 200, c->json, 24000, e, sizeof e);
+			break;
+		case 3: /* shared HEAD */
+			th_fetch_ex(h, c->s->port, "/s", TH_HEAD, th_h_gzip, &rs);
+			rc = rs.rc != CURLE_OK || rs.status != 200 || rs.body_len != 0 ||
+			     !th_header(&rs, "Content-Encoding", NULL) ||
+			     th_v_content_length(&rs, c->shared_gz_len, e, sizeof e) != 0;
+			if (rc && !e[0])
+				snprintf(e, sizeof e, "HEAD: rc %d status %ld body %zu CE %s",
+					 (int)rs.rc, rs.status, rs.body_len,
+					 th_header(&rs, "Content-Encoding", NULL) ? "yes" : "no");
+			break;
+		case 4: /* type not compressed */
+			th_fetch_ex(h, c->s->port, "/png", 0, th_h_gzip, &rs);
+			rc = th_v_identity(&rs, 200, c->text, 12000, e, sizeof e);
+			break;
+		case 5: /* small */
+			th_fetch_ex(h, c->s->port, "/small", 0, th_h_gzip, &rs);
+			rc = th_v_identity(&rs, 200, c->small, 300, e, sizeof e);
+			break;
+		case 6: /* conditional: 304 */
+			th_fetch_ex(h, c->s->port, "/p", 0, inm_gz, &rs);
+			rc = th_v_no_body(&rs, 304, e, sizeof e);
+			break;
+		case 7: /* MUST_COPY gzip */
+			th_fetch_ex(h, c->s->port, "/c", 0, th_h_gzip, &rs);
+			rc = th_v_gzip(&rs, 200, c->text, 12000, e, sizeof e);
+			break;
+		default: /* MUST_FREE gzip */
+			th_fetch_ex(h, c->s->port, "/f", 0, th_h_gzip, &rs);
+			rc = th_v_gzip(&rs, 200, c->json, 24000, e, sizeof e);
+			break;
+		}
+		if (rc) {
+			snprintf(c->err, sizeof c->err, "thread %d request %d kind %d: %s", c->id, i,
+				 kind, e);
+			c->failed = 1;
+		}
+		th_reply_free(&rs);
+	}
+	curl_easy_cleanup(h);
+	return NULL;
+}
+
+START_TEST(test_threads)
+{
+	uint8_t *text = tu_payload(12000, TU_TEXT, 32);
+	uint8_t *json = tu_payload(24000, TU_JSON, 32);
+	uint8_t *small = tu_payload(300, TU_TEXT, 32);
+	struct th_route rt[] = {
+		{ .path = "/t", .status = 200, .body = text, .body_len = 12000,
+		  .hdr = { "Content-Type", "text/plain" } },
+		{ .path = "/s", .status = 200, .body = json, .body_len = 24000,
+		  .hdr = { "Content-Type", "application/json", "ETag", "\"s\"" },
+		  .flags = TH_RT_SHARED },
+		{ .path = "/png", .status = 200, .body = text, .body_len = 12000,
+		  .hdr = { "Content-Type", "image/png" } },
+		{ .path = "/small", .status = 200, .body = small, .body_len = 300,
+		  .hdr = { "Content-Type", "text/plain" } },
+		{ .path = "/p", .status = 200, .body = text, .body_len = 12000,
+		  .hdr = { "Content-Type", "text/plain", "ETag", "\"p\"" }, .flags = TH_RT_PRECOND,
+		  .etag = "\"p\"" },
+		{ .path = "/c", .status = 200, .body = text, .body_len = 12000,
+		  .mode = MHD_RESPMEM_MUST_COPY, .hdr = { "Content-Type", "text/plain" } },
+		{ .path = "/f", .status = 200, .body = json, .body_len = 24000,
+		  .mode = MHD_RESPMEM_MUST_FREE, .hdr = { "Content-Type", "application/json" } },
+		{ .path = "/race", .status = 200, .body = json, .body_len = 24000,
+		  .hdr = { "Content-Type", "application/json" }, .flags = TH_RT_SHARED },
+	};
+	struct client_ctx ctx[NT_THREADS];
+	pthread_t tid[NT_THREADS];
+	struct th_site s;
+	CURL *h = th_curl_new();
+	struct th_reply rs = { 0 };
+	struct mhdgz_stats st;
+	uint64_t kinds[NT_KINDS] = { 0 }, want[MHDGZ_REASON_COUNT] = { 0 }, total;
+	char err[512];
+	size_t gz_len;
+
+	/* Thread per connection: mhdgz is called from 8 threads at once. */
+	th_site_start(&s, NULL, rt, N_ELEMS(rt), MHD_USE_THREAD_PER_CONNECTION);
+	/* Build the shared variant first, so the counters below are exact. */
+	TH_REQ(h, &s, 0, "/s", th_h_gzip, &rs);
+	TH_OK("prefetch", th_v_gzip(&rs, 200, json, 24000, TH_E));
+	gz_len = rs.body_len;
+	th_reply_free(&rs);
+	curl_easy_cleanup(h);
+	for (int i = 0; i < NT_THREADS; i++) {
+		memset(&ctx[i], 0, sizeof ctx[i]);
+		ctx[i].s = &s;
+		ctx[i].id = i;
+		ctx[i].text = text;
+		ctx[i].json = json;
+		ctx[i].small = small;
+		ctx[i].shared_gz_len = gz_len;
+		ck_assert_int_eq(pthread_create(&tid[i], NULL, client_main, &ctx[i]), 0);
+	}
+	for (int i = 0; i < NT_THREADS; i++)
+		pthread_join(tid[i], NULL);
+	for (int i = 0; i < NT_THREADS; i++) {
+		ck_assert_msg(!ctx[i].failed, "%s", ctx[i].err);
+		for (int k = 0; k < NT_KINDS; k++)
+			kinds[k] += ctx[i].kinds[k];
+	}
+	total = 0;
+	for (int k = 0; k < NT_KINDS; k++)
+		total += kinds[k];
+	ck_assert_uint_eq(total, NT_THREADS * NT_REQS);
+	/* prefetch + /race + the gzip kinds */
+	want[MHDGZ_COMPRESSED] =
+		1 + NT_THREADS + kinds[0] + kinds[2] + kinds[3] + kinds[7] + kinds[8];
+	want[MHDGZ_SKIP_NOT_ACCEPTED] = kinds[1];
+	want[MHDGZ_SKIP_TYPE] = kinds[4];
+	want[MHDGZ_SKIP_SMALL] = kinds[5];
+	want[MHDGZ_SKIP_STATUS] = kinds[6];
+	st = th_stats(s.gz);
+	th_expect_reasons(&st, want);
+	ck_assert_uint_eq(st.responses, total + 1 + NT_THREADS);
+	ck_assert_uint_eq(st.compressed, want[MHDGZ_COMPRESSED]);
+	/* /race is built once, or (if racing builds are allowed) up to once
+	 * per thread; everything else is exact. A 304 of a fresh response
+	 * with its body (kind 6) builds the gzip variant for the 200's
+	 * Content-Length (libmicrohttpd 0.9.75 always sends one on a 304). */
+	ck_assert_uint_ge(st.compressions, 2 + kinds[0] + kinds[6] + kinds[7] + kinds[8]);
+	ck_assert_uint_le(st.compressions,
+			  1 + NT_THREADS + kinds[0] + kinds[6] + kinds[7] + kinds[8]);
+	ck_assert_uint_ge(st.cache_hits, kinds[2] + kinds[3]);
+	ck_assert_uint_le(st.cache_hits, kinds[2] + kinds[3] + NT_THREADS - 1);
+	ck_assert_uint_eq(st.failures, 0);
+	ck_assert_uint_eq(s.errors, 0);
+	th_site_stop(&s);
+	free(text);
+	free(json);
+	free(small);
+}
+END_TEST
+
+/* ===================================================================== */
+
+TCase *
+hnd_threads_tcase(void)
+{
+	TCase *tc = tcase_create("threads");
+
+	tcase_add_test(tc, test_threads);
+	return tc;
+}

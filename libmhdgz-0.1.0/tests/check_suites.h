@@ -1,0 +1,47 @@
+/* check_suites.h: every Check suite and test case of the test binaries, for the one runner (tests/check_main.c). */
+#ifndef CHECK_SUITES_H
+#define CHECK_SUITES_H
+
+#include <check.h>
+
+/*
+ * Per-test-case timeout in seconds for the suites that run a daemon.
+ * Generous: the end-to-end tests make thousands of real requests and move
+ * tens of MiB, and an ASan+UBSan build on a small machine is several times
+ * slower than a plain one. Every wait inside a test is bounded well below
+ * it, so a hang still fails.
+ */
+#ifndef CK_CASE_TIMEOUT
+#define CK_CASE_TIMEOUT 300
+#endif
+
+/* check_core (src/ only): */
+Suite *backend_suite(void); /* check_backend.c: one-shot round trips, levels, ENOSPC */
+Suite *stream_suite(void);  /* check_stream.c: streaming, sync flushes, tiny windows */
+Suite *alloc_suite(void);   /* check_alloc.c: allocator hook, fault injection */
+Suite *pool_suite(void);    /* check_pool.c: the compressor pool */
+
+/* check_handler: */
+Suite *negotiate_suite(void); /* check_negotiate.c: pure functions, mhdgz_select() */
+Suite *fidelity_suite(void);  /* check_hnd_fidelity.c: issue 12 on the wire: HEAD, 1xx/204/304,
+			       * 206 Vary, response options, digests, unknown-size streams */
+/* The "e2e" suite: buffer responses through a real daemon and libcurl. */
+TCase *hnd_headers_tcase(void);  /* check_hnd_headers.c: headers kept, Vary, HEAD, 204/304 */
+TCase *hnd_etag_tcase(void);     /* check_hnd_etag.c: ETag policies, conditional requests */
+TCase *hnd_decision_tcase(void); /* check_hnd_decision.c: what is compressed and why not */
+TCase *hnd_buffer_tcase(void);   /* check_hnd_buffer.c: shared, memory modes, stats, faults, backends */
+TCase *hnd_threads_tcase(void);  /* check_hnd_threads.c: eight client threads at once */
+TCase *hnd_wire_tcase(void);     /* check_hnd_wire.c: exact bytes, pipelining (raw socket) */
+TCase *hnd_ctors_tcase(void);    /* check_hnd_ctors.c: every body constructor twin */
+
+/* check_streaming: */
+Suite *streaming_body_suite(void); /* check_streaming_body.c: round trips, decision, files */
+Suite *streaming_live_suite(void); /* check_streaming_live.c: readers, SSE, shared, lifetime */
+
+/* check_faults: */
+Suite *faults_suite(void); /* check_faults.c: allocation failures on files, 304s, Vary, streams */
+
+/* check_gzserve: */
+Suite *gzserve_suite(void); /* check_gzserve.c: the gzserve binary with libcurl */
+
+#endif /* CHECK_SUITES_H */

@@ -1,0 +1,396 @@
+/* fuzz_stream.c: libFuzzer target for the compressors: streams under adversarial chunking, flushing and output windows, and one-shot compress(). */
+/*
+ * Input: two bytes choose a streaming backend and its level, then a
+ * program of operations, each an opcode byte and its operands:
+ *
+ *   op & 7 = 0, 1  feed the next L bytes (L from the opcode's high bits and
+ *                  one more byte) with GZ_FLUSH_NONE, or (1) GZ_FLUSH_SYNC
+ *   op & 7 = 2     feed a run: one byte repeated L times (compressible)
+ *   op & 7 = 3     GZ_FLUSH_SYNC without new input (repeated flush)
+ *   op & 7 = 4     output window: 1..256 bytes, or (high bit) 1..64 KiB
+ *   op & 7 = 5     abandon the stream: the compressor goes back to the
+ *                  compressor pool mid-member and a new member starts
+ *   op & 7 = 6, 7  input window: later chunks are cut into pieces of
+ *                  1..256 bytes, each a separate stream() call
+ *
+ * The stream ends with GZ_FLUSH_FINISH. Every stream() call gets its own
+ * malloc'd input piece and output window of exactly the sizes given, so
+ * AddressSanitizer catches a read or write outside them. Checked:
+ *  - stream() never fails, and makes progress (no call loop without it);
+ *  - after each completed sync flush (in_len 0, out_cap > 0), zlib's
+ *    inflate, fed everything produced so far, yields exactly the bytes
+ *    consumed so far (the flush promise of gz_backend.h);
+ *  - at the end the output is one gzip member (RFC 1952 header with MTIME
+ *    0 and no flags) that inflates to the input, with no trailing bytes;
+ *    a further GZ_FLUSH_FINISH returns GZ_STREAM_END and writes nothing;
+ *  - for every one-shot backend at a level from the input, compress() of
+ *    the whole input round-trips, fits its bound(), and with a smaller
+ *    output space either fits or returns GZ_ENOSPC; afterwards stream()
+ *    refuses with GZ_EINVAL until reset().
+ * Compressors come from compressor pools (idle cap 1) kept across inputs, so
+ * reset() between members is exercised as well.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zlib.h>
+
+#include "gz_error.h"
+#include "gz_backend.h"
+#include "gz_pool.h"
+#include "fuzz_util.h"
+
+#define FZ_MAX_BACKENDS 4
+#define FZ_MAX_LEVELS 16
+/* stream() calls without any progress before the target gives up. */
+#define FZ_STALL_MAX 64
+
+static struct gz_pool *pools[FZ_MAX_BACKENDS][FZ_MAX_LEVELS];
+/* FZ_TRACE set in the environment: print every stream() call (to replay a
+ * crash or timeout input by hand). */
+static int trace = -1;
+
+/* A growing byte buffer. */
+struct bytes {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+static void
+bytes_add(struct bytes *b, const uint8_t *p, size_t n)
+{
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->len + n)
+			cap *= 2;
+		b->p = realloc(b->p, cap);
+		if (!b->p)
+			abort();
+		b->cap = cap;
+	}
+	if (n)
+		memcpy(b->p + b->len, p, n);
+	b->len += n;
+}
+
+/* One member in progress and what it must decode to. */
+struct member {
+	const struct gz_backend *be;
+	struct gz_pool *pool;
+	struct gz_compressor *c;
+	struct bytes in;  /* bytes consumed by the compressor */
+	struct bytes out; /* bytes it produced */
+	struct bytes dec; /* inflate's output so far */
+	z_stream zs;      /* the independent decoder, fed out incrementally */
+	size_t fed;       /* bytes of out given to zs */
+	size_t out_win;   /* output window per call, bytes */
+	size_t in_win;    /* input piece per call, bytes; 0 = whole chunk */
+};
+
+static struct gz_pool *
+pool_of(const struct gz_backend *be, size_t bi, int level)
+{
+	struct gz_pool **p = &pools[bi][level - be->level_min];
+
+	if (!*p && gz_pool_new(be, level, 1, p) != 0)
+		abort();
+	return *p;
+}
+
+static void
+member_start(struct member *m)
+{
+	FZ_CHECK(gz_pool_get(m->pool, &m->c) == 0, "gz_pool_get failed");
+	m->in.len = m->out.len = m->dec.len = 0;
+	m->fed = 0;
+	memset(&m->zs, 0, sizeof m->zs);
+	if (inflateInit2(&m->zs, 31) != Z_OK)
+		abort();
+}
+
+static void
+member_end(struct member *m)
+{
+	inflateEnd(&m->zs);
+	gz_pool_put(m->pool, m->c);
+	m->c = NULL;
+}
+
+/* Feed the output not yet decoded to inflate. Returns inflate's last code. */
+static int
+decode_more(struct member *m)
+{
+	int rc = Z_OK;
+	uint8_t buf[4096];
+
+	m->zs.next_in = m->out.p + m->fed;
+	m->zs.avail_in = (uInt)(m->out.len - m->fed);
+	do {
+		m->zs.next_out = buf;
+		m->zs.avail_out = sizeof buf;
+		rc = inflate(&m->zs, Z_SYNC_FLUSH);
+		FZ_CHECK(rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR,
+			 "%s level %d: inflate: %d (%s)", m->be->name, m->c->level, rc,
+			 m->zs.msg ? m->zs.msg : "");
+		bytes_add(&m->dec, buf, sizeof buf - m->zs.avail_out);
+	} while (m->zs.avail_out == 0 && rc != Z_STREAM_END);
+	m->fed = m->out.len - m->zs.avail_in;
+	return rc;
+}
+
+/* Everything consumed so far must decode from everything produced. */
+static void
+check_decodes(struct member *m, const char *when)
+{
+	(void)decode_more(m);
+	FZ_CHECK(m->dec.len == m->in.len &&
+			 (m->in.len == 0 || memcmp(m->dec.p, m->in.p, m->in.len) == 0),
+		 "%s level %d: after %s, %zu of %zu consumed bytes decode (or differ)",
+		 m->be->name, m->c->level, when, m->dec.len, m->in.len);
+}
+
+/*
+ * Give data[0..len) to the compressor with the flush mode, in pieces of
+ * in_win bytes and output windows of out_win bytes, until the mode's
+ * completion condition holds. Returns the last stream() result.
+ */
+static int
+run(struct member *m, const uint8_t *data, size_t len, enum gz_flush flush)
+{
+	size_t off = 0;
+	int rc = 0;
+
+	do {
+		size_t piece = len - off;
+		uint8_t *in;
+		struct gz_io io;
+		bool last;
+		unsigned int stall = 0;
+
+		if (m->in_win && piece > m->in_win)
+			piece = m->in_win;
+		last = off + piece == len;
+		in = malloc(piece ? piece : 1);
+		if (!in)
+			abort();
+		if (piece)
+			memcpy(in, data + off, piece);
+		io.in = in;
+		io.in_len = piece;
+		for (;;) {
+			uint8_t *out = malloc(m->out_win);
+			size_t in_before = io.in_len, used;
+			enum gz_flush f = last ? flush : GZ_FLUSH_NONE;
+
+			if (!out)
+				abort();
+			io.out = out;
+			io.out_cap = m->out_win;
+			rc = m->be->stream(m->c, &io, f);
+			FZ_CHECK(rc == 0 || rc == GZ_STREAM_END, "%s level %d: stream() = %d",
+				 m->be->name, m->c->level, rc);
+			FZ_CHECK(io.out == out + (m->out_win - io.out_cap) && io.out_cap <= m->out_win,
+				 "%s: output window bookkeeping", m->be->name);
+			if (trace)
+				fprintf(stderr, "stream(in %zu, out %zu, flush %d) = %d: used %zu, made %zu\n",
+					in_before, m->out_win, (int)f, rc, in_before - io.in_len,
+					m->out_win - io.out_cap);
+			used = in_before - io.in_len;
+			bytes_add(&m->in, io.in - used, used);
+			bytes_add(&m->out, out, m->out_win - io.out_cap);
+			free(out);
+			if (used || io.out_cap < m->out_win)
+				stall = 0;
+			else
+				FZ_CHECK(++stall < FZ_STALL_MAX, "%s level %d: no progress (flush %d)",
+					 m->be->name, m->c->level, (int)f);
+			if (f == GZ_FLUSH_FINISH) {
+				FZ_CHECK(rc == 0 || io.in_len == 0, "ended with input left");
+				if (rc == GZ_STREAM_END)
+					break;
+			} else {
+				FZ_CHECK(rc == 0, "%s: GZ_STREAM_END without FINISH", m->be->name);
+				if (io.in_len == 0 && (f == GZ_FLUSH_NONE || io.out_cap > 0))
+					break;
+			}
+		}
+		free(in);
+		off += piece;
+	} while (off < len);
+	if (flush == GZ_FLUSH_SYNC)
+		check_decodes(m, "a sync flush");
+	return rc;
+}
+
+static void
+finish(struct member *m)
+{
+	uint8_t spare[16];
+	struct gz_io io = {NULL, 0, spare, sizeof spare};
+	const uint8_t *o;
+
+	FZ_CHECK(run(m, NULL, 0, GZ_FLUSH_FINISH) == GZ_STREAM_END, "no end");
+	FZ_CHECK(m->be->stream(m->c, &io, GZ_FLUSH_FINISH) == GZ_STREAM_END &&
+			 io.out_cap == sizeof spare,
+		 "%s: a call after the end wrote or did not say end", m->be->name);
+	o = m->out.p;
+	FZ_CHECK(m->out.len >= 18 && o[0] == 0x1f && o[1] == 0x8b && o[2] == 8 && o[3] == 0 &&
+			 (o[4] | o[5] | o[6] | o[7]) == 0,
+		 "%s: not an RFC 1952 header with FLG 0 and MTIME 0", m->be->name);
+	FZ_CHECK(decode_more(m) == Z_STREAM_END, "%s level %d: member does not end", m->be->name,
+		 m->c->level);
+	FZ_CHECK(m->zs.avail_in == 0, "%s: %u bytes after the member", m->be->name,
+		 m->zs.avail_in);
+	check_decodes(m, "the trailer");
+}
+
+/* One-shot compress() of all of data with every one-shot backend. */
+static void
+oneshot(const uint8_t *data, size_t len, uint8_t lv, uint16_t short_cap)
+{
+	size_t bi;
+
+	for (bi = 0; gz_backends[bi] && bi < FZ_MAX_BACKENDS; bi++) {
+		const struct gz_backend *be = gz_backends[bi];
+		int level = be->level_min + lv % (be->level_max - be->level_min + 1);
+		struct gz_pool *pool = pool_of(be, bi, level);
+		struct gz_compressor *c;
+		size_t bound, out_len = 0, cap;
+		uint8_t *out, *dec = NULL;
+		int rc;
+		z_stream zs;
+
+		if (!(be->caps & GZ_CAP_ONESHOT))
+			continue;
+		FZ_CHECK(gz_pool_get(pool, &c) == 0, "gz_pool_get");
+		bound = gz_bound(c, len);
+		out = malloc(bound);
+		if (!out)
+			abort();
+		rc = be->compress(c, data, len, out, bound, &out_len);
+		FZ_CHECK(rc == 0 && out_len <= bound, "%s level %d: compress() = %d, %zu of %zu",
+			 be->name, level, rc, out_len, bound);
+		dec = malloc(len ? len : 1);
+		if (!dec)
+			abort();
+		memset(&zs, 0, sizeof zs);
+		if (inflateInit2(&zs, 31) != Z_OK)
+			abort();
+		zs.next_in = out;
+		zs.avail_in = (uInt)out_len;
+		zs.next_out = dec;
+		zs.avail_out = (uInt)len;
+		rc = inflate(&zs, Z_FINISH);
+		FZ_CHECK(rc == Z_STREAM_END && zs.avail_in == 0 && zs.total_out == len &&
+				 (len == 0 || memcmp(dec, data, len) == 0),
+			 "%s level %d: compress() output does not round-trip (%d)", be->name, level,
+			 rc);
+		inflateEnd(&zs);
+		free(out);
+		/* Too little space: ENOSPC or a correct fit, never more. */
+		cap = short_cap % (bound + 1);
+		out = malloc(cap ? cap : 1);
+		if (!out)
+			abort();
+		rc = be->compress(c, data, len, out, cap, &out_len);
+		FZ_CHECK(rc == GZ_ENOSPC || (rc == 0 && out_len <= cap),
+			 "%s level %d: compress() into %zu bytes = %d", be->name, level, cap, rc);
+		free(out);
+		free(dec);
+		if (be->caps & GZ_CAP_STREAM) {
+			uint8_t b[8];
+			struct gz_io io = {data, len, b, sizeof b};
+			FZ_CHECK(be->stream(c, &io, GZ_FLUSH_NONE) == GZ_EINVAL,
+				 "%s: stream() after compress() without reset()", be->name);
+		}
+		gz_pool_put(pool, c); /* resets */
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct fz f = {data, size};
+	const struct gz_backend *stream_be[FZ_MAX_BACKENDS];
+	size_t stream_bi[FZ_MAX_BACKENDS], nstream = 0, bi;
+	struct member m;
+	struct bytes all = {0};
+	uint8_t sel = fz_u8(&f), lv = fz_u8(&f);
+	int level;
+
+	if (trace < 0)
+		trace = getenv("FZ_TRACE") != NULL;
+	for (bi = 0; gz_backends[bi] && bi < FZ_MAX_BACKENDS; bi++)
+		if (gz_backends[bi]->caps & GZ_CAP_STREAM) {
+			stream_be[nstream] = gz_backends[bi];
+			stream_bi[nstream++] = bi;
+		}
+	FZ_CHECK(nstream > 0, "no streaming backend");
+	memset(&m, 0, sizeof m);
+	m.be = stream_be[sel % nstream];
+	level = m.be->level_min + lv % (m.be->level_max - m.be->level_min + 1);
+	if (trace)
+		fprintf(stderr, "%s level %d\n", m.be->name, level);
+	m.pool = pool_of(m.be, stream_bi[sel % nstream], level);
+	m.out_win = 4096;
+	member_start(&m);
+	while (f.n > 0) {
+		uint8_t op = fz_u8(&f);
+		size_t len;
+
+		switch (op & 7) {
+		case 0:
+		case 1:
+			len = (size_t)(op >> 3) << 8 | fz_u8(&f);
+			if (len > f.n)
+				len = f.n;
+			bytes_add(&all, f.p, len);
+			run(&m, f.p, len, (op & 7) == 1 ? GZ_FLUSH_SYNC : GZ_FLUSH_NONE);
+			f.p += len;
+			f.n -= len;
+			break;
+		case 2: {
+			uint8_t *run_buf;
+			uint8_t b = fz_u8(&f);
+
+			len = ((size_t)(op >> 3) << 8 | fz_u8(&f)) * 4;
+			run_buf = malloc(len ? len : 1);
+			if (!run_buf)
+				abort();
+			memset(run_buf, b, len);
+			bytes_add(&all, run_buf, len);
+			run(&m, run_buf, len, GZ_FLUSH_NONE);
+			free(run_buf);
+			break;
+		}
+		case 3:
+			run(&m, NULL, 0, GZ_FLUSH_SYNC);
+			break;
+		case 4:
+			m.out_win = (op & 0x80) ? 1 + (size_t)fz_u16(&f) % 65536 : 1 + (size_t)fz_u8(&f);
+			break;
+		case 5:
+			member_end(&m);
+			member_start(&m);
+			all.len = 0;
+			break;
+		default:
+			m.in_win = (op & 0x80) ? 0 : 1 + (size_t)fz_u8(&f);
+			break;
+		}
+	}
+	finish(&m);
+	FZ_CHECK(m.in.len == all.len && (all.len == 0 || memcmp(m.in.p, all.p, all.len) == 0),
+		 "consumed bytes differ from the bytes given");
+	member_end(&m);
+	oneshot(all.p ? all.p : (const uint8_t *)"", all.len, lv, (uint16_t)(sel << 8 | lv));
+	free(all.p);
+	free(m.in.p);
+	free(m.out.p);
+	free(m.dec.p);
+	return 0;
+}

@@ -1,0 +1,740 @@
+#!/usr/bin/env bash
+# gzserve_test.sh: end-to-end tests of examples/gzserve/gzserve on 127.0.0.1 port 0 with the curl command-line tool.
+#
+# Every check prints one line ("ok N - what" or "not ok N - what: why"); the
+# script ends with "N passed, M failed" and exits non-zero on any failure.
+# Every curl has --max-time, every wait is bounded, and every server this
+# script starts is killed by the EXIT trap.
+#
+# GZSERVE names the binary (make check sets it, for VPATH builds); by default
+# ../examples/gzserve/gzserve next to this script.
+set -u
+
+GZSERVE=${GZSERVE:-$(cd "$(dirname "$0")/.." && pwd)/examples/gzserve/gzserve}
+CURL=(curl -s -S --max-time 15)
+
+if ! command -v curl >/dev/null 2>&1; then
+	echo "curl not found: apt-get install curl" >&2
+	exit 1
+fi
+if [ ! -x "$GZSERVE" ]; then
+	echo "gzserve not found at $GZSERVE (set GZSERVE)" >&2
+	exit 1
+fi
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/gzserve_test.XXXXXX")
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+NPASS=0
+NFAIL=0
+ok() {
+	NPASS=$((NPASS + 1))
+	echo "ok $((NPASS + NFAIL)) - $1"
+}
+nok() {
+	NFAIL=$((NFAIL + 1))
+	echo "not ok $((NPASS + NFAIL)) - $1: $2"
+}
+# check NAME COMMAND...: ok if the command succeeds.
+check() {
+	local name=$1
+	shift
+	if "$@"; then ok "$name"; else nok "$name" "failed: $*"; fi
+}
+# eq NAME GOT WANT
+eq() {
+	if [ "$2" = "$3" ]; then ok "$1"; else nok "$1" "got '$2', want '$3'"; fi
+}
+
+# start NAME ARGS...: start gzserve on port 0, wait (bounded) for its
+# "listening on" line; sets PID and BASE. Returns non-zero if it did not come up.
+start() {
+	local name=$1 i line
+	shift
+	"$GZSERVE" --port 0 "$@" >"$T/$name.out" 2>"$T/$name.err" &
+	PID=$!
+	PIDS+=("$PID")
+	for i in $(seq 1 100); do
+		line=$(head -n 1 "$T/$name.out" 2>/dev/null)
+		if [ -n "$line" ]; then
+			BASE=${line#listening on }
+			BASE=${BASE%/}
+			return 0
+		fi
+		kill -0 "$PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "gzserve $* did not start:" >&2
+	cat "$T/$name.err" >&2
+	return 1
+}
+
+# stop PID: SIGTERM, wait up to 15 s; sets STOP_RC to the exit status (or
+# "timeout"). Not in a subshell: only this shell can wait for its children.
+stop() {
+	local p=$1 i
+	kill -TERM "$p" 2>/dev/null
+	for i in $(seq 1 150); do
+		if ! kill -0 "$p" 2>/dev/null; then
+			wait "$p"
+			STOP_RC=$?
+			return
+		fi
+		sleep 0.1
+	done
+	STOP_RC=timeout
+}
+
+# hdr FILE NAME: the value of header NAME in a curl -D dump (last response).
+hdr() {
+	tr -d '\r' <"$1" | awk -v n="$(echo "$2" | tr 'A-Z' 'a-z')" '
+		/^HTTP\// { delete h; next }
+		{
+			i = index($0, ":")
+			if (!i)
+				next
+			k = tolower(substr($0, 1, i - 1))
+			v = substr($0, i + 1)
+			sub(/^[ \t]+/, "", v)
+			if (k in h)
+				v = h[k] ", " v
+			h[k] = v
+		}
+		END { if (n in h) print h[n] }'
+}
+# status FILE: the status code in a curl -D dump.
+status() {
+	tr -d '\r' <"$1" | awk '/^HTTP\// { s = $2 } END { print s }'
+}
+# headers without Date (and the Content-Length/Transfer-Encoding framing
+# kept): for HEAD/GET parity.
+headers_nodate() {
+	tr -d '\r' <"$1" | grep -v -i '^date:' | grep -v '^$'
+}
+# size FILE: bytes; 0 for a missing file (curl creates no file for an empty body).
+size() {
+	if [ -f "$1" ]; then wc -c <"$1" | tr -d ' '; else echo 0; fi
+}
+# fetch NAME URL [curl args...]: body to $T/NAME.body, headers to $T/NAME.h
+fetch() {
+	local name=$1 url=$2
+	shift 2
+	rm -f "$T/$name.h" "$T/$name.body"
+	"${CURL[@]}" -D "$T/$name.h" -o "$T/$name.body" "$@" "$url"
+}
+gunzip_to() {
+	gzip -dc <"$1" >"$2" 2>/dev/null
+}
+have_python() {
+	command -v python3 >/dev/null 2>&1
+}
+# head_parity URL CODING: HEAD has GET's header fields (hg.h) and no body.
+head_parity() {
+	local url=$1 ae=$2 n
+	n=$("${CURL[@]}" -I -D "$T/hh.h" -o /dev/null -w '%{size_download}' \
+		-H "Accept-Encoding: $ae" "$url")
+	if diff <(headers_nodate "$T/hg.h") <(headers_nodate "$T/hh.h") >"$T/hdiff"; then
+		ok "HEAD ${url#"$BASE"} ($ae) has GET's headers"
+	else
+		nok "HEAD ${url#"$BASE"} ($ae) has GET's headers" "$(tr '\n' ' ' <"$T/hdiff")"
+	fi
+	eq "HEAD ${url#"$BASE"} ($ae) has no body" "$n" 0
+}
+# cl_304 NAME H304 H200: a 304 carries no Content-Length but its 200's
+# (RFC 9110 section 8.6).
+cl_304() {
+	local a b
+	a=$(hdr "$2" Content-Length)
+	b=$(hdr "$3" Content-Length)
+	if [ -z "$a" ] || [ "$a" = "$b" ]; then
+		ok "$1: Content-Length '${a:-none}' is the 200's"
+	else
+		nok "$1: Content-Length is the 200's" "304 has '$a', 200 has '${b:-none}'"
+	fi
+}
+valid_json() {
+	python3 -c 'import json, sys; json.load(open(sys.argv[1], "rb"))' "$1" 2>/dev/null
+}
+
+# ---------------------------------------------------------------------------
+# Options: every invalid value is rejected with a message and exit code 2.
+
+bad_opt() {
+	local name=$1 rc
+	shift
+	timeout 10 "$GZSERVE" "$@" >"$T/opt.out" 2>"$T/opt.err"
+	rc=$?
+	if [ "$rc" = 2 ] && [ -s "$T/opt.err" ] && grep -q '^gzserve: ' "$T/opt.err"; then
+		ok "rejects $name (exit 2: $(head -n 1 "$T/opt.err"))"
+	else
+		nok "rejects $name" "exit $rc, stderr '$(head -n 1 "$T/opt.err")'"
+	fi
+}
+bad_opt "--port 70000" --port 70000
+bad_opt "--port abc" --port abc
+bad_opt "--port -1" --port -1
+bad_opt "--level 13 (libdeflate 1-12)" --level 13
+bad_opt "--level 0 with zlib" --backend zlib --level 0
+bad_opt "--level x" --level x
+bad_opt "--backend brotli" --backend brotli
+bad_opt "--etag strong" --etag strong
+bad_opt "--threads 0" --threads 0
+bad_opt "--min-size -5" --min-size -5
+bad_opt "--min-size 12k" --min-size 12k
+bad_opt "--types with a bad pattern" --types 'text/html,notatype'
+bad_opt "--root on a missing directory" --root "$T/does-not-exist"
+bad_opt "--bind not-an-address" --bind not-an-address
+bad_opt "--precompressed without --root" --precompressed
+bad_opt "an unknown option" --frobnicate
+bad_opt "a missing value" --port
+bad_opt "a stray argument" stray
+
+timeout 10 "$GZSERVE" --help >"$T/help.out" 2>&1
+rc=$?
+eq "--help exits 0" "$rc" 0
+missing=""
+for o in --bind --port --root --backend --level --min-size --types --threads \
+	--precompressed --etag --no-compress --quiet --help; do
+	grep -q -- "$o" "$T/help.out" || missing="$missing $o"
+done
+eq "--help documents every option" "${missing:-none}" none
+
+# ---------------------------------------------------------------------------
+# The demo
+
+if ! start demo; then
+	nok "demo server starts" "see stderr above"
+	echo "$NPASS passed, $NFAIL failed"
+	exit 1
+fi
+DEMO_PID=$PID
+D=$BASE
+check "prints 'listening on http://127.0.0.1:PORT/'" \
+	grep -Eq '^listening on http://127\.0\.0\.1:[0-9]+/$' "$T/demo.out"
+
+# name path content-type size (or - when not fixed)
+DEMO_ENDPOINTS="index|/|text/html; charset=utf-8|-
+css|/style.css|text/css; charset=utf-8|-
+js|/app.js|text/javascript; charset=utf-8|-
+p2k|/2k.json|application/json|2048
+p20k|/20k.json|application/json|20480
+p100k|/100k.json|application/json|102400"
+
+while IFS='|' read -r name path type want; do
+	fetch "$name.id" "$D$path"
+	fetch "$name.gz" "$D$path" -H 'Accept-Encoding: gzip'
+	fetch "$name.cc" "$D$path" --compressed
+	ce=$(hdr "$T/$name.id.h" Content-Encoding)
+	eq "$path identity: 200, no Content-Encoding" "$(status "$T/$name.id.h") ${ce:-none}" "200 none"
+	eq "$path Content-Type" "$(hdr "$T/$name.id.h" Content-Type)" "$type"
+	eq "$path identity Content-Length = body" "$(hdr "$T/$name.id.h" Content-Length)" \
+		"$(size "$T/$name.id.body")"
+	if [ "$want" != - ]; then
+		eq "$path is exactly $want bytes" "$(size "$T/$name.id.body")" "$want"
+	fi
+	eq "$path identity has Vary: Accept-Encoding" "$(hdr "$T/$name.id.h" Vary)" "Accept-Encoding"
+	eq "$path gzip: Content-Encoding" "$(hdr "$T/$name.gz.h" Content-Encoding)" gzip
+	eq "$path gzip: Vary" "$(hdr "$T/$name.gz.h" Vary)" "Accept-Encoding"
+	eq "$path gzip: Content-Length = compressed body" "$(hdr "$T/$name.gz.h" Content-Length)" \
+		"$(size "$T/$name.gz.body")"
+	if gunzip_to "$T/$name.gz.body" "$T/$name.gunz" && cmp -s "$T/$name.gunz" "$T/$name.id.body"; then
+		ok "$path gzip body inflates to the identity body"
+	else
+		nok "$path gzip body inflates to the identity body" "differs"
+	fi
+	check "$path gzip is smaller" test "$(size "$T/$name.gz.body")" -lt "$(size "$T/$name.id.body")"
+	check "$path curl --compressed body = identity body" cmp -s "$T/$name.cc.body" "$T/$name.id.body"
+	etag_id=$(hdr "$T/$name.id.h" ETag)
+	etag_gz=$(hdr "$T/$name.gz.h" ETag)
+	if [[ "$etag_id" =~ ^\"[^\"]+\"$ ]] && [ "$etag_gz" = "W/$etag_id" ]; then
+		ok "$path ETag strong for identity, W/ form for gzip ($etag_id)"
+	else
+		nok "$path ETag forms" "identity '$etag_id', gzip '$etag_gz'"
+	fi
+	eq "$path Cache-Control" "$(hdr "$T/$name.id.h" Cache-Control)" "no-cache"
+done <<<"$DEMO_ENDPOINTS"
+
+if have_python; then
+	for n in p2k p20k p100k; do
+		check "$n body is valid JSON" valid_json "$T/$n.id.body"
+	done
+else
+	echo "# python3 not found: JSON validity of the payloads not checked"
+fi
+for ref in /style.css /app.js /2k.json /20k.json /100k.json /events /stats; do
+	check "index links $ref" grep -q "\"$ref\"" "$T/index.id.body"
+done
+check "app.js writes the js-ok marker" grep -q "js-ok" "$T/js.id.body"
+check "style.css sets the body background" grep -q "background-color: #f4f1ea" "$T/css.id.body"
+fetch idx2 "$D/index.html" --compressed
+check "/index.html is the index page" cmp -s "$T/idx2.body" "$T/index.id.body"
+
+# /stats: JSON, not cached, counts what happened so far.
+fetch stats "$D/stats" --compressed
+eq "/stats Content-Type" "$(hdr "$T/stats.h" Content-Type)" "application/json"
+eq "/stats Cache-Control" "$(hdr "$T/stats.h" Cache-Control)" "no-store"
+check "/stats counts compressed responses" grep -Eq '"compressed":[1-9][0-9]*,' "$T/stats.body"
+check "/stats has every reason" grep -q '"not-accepted":' "$T/stats.body"
+if have_python; then
+	check "/stats is valid JSON" valid_json "$T/stats.body"
+fi
+
+# Errors.
+fetch e404 "$D/nope"
+eq "unknown path: 404 text/html" "$(status "$T/e404.h") $(hdr "$T/e404.h" Content-Type)" \
+	"404 text/html; charset=utf-8"
+check "404 has an HTML body" grep -q "404 Not Found" "$T/e404.body"
+fetch e405 "$D/100k.json" -X POST -d 'x=1'
+eq "POST: 405 with Allow" "$(status "$T/e405.h") $(hdr "$T/e405.h" Allow)" "405 GET, HEAD"
+check "405 has an HTML body" grep -q "405 Method Not Allowed" "$T/e405.body"
+fetch e405d "$D/" -X DELETE
+eq "DELETE: 405" "$(status "$T/e405d.h")" 405
+
+# HEAD/GET parity: the same header fields, no body.
+for path in / /100k.json /2k.json; do
+	for ae in identity gzip; do
+		fetch hg "$D$path" -H "Accept-Encoding: $ae"
+		head_parity "$D$path" "$ae"
+	done
+done
+
+# Conditional requests.
+etag=$(hdr "$T/p100k.id.h" ETag)
+fetch c1 "$D/100k.json" -H "If-None-Match: $etag"
+eq "If-None-Match (identity ETag): 304" "$(status "$T/c1.h")" 304
+eq "304 carries the ETag" "$(hdr "$T/c1.h" ETag)" "$etag"
+eq "304 carries Vary" "$(hdr "$T/c1.h" Vary)" "Accept-Encoding"
+eq "304 has no body" "$(size "$T/c1.body")" 0
+cl_304 "identity 304" "$T/c1.h" "$T/p100k.id.h"
+fetch c2 "$D/100k.json" -H "If-None-Match: W/$etag" -H 'Accept-Encoding: gzip'
+eq "If-None-Match (gzip W/ ETag), gzip client: 304" "$(status "$T/c2.h")" 304
+eq "gzip client's 304 carries the W/ ETag" "$(hdr "$T/c2.h" ETag)" "W/$etag"
+eq "gzip client's 304 carries Vary" "$(hdr "$T/c2.h" Vary)" "Accept-Encoding"
+cl_304 "gzip client's 304" "$T/c2.h" "$T/p100k.gz.h"
+fetch c3 "$D/100k.json" -H 'If-None-Match: "something-else"' -H 'Accept-Encoding: gzip'
+eq "If-None-Match mismatch: 200 gzip" "$(status "$T/c3.h") $(hdr "$T/c3.h" Content-Encoding)" "200 gzip"
+fetch c4 "$D/100k.json" -H 'If-Match: "something-else"'
+eq "If-Match mismatch: 412" "$(status "$T/c4.h")" 412
+
+# /events through a gzip-decoding client: at least 3 events, arriving one
+# by one (about a second apart), not all at the end.
+fetch evh "$D/events" -I
+( "${CURL[@]}" -N --compressed --max-time 4.5 -D "$T/ev.h" "$D/events" 2>/dev/null |
+	while IFS= read -r line; do
+		case $line in data:*) echo "$(date +%s%N) $line" ;; esac
+	done >"$T/ev.lines" )
+nev=$(wc -l <"$T/ev.lines" | tr -d ' ')
+eq "/events: Content-Type" "$(hdr "$T/ev.h" Content-Type)" "text/event-stream"
+eq "/events: Content-Encoding gzip, chunked" \
+	"$(hdr "$T/ev.h" Content-Encoding) $(hdr "$T/ev.h" Transfer-Encoding)" "gzip chunked"
+check "/events: >= 3 events within 4.5 s (got $nev)" test "$nev" -ge 3
+if [ "$nev" -ge 3 ]; then
+	t1=$(sed -n 1p "$T/ev.lines" | cut -d' ' -f1)
+	t3=$(sed -n 3p "$T/ev.lines" | cut -d' ' -f1)
+	gap=$(((t3 - t1) / 1000000))
+	check "/events: events arrive one by one (1st to 3rd: ${gap} ms)" test "$gap" -ge 1000
+	seq_ok=$(awk '{ if ($0 !~ "\"n\":" NR ",") bad = 1 } END { print bad ? "no" : "yes" }' "$T/ev.lines")
+	eq "/events: events in order" "$seq_ok" yes
+fi
+"${CURL[@]}" -N --max-time 2.5 "$D/events" -o "$T/evid.body" 2>/dev/null
+check "/events identity: events arrive too" grep -q '^data: {"n":2,' "$T/evid.body"
+
+# 16 concurrent clients, all bodies verified.
+cpids=()
+for i in $(seq 1 16); do
+	case $((i % 4)) in
+	0) args=(--compressed "$D/100k.json") ref=p100k.id.body ;;
+	1) args=("$D/20k.json") ref=p20k.id.body ;;
+	2) args=(--compressed "$D/") ref=index.id.body ;;
+	3) args=(--compressed "$D/2k.json") ref=p2k.id.body ;;
+	esac
+	echo "$ref" >"$T/cc$i.ref"
+	"${CURL[@]}" -o "$T/cc$i.body" "${args[@]}" &
+	cpids+=($!)
+done
+cfail=0
+for p in "${cpids[@]}"; do
+	wait "$p" || cfail=$((cfail + 1))
+done
+for i in $(seq 1 16); do
+	cmp -s "$T/cc$i.body" "$T/$(cat "$T/cc$i.ref")" || cfail=$((cfail + 1))
+done
+eq "16 concurrent clients: every body correct" "$cfail" 0
+
+# The access log: method, target, status, body bytes, bytes sent, coding, time.
+check "access log line for a gzip response" \
+	grep -Eq '^GET /100k\.json 200 102400 [0-9]+ gzip [0-9]+us$' "$T/demo.err"
+check "access log line for an identity response" \
+	grep -Eq '^GET /100k\.json 200 102400 [0-9-]+ identity [0-9]+us$' "$T/demo.err"
+check "access log line for a 405" grep -Eq '^POST /100k\.json 405 ' "$T/demo.err"
+sent=$(awk '$1 == "GET" && $2 == "/100k.json" && $6 == "gzip" { print $5; exit }' "$T/demo.err")
+if [ -n "$sent" ] && [ "$sent" != - ]; then
+	check "access log: gzip bytes sent ($sent) < body bytes" test "$sent" -lt 102400
+fi
+
+# SIGTERM with a request in flight: the request completes, exit status 0.
+( "${CURL[@]}" -N --compressed --max-time 20 "$D/events" >"$T/term.body" 2>/dev/null
+  echo $? >"$T/term.rc" ) &
+cpid=$!
+sleep 1.5
+stop "$DEMO_PID"
+wait "$cpid"
+eq "SIGTERM with /events in flight: exit 0" "$STOP_RC" 0
+eq "the in-flight /events completed cleanly (curl exit 0)" "$(cat "$T/term.rc")" 0
+check "the in-flight /events got its events" grep -q '^data: {"n":1,' "$T/term.body"
+check "stopped server refuses connections" \
+	bash -c "! curl -s --max-time 3 -o /dev/null '$D/' 2>/dev/null"
+if grep -qi 'AddressSanitizer\|LeakSanitizer\|runtime error' "$T/demo.err"; then
+	nok "demo server: no sanitizer reports" "$(grep -i -m1 'Sanitizer\|runtime error' "$T/demo.err")"
+fi
+
+# ---------------------------------------------------------------------------
+# Other demo configurations
+
+if start suffix --etag suffix --backend zlib --level 9 --quiet; then
+	fetch sx "$BASE/20k.json" -H 'Accept-Encoding: gzip'
+	etag=$(hdr "$T/sx.h" ETag)
+	check "--etag suffix: gzip ETag is \"x-gzip\" ($etag)" bash -c "[[ '$etag' =~ ^\\\"[0-9a-f]+-gzip\\\"\$ ]]"
+	fetch sx304 "$BASE/20k.json" -H 'Accept-Encoding: gzip' -H "If-None-Match: $etag"
+	eq "--etag suffix: If-None-Match with the suffixed ETag: 304" "$(status "$T/sx304.h")" 304
+	gunzip_to "$T/sx.body" "$T/sx.gunz"
+	check "--backend zlib --level 9: body inflates" cmp -s "$T/sx.gunz" "$T/p20k.id.body"
+	check "--quiet: no access log" test ! -s "$T/suffix.err"
+	stop "$PID"
+	eq "--etag suffix server: SIGTERM exit 0" "$STOP_RC" 0
+else
+	nok "--etag suffix server starts" "see stderr"
+fi
+
+if start nocomp --no-compress; then
+	fetch nc "$BASE/100k.json" -H 'Accept-Encoding: gzip'
+	eq "--no-compress: identity to a gzip client" \
+		"$(hdr "$T/nc.h" Content-Encoding)|$(size "$T/nc.body")" "|102400"
+	stop "$PID"
+	eq "--no-compress server: SIGTERM exit 0" "$STOP_RC" 0
+else
+	nok "--no-compress server starts" "see stderr"
+fi
+
+if start minsz --min-size 200000 --types 'application/json' --threads 1; then
+	fetch ms "$BASE/100k.json" -H 'Accept-Encoding: gzip'
+	eq "--min-size 200000: 100k.json not compressed" "$(hdr "$T/ms.h" Content-Encoding)" ""
+	fetch mt "$BASE/" -H 'Accept-Encoding: gzip'
+	eq "--types application/json: HTML not compressed" "$(hdr "$T/mt.h" Content-Encoding)" ""
+	stop "$PID"
+	eq "--min-size server: SIGTERM exit 0" "$STOP_RC" 0
+else
+	nok "--min-size server starts" "see stderr"
+fi
+
+# ---------------------------------------------------------------------------
+# Static files
+
+W=$T/www
+mkdir -p "$W/sub" "$W/nodir" "$W/assets"
+echo "TOP-SECRET-OUTSIDE-ROOT" >"$T/secret.txt"
+{
+	echo '<!doctype html><html><head><title>root</title><link rel="stylesheet" href="/assets/site.css"></head><body>'
+	for i in $(seq 1 200); do echo "<p>Paragraph $i of the static index page.</p>"; done
+	echo '</body></html>'
+} >"$W/index.html"
+sed 's/static index/sub index/' "$W/index.html" >"$W/sub/index.html"
+for i in $(seq 1 150); do echo ".c$i { margin: ${i}px; color: #$((i % 10))$((i % 10))$((i % 10)); }"; done >"$W/assets/site.css"
+for i in $(seq 1 150); do echo "function f$i(x) { return x * $i + console.log('f$i'); }"; done >"$W/assets/app.js"
+{
+	echo '['
+	for i in $(seq 1 300); do echo "{\"id\": $i, \"name\": \"item $i\", \"ok\": true},"; done
+	echo '{"id": 0}]'
+} >"$W/data.json"
+{
+	echo '<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100">'
+	for i in $(seq 1 100); do echo "<circle cx=\"$i\" cy=\"$i\" r=\"$((i % 7 + 1))\" fill=\"#abcdef\"/>"; done
+	echo '</svg>'
+} >"$W/logo.svg"
+head -c 20000 /dev/urandom >"$T/rand"
+{ printf '\x89PNG\r\n\x1a\n'; cat "$T/rand"; } >"$W/photo.png"
+{ printf '\xff\xd8\xff\xe0'; cat "$T/rand"; } >"$W/photo.jpg"
+{ printf 'PK\x03\x04'; cat "$T/rand"; } >"$W/bundle.zip"
+seq 1 30000 >"$W/big.txt"
+: >"$W/empty.txt"
+seq 1 20000 | sed 's/^/precompressed line /' >"$W/pre.txt"
+gzip -9 -n -c "$W/pre.txt" >"$W/pre.txt.gz"
+cp "$W/data.json" "$W/pre-only-gz-missing.json"
+ln -s ../secret.txt "$W/leak.txt"
+ln -s "$T" "$W/outside"
+ln -s data.json "$W/alias.json"
+mkfifo "$W/fifo.txt" 2>/dev/null
+
+if ! start static --root "$W" --precompressed --threads 2; then
+	nok "static server starts" "see stderr above"
+	echo "$NPASS passed, $NFAIL failed"
+	exit 1
+fi
+S=$BASE
+STATIC_PID=$PID
+
+# path | Content-Type | compressed for a gzip client?
+STATIC_FILES="/index.html|text/html; charset=utf-8|yes
+/assets/site.css|text/css; charset=utf-8|yes
+/assets/app.js|text/javascript; charset=utf-8|yes
+/data.json|application/json|yes
+/logo.svg|image/svg+xml|yes
+/big.txt|text/plain; charset=utf-8|yes
+/photo.png|image/png|no
+/photo.jpg|image/jpeg|no
+/bundle.zip|application/zip|no"
+
+while IFS='|' read -r path type compressed; do
+	file="$W${path}"
+	fetch sid "$S$path"
+	fetch sgz "$S$path" -H 'Accept-Encoding: gzip, deflate, br'
+	eq "$path: 200 $type" "$(status "$T/sid.h") $(hdr "$T/sid.h" Content-Type)" "200 $type"
+	check "$path identity body = file" cmp -s "$T/sid.body" "$file"
+	eq "$path identity Content-Length" "$(hdr "$T/sid.h" Content-Length)" "$(size "$file")"
+	eq "$path Accept-Ranges" "$(hdr "$T/sid.h" Accept-Ranges)" bytes
+	check "$path has Last-Modified" test -n "$(hdr "$T/sid.h" Last-Modified)"
+	etag=$(hdr "$T/sid.h" ETag)
+	check "$path has a strong ETag ($etag)" bash -c "[[ '$etag' =~ ^\\\"[0-9a-f-]+\\\"\$ ]]"
+	if [ "$compressed" = yes ]; then
+		eq "$path gzip: Content-Encoding, Vary" \
+			"$(hdr "$T/sgz.h" Content-Encoding)|$(hdr "$T/sgz.h" Vary)" "gzip|Accept-Encoding"
+		eq "$path gzip: ETag W/ form" "$(hdr "$T/sgz.h" ETag)" "W/$etag"
+		eq "$path gzip: no Accept-Ranges" "$(hdr "$T/sgz.h" Accept-Ranges)" ""
+		if gunzip_to "$T/sgz.body" "$T/sgz.gunz" && cmp -s "$T/sgz.gunz" "$file"; then
+			ok "$path gzip body inflates to the file"
+		else
+			nok "$path gzip body inflates to the file" "differs"
+		fi
+		eq "$path identity has Vary" "$(hdr "$T/sid.h" Vary)" "Accept-Encoding"
+	else
+		eq "$path not compressed for a gzip client" \
+			"$(hdr "$T/sgz.h" Content-Encoding)|$(hdr "$T/sgz.h" Vary)" "|"
+		check "$path body = file for a gzip client" cmp -s "$T/sgz.body" "$file"
+	fi
+done <<<"$STATIC_FILES"
+
+fetch empty "$S/empty.txt" --compressed
+eq "empty file: 200, 0 bytes, identity" \
+	"$(status "$T/empty.h") $(size "$T/empty.body") $(hdr "$T/empty.h" Content-Encoding)" "200 0 "
+
+# Directories: index.html, redirect to the slash form, no listings.
+fetch d1 "$S/"
+check "/ serves index.html" cmp -s "$T/d1.body" "$W/index.html"
+fetch d2 "$S/sub"
+eq "/sub: 301 to /sub/" "$(status "$T/d2.h") $(hdr "$T/d2.h" Location)" "301 /sub/"
+fetch d2q "$S/sub?x=1"
+eq "/sub?x=1: 301 keeps the query" "$(hdr "$T/d2q.h" Location)" "/sub/?x=1"
+fetch d3 "$S/sub/" --compressed
+check "/sub/ serves sub/index.html" cmp -s "$T/d3.body" "$W/sub/index.html"
+fetch d4 "$S/nodir/"
+eq "directory without index.html: 403, no listing" "$(status "$T/d4.h")" 403
+fetch d5 "$S/assets/"
+eq "/assets/ (no index.html): 403" "$(status "$T/d5.h")" 403
+check "no listing of /assets/" bash -c "! grep -q site.css '$T/d5.body'"
+fetch a1 "$S/alias.json"
+eq "symlink inside the root is served" "$(status "$T/a1.h")" 200
+fetch nf "$S/missing.html"
+eq "missing file: 404" "$(status "$T/nf.h") $(hdr "$T/nf.h" Content-Type)" "404 text/html; charset=utf-8"
+fetch pm "$S/data.json" -X PUT -d x
+eq "PUT: 405 with Allow" "$(status "$T/pm.h") $(hdr "$T/pm.h" Allow)" "405 GET, HEAD"
+fetch ff "$S/fifo.txt"
+eq "a FIFO in the tree: 403 (and no hang)" "$(status "$T/ff.h")" 403
+
+# Path traversal: every attempt refused with 403 or 404, never the secret.
+TRAVERSALS='/../secret.txt
+/../../secret.txt
+/sub/../../secret.txt
+/%2e%2e/secret.txt
+/%2E%2E/secret.txt
+/.%2e/secret.txt
+/%2e./secret.txt
+/sub/%2e%2e/%2e%2e/secret.txt
+/..%2fsecret.txt
+/..%2Fsecret.txt
+/sub%2f..%2f..%2fsecret.txt
+/%2e%2e%2fsecret.txt
+/..%5csecret.txt
+/..%5Csecret.txt
+/%5c..%5csecret.txt
+/..\secret.txt
+/data.json%00.png
+/%00
+/leak.txt
+/outside/secret.txt
+/%2fetc%2fpasswd
+//etc/passwd
+/sub/./../../secret.txt'
+while IFS= read -r t; do
+	"${CURL[@]}" --path-as-is -o "$T/tr.body" -w '%{http_code}' "$S$t" >"$T/tr.code" 2>/dev/null
+	code=$(cat "$T/tr.code")
+	if { [ "$code" = 403 ] || [ "$code" = 404 ]; } && ! grep -q TOP-SECRET "$T/tr.body"; then
+		ok "traversal refused: $t ($code)"
+	else
+		nok "traversal refused: $t" "status $code"
+	fi
+done <<<"$TRAVERSALS"
+# The same through an absolute-form request target.
+code=$("${CURL[@]}" --path-as-is -o "$T/tr.body" -w '%{http_code}' \
+	--request-target "http://x/../secret.txt" "$S/" 2>/dev/null)
+if { [ "$code" = 403 ] || [ "$code" = 404 ]; } && ! grep -q TOP-SECRET "$T/tr.body"; then
+	ok "traversal refused: absolute-form target ($code)"
+else
+	nok "traversal refused: absolute-form target" "status $code"
+fi
+
+# HEAD/GET parity on files.
+for path in /big.txt /photo.png /index.html; do
+	for ae in identity gzip; do
+		fetch hg "$S$path" -H "Accept-Encoding: $ae"
+		head_parity "$S$path" "$ae"
+	done
+done
+
+# Conditional requests on files.
+fetch b "$S/big.txt"
+etag=$(hdr "$T/b.h" ETag)
+lm=$(hdr "$T/b.h" Last-Modified)
+fetch b1 "$S/big.txt" -H "If-None-Match: $etag"
+eq "file If-None-Match: 304, ETag, Vary, no body" \
+	"$(status "$T/b1.h")|$(hdr "$T/b1.h" ETag)|$(hdr "$T/b1.h" Vary)|$(size "$T/b1.body")" \
+	"304|$etag|Accept-Encoding|0"
+cl_304 "file identity 304" "$T/b1.h" "$T/b.h"
+fetch b2 "$S/big.txt" -H "If-None-Match: W/$etag" -H 'Accept-Encoding: gzip'
+eq "file If-None-Match W/ (gzip client): 304 with the W/ ETag and Vary" \
+	"$(status "$T/b2.h")|$(hdr "$T/b2.h" ETag)|$(hdr "$T/b2.h" Vary)" "304|W/$etag|Accept-Encoding"
+fetch bgz "$S/big.txt" -H 'Accept-Encoding: gzip'
+cl_304 "file gzip 304" "$T/b2.h" "$T/bgz.h"
+fetch b3 "$S/big.txt" -H "If-Modified-Since: $lm"
+eq "If-Modified-Since = Last-Modified: 304" "$(status "$T/b3.h")" 304
+fetch b4 "$S/big.txt" -H "If-Modified-Since: Mon, 01 Jan 2001 00:00:00 GMT"
+eq "If-Modified-Since in the past: 200" "$(status "$T/b4.h")" 200
+fetch b5 "$S/big.txt" -H "If-Modified-Since: $lm" -H 'If-None-Match: "other"'
+eq "If-None-Match takes precedence over If-Modified-Since: 200" "$(status "$T/b5.h")" 200
+fetch b6 "$S/photo.png" -H "If-None-Match: $(hdr "$T/b.h" ETag)"
+eq "another file's ETag does not match: 200" "$(status "$T/b6.h")" 200
+
+# Ranges: single ranges are 206 identity; multiple ranges get the whole body.
+len=$(size "$W/big.txt")
+fetch r1 "$S/big.txt" -r 0-99 -H 'Accept-Encoding: gzip'
+eq "Range 0-99: 206, Content-Range, Content-Length 100, identity" \
+	"$(status "$T/r1.h")|$(hdr "$T/r1.h" Content-Range)|$(hdr "$T/r1.h" Content-Length)|$(hdr "$T/r1.h" Content-Encoding)" \
+	"206|bytes 0-99/$len|100|"
+check "Range 0-99: the first 100 bytes" cmp -s "$T/r1.body" <(head -c 100 "$W/big.txt")
+fetch r2 "$S/big.txt" -r 1000-
+eq "Range 1000-: 206 to the end" "$(status "$T/r2.h")|$(hdr "$T/r2.h" Content-Range)" \
+	"206|bytes 1000-$((len - 1))/$len"
+check "Range 1000-: bytes" cmp -s "$T/r2.body" <(tail -c +1001 "$W/big.txt")
+fetch r3 "$S/big.txt" -r -50
+eq "Range -50: the last 50 bytes" "$(status "$T/r3.h")|$(hdr "$T/r3.h" Content-Range)" \
+	"206|bytes $((len - 50))-$((len - 1))/$len"
+check "Range -50: bytes" cmp -s "$T/r3.body" <(tail -c 50 "$W/big.txt")
+fetch r4 "$S/big.txt" -r 100-99999999
+eq "Range past the end is clipped" "$(hdr "$T/r4.h" Content-Range)" "bytes 100-$((len - 1))/$len"
+fetch r5 "$S/big.txt" -r "$len-"
+eq "Range starting at the length: 416 with Content-Range */len" \
+	"$(status "$T/r5.h")|$(hdr "$T/r5.h" Content-Range)" "416|bytes */$len"
+fetch r6 "$S/big.txt" -r 0-1,5-6
+eq "multiple ranges: 200 with the whole body" "$(status "$T/r6.h")|$(size "$T/r6.body")" "200|$len"
+fetch r7 "$S/big.txt" -r 0-9 -H "If-Range: $etag"
+eq "If-Range with the current ETag: 206" "$(status "$T/r7.h")" 206
+fetch r8 "$S/big.txt" -r 0-9 -H 'If-Range: "stale"'
+eq "If-Range with another ETag: 200 whole" "$(status "$T/r8.h")|$(size "$T/r8.body")" "200|$len"
+fetch r7g "$S/big.txt" -r 0-9 -H "If-Range: $etag" -H 'Accept-Encoding: gzip'
+eq "206 carries the Vary its 200 would carry" "$(status "$T/r7g.h")|$(hdr "$T/r7g.h" Vary)" \
+	"206|Accept-Encoding"
+static_pid=$PID
+if start keep --root "$W" --etag keep --quiet; then
+	fetch k1 "$BASE/big.txt" -H 'Accept-Encoding: gzip'
+	ketag=$(hdr "$T/k1.h" ETag)
+	eq "--etag keep: the gzip 200 keeps the strong ETag" "$(hdr "$T/k1.h" Content-Encoding)|${ketag:0:1}" \
+		'gzip|"'
+	fetch k2 "$BASE/big.txt" -r 50- -H "If-Range: $ketag" -H 'Accept-Encoding: gzip'
+	eq "--etag keep: If-Range with the shared ETag is refused: 200, the whole body" \
+		"$(status "$T/k2.h")|$(hdr "$T/k2.h" Content-Range)" "200|"
+	stop "$PID"
+else
+	nok "--etag keep server starts" "see stderr"
+fi
+PID=$static_pid
+fetch r9 "$S/big.txt" -r 0-9 -I
+eq "HEAD ignores Range" "$(status "$T/r9.h")" 200
+fetch r10 "$S/big.txt" -H 'Range: lines=1-2'
+eq "another range unit: 200" "$(status "$T/r10.h")" 200
+
+# Precompressed FILE.gz.
+gzlen=$(size "$W/pre.txt.gz")
+fetch p1 "$S/pre.txt" -H 'Accept-Encoding: gzip'
+eq "precompressed: 200 gzip, FILE's type, Vary, the .gz's length" \
+	"$(status "$T/p1.h")|$(hdr "$T/p1.h" Content-Encoding)|$(hdr "$T/p1.h" Content-Type)|$(hdr "$T/p1.h" Vary)|$(hdr "$T/p1.h" Content-Length)" \
+	"200|gzip|text/plain; charset=utf-8|Accept-Encoding|$gzlen"
+check "precompressed: the body is FILE.gz byte for byte" cmp -s "$T/p1.body" "$W/pre.txt.gz"
+fetch p2 "$S/pre.txt"
+eq "precompressed, client without gzip: FILE, with Vary" \
+	"$(hdr "$T/p2.h" Content-Encoding)|$(hdr "$T/p2.h" Vary)" "|Accept-Encoding"
+check "precompressed, client without gzip: body = FILE" cmp -s "$T/p2.body" "$W/pre.txt"
+pe1=$(hdr "$T/p1.h" ETag)
+pe2=$(hdr "$T/p2.h" ETag)
+check "precompressed: its own strong ETag ($pe1 vs $pe2)" \
+	bash -c "[[ '$pe1' =~ ^\\\"[0-9a-f-]+\\\"\$ ]] && [ '$pe1' != '$pe2' ]"
+fetch p3 "$S/pre.txt" -H 'Accept-Encoding: gzip' -H "If-None-Match: $pe1"
+eq "precompressed: If-None-Match with the .gz ETag: 304 with that ETag" \
+	"$(status "$T/p3.h")|$(hdr "$T/p3.h" ETag)|$(hdr "$T/p3.h" Vary)" "304|$pe1|Accept-Encoding"
+cl_304 "precompressed 304" "$T/p3.h" "$T/p1.h"
+fetch p4 "$S/pre.txt" --compressed
+check "precompressed: curl --compressed gets FILE" cmp -s "$T/p4.body" "$W/pre.txt"
+fetch p5 "$S/pre.txt" -H 'Accept-Encoding: gzip;q=0'
+eq "precompressed: gzip;q=0 gets identity" "$(hdr "$T/p5.h" Content-Encoding)" ""
+fetch p6 "$S/pre.txt" -H 'Accept-Encoding: gzip' -r 0-9
+eq "precompressed: a Range gets the whole .gz" "$(status "$T/p6.h")|$(size "$T/p6.body")" "200|$gzlen"
+
+# 16 concurrent clients on files.
+cpids=()
+for i in $(seq 1 16); do
+	case $((i % 4)) in
+	0) args=(--compressed "$S/big.txt") ref=big.txt ;;
+	1) args=("$S/photo.png") ref=photo.png ;;
+	2) args=(--compressed "$S/pre.txt") ref=pre.txt ;;
+	3) args=(--compressed "$S/data.json") ref=data.json ;;
+	esac
+	echo "$ref" >"$T/sc$i.ref"
+	"${CURL[@]}" -o "$T/sc$i.body" "${args[@]}" &
+	cpids+=($!)
+done
+cfail=0
+for p in "${cpids[@]}"; do
+	wait "$p" || cfail=$((cfail + 1))
+done
+for i in $(seq 1 16); do
+	cmp -s "$T/sc$i.body" "$W/$(cat "$T/sc$i.ref")" || cfail=$((cfail + 1))
+done
+eq "16 concurrent clients on files: every body correct" "$cfail" 0
+
+# Keep-alive: several requests on one connection, bodies right.
+"${CURL[@]}" --compressed -o "$T/ka1" "$S/big.txt" -o "$T/ka2" "$S/data.json" \
+	-o "$T/ka3" "$S/photo.png" -w '%{num_connects} ' >"$T/ka.n" 2>/dev/null
+check "keep-alive sequence: bodies correct" \
+	bash -c "cmp -s '$T/ka1' '$W/big.txt' && cmp -s '$T/ka2' '$W/data.json' && cmp -s '$T/ka3' '$W/photo.png'"
+eq "keep-alive sequence: one connection" "$(tr -d ' \n' <"$T/ka.n")" "100"
+
+check "access log line for a file" grep -Eq '^GET /big\.txt 200 [0-9]+ [0-9-]+ gzip [0-9]+us$' "$T/static.err"
+check "access log line for a 206" grep -Eq '^GET /big\.txt 206 100 ' "$T/static.err"
+
+stop "$STATIC_PID"
+eq "static server: SIGTERM exit 0" "$STOP_RC" 0
+if grep -qi 'AddressSanitizer\|LeakSanitizer\|runtime error' "$T"/*.err; then
+	nok "no sanitizer reports" "$(grep -h -i -m1 'Sanitizer\|runtime error' "$T"/*.err)"
+else
+	ok "no sanitizer reports"
+fi
+
+echo "$NPASS passed, $NFAIL failed"
+[ "$NFAIL" = 0 ]

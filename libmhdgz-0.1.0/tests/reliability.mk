@@ -1,0 +1,43 @@
+# tests/reliability.mk: make interop, make valgrind and make soak (included by the top-level Makefile.am; paths are from the top).
+# make interop: real clients (headless Chromium, curl, wget, Python) against
+# gzserve. Not in TESTS: it needs packages the README's test command does not
+# install (chromium, nodejs, npm, wget, python3; see tests/interop.sh).
+EXTRA_DIST += tests/interop.sh tests/interop/browser.js tests/interop/http_check.py \
+	tests/interop/package.json tests/interop/package-lock.json
+.PHONY: interop
+interop: examples/gzserve/gzserve
+	GZSERVE='$(abs_top_builddir)/examples/gzserve/gzserve' bash $(top_srcdir)/tests/interop.sh
+
+
+# --- make valgrind: Check suites under valgrind memcheck --------------------
+# Each BINARY:SUITE[:CASE] of VALGRIND_TESTS runs in-process (CK_FORK=no)
+# under memcheck with --leak-check=full; any error or definite/indirect
+# leak fails it. VALGRIND_JOBS run at once (memcheck runs a process on one
+# core). Logs in tests/valgrind-logs/. The longest run (pool threads:
+# memcheck serialises the threads) goes first.
+VALGRIND_JOBS = 2
+VALGRIND_TESTS = tests/check_core:pool tests/check_core:backend tests/check_handler:e2e \
+	tests/check_core:alloc tests/check_core:stream tests/check_handler:negotiate
+EXTRA_DIST += tests/valgrind.sh
+.PHONY: valgrind
+if ENABLE_TESTS
+valgrind: tests/check_core$(EXEEXT) tests/check_handler$(EXEEXT)
+	bash $(srcdir)/tests/valgrind.sh --jobs $(VALGRIND_JOBS) --logs tests/valgrind-logs \
+	  $(VALGRIND_TESTS)
+else
+valgrind:
+	@echo "make valgrind needs the test suites (configure without --disable-tests)" >&2; exit 1
+endif
+
+# --- make soak: gzserve under wrk, bounded (tests/soak.sh) ------------------
+# SOAK_SECONDS of load on two gzserve processes (demo and a static tree) on
+# the loopback, SOAK_CONNECTIONS wrk connections and SOAK_STREAMS /events
+# clients; checks errors, memory growth, the pool and the counters.
+SOAK_SECONDS = 60
+SOAK_CONNECTIONS = 64
+SOAK_STREAMS = 24
+EXTRA_DIST += tests/soak.sh tests/soak.lua
+.PHONY: soak
+soak: examples/gzserve/gzserve$(EXEEXT)
+	bash $(srcdir)/tests/soak.sh --seconds $(SOAK_SECONDS) --connections $(SOAK_CONNECTIONS) \
+	  --streams $(SOAK_STREAMS) examples/gzserve/gzserve$(EXEEXT) $(srcdir)/tests/soak.lua

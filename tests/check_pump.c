@@ -1,0 +1,301 @@
+/* check_pump.c: Check suite for the core's stream pump (gz_stream.c), driven without a daemon. */
+#include "config.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "gz_error.h"
+#include "gz_alloc.h"
+#include "gz_backend.h"
+#include "gz_pool.h"
+#include "gz_stream.h"
+#include "check_suites.h"
+#include "testutil.h"
+
+/* Body of the scripted sources, in bytes. */
+#define PUMP_BODY_LEN ((size_t)200000)
+/* Most reads of one test: every script ends well before. */
+#define PUMP_MAX_READS 100000
+
+/*
+ * A scripted source: gives the body in chunks of the scripted sizes (the
+ * script repeats), returns 0 ("no data now") where the script says 0, and
+ * fails after fail_at bytes when fail_at is set.
+ */
+struct src {
+	const uint8_t *body;
+	size_t len, pos;
+	const size_t *script;
+	size_t nscript, step;
+	size_t fail_at; /* 0: never */
+	unsigned int calls, stalls;
+};
+
+static ssize_t
+src_read(void *cls, uint8_t *buf, size_t max)
+{
+	struct src *s = cls;
+	size_t want = s->script[s->step++ % s->nscript];
+
+	s->calls++;
+	if (s->fail_at && s->pos >= s->fail_at)
+		return GZ_SOURCE_ERROR;
+	if (s->pos == s->len)
+		return GZ_SOURCE_END;
+	if (want == 0) {
+		s->stalls++;
+		return 0;
+	}
+	if (want > max)
+		want = max;
+	if (want > s->len - s->pos)
+		want = s->len - s->pos;
+	memcpy(buf, s->body + s->pos, want);
+	s->pos += want;
+	return (ssize_t)want;
+}
+
+/* An independent inflate following the output: after each read that
+ * returned with the source stalled (0 bytes and no end), everything the
+ * source gave must decode (the flush promise). */
+struct follow {
+	z_stream zs;
+	uint8_t *dec;
+	size_t dec_len, dec_cap;
+};
+
+static void
+follow_init(struct follow *f, size_t cap)
+{
+	memset(f, 0, sizeof *f);
+	ck_assert_int_eq(inflateInit2(&f->zs, 31), Z_OK);
+	f->dec = malloc(cap);
+	ck_assert_ptr_nonnull(f->dec);
+	f->dec_cap = cap;
+}
+
+static int
+follow_feed(struct follow *f, const uint8_t *p, size_t n)
+{
+	int rc = Z_OK;
+
+	f->zs.next_in = (Bytef *)(uintptr_t)p;
+	f->zs.avail_in = (uInt)n;
+	while (f->zs.avail_in > 0 && rc == Z_OK) {
+		f->zs.next_out = f->dec + f->dec_len;
+		f->zs.avail_out = (uInt)(f->dec_cap - f->dec_len);
+		rc = inflate(&f->zs, Z_SYNC_FLUSH);
+		f->dec_len = f->dec_cap - f->zs.avail_out;
+		if (rc == Z_BUF_ERROR)
+			return -1;
+	}
+	return rc == Z_OK || rc == Z_STREAM_END ? rc : -1;
+}
+
+static void
+follow_fini(struct follow *f)
+{
+	inflateEnd(&f->zs);
+	free(f->dec);
+}
+
+/* Scripts: chunk sizes, 0 = a stall. */
+static const size_t script_bulk[] = {4096, 100, 0, 65536, 1, 0, 0, 3000};
+static const size_t script_ll[] = {300, 0, 120, 0, 7000};
+
+static const struct {
+	const size_t *script;
+	size_t n;
+	bool low_latency;
+	size_t out_cap; /* the reader's window, bytes */
+} cases[] = {
+	{script_bulk, 8, false, 16384}, {script_bulk, 8, false, 1},
+	{script_ll, 5, true, 16384},    {script_ll, 5, true, 7},
+};
+
+/* Every streaming backend at its default level, each scripted source and
+ * window: the member decodes to the body; after every stall the output so
+ * far decodes to everything given; in low-latency mode a read returns
+ * after each chunk's output with all of it decodable; the compressor goes
+ * back to the pool the moment the trailer is written. */
+START_TEST(test_pump_scripts)
+{
+	const struct gz_backend *be = gz_backends[_i / (int)(sizeof cases / sizeof cases[0])];
+	int ci = _i % (int)(sizeof cases / sizeof cases[0]);
+	uint8_t *body = tu_payload(PUMP_BODY_LEN, TU_TEXT, (uint32_t)_i);
+	struct src s = {.body = body, .len = PUMP_BODY_LEN, .script = cases[ci].script,
+			.nscript = cases[ci].n};
+	struct gz_pool *pool;
+	struct gz_pool_stats ps;
+	struct gz_pump p;
+	struct follow f;
+	uint8_t *out = malloc(cases[ci].out_cap), *all = NULL;
+	size_t all_len = 0, all_cap = 0;
+	unsigned int reads = 0;
+	bool end = false;
+
+	if (!(be->caps & GZ_CAP_STREAM)) {
+		free(out);
+		free(body);
+		return;
+	}
+	ck_assert_ptr_nonnull(out);
+	ck_assert_int_eq(gz_pool_new(be, be->level_default, 1, &pool), 0);
+	ck_assert_int_eq(gz_pump_init(&p, pool, 4096, cases[ci].low_latency), 0);
+	follow_init(&f, PUMP_BODY_LEN + 1);
+	while (!end) {
+		ssize_t n = gz_pump_read(&p, src_read, &s, out, cases[ci].out_cap, &end);
+
+		ck_assert_msg(n >= 0, "%s: gz_pump_read %zd", be->name, n);
+		ck_assert_uint_le((size_t)n, cases[ci].out_cap);
+		ck_assert_uint_lt(++reads, PUMP_MAX_READS);
+		if (all_len + (size_t)n > all_cap) {
+			all_cap = 2 * (all_len + (size_t)n) + 64;
+			all = realloc(all, all_cap);
+			ck_assert_ptr_nonnull(all);
+		}
+		memcpy(all + all_len, out, (size_t)n);
+		all_len += (size_t)n;
+		ck_assert_int_ge(follow_feed(&f, out, (size_t)n), 0);
+		if (n == 0 && !end) { /* stalled, flushed: all given decodes */
+			ck_assert_uint_eq(f.dec_len, s.pos);
+			ck_assert_int_eq(memcmp(f.dec, body, s.pos), 0);
+		}
+		if (cases[ci].low_latency && n > 0 && !end && p.in_len == 0 && !p.flushing) {
+			/* a chunk's output is complete when the read returns */
+			ck_assert_uint_eq(f.dec_len, (size_t)p.in_total);
+		}
+	}
+	ck_assert_uint_gt(s.stalls, 0);
+	/* The trailer is written: the compressor is back before fini. */
+	gz_pool_get_stats(pool, &ps);
+	ck_assert_uint_eq(ps.gets, ps.puts);
+	ck_assert_uint_eq(ps.idle, 1);
+	ck_assert_ptr_null(p.c);
+	ck_assert_uint_eq(p.in_total, PUMP_BODY_LEN);
+	ck_assert_uint_eq(p.out_total, all_len);
+	ck_assert_int_eq(tu_check_member(all, all_len, body, PUMP_BODY_LEN), 0);
+	{
+		uint8_t *dec = NULL;
+		size_t dec_len = 0;
+
+		ck_assert_int_eq(tu_gunzip(all, all_len, &dec, &dec_len), 0);
+		ck_assert_uint_eq(dec_len, PUMP_BODY_LEN);
+		ck_assert_int_eq(memcmp(dec, body, PUMP_BODY_LEN), 0);
+		free(dec);
+	}
+	/* After the end: nothing more, still the end. */
+	ck_assert_int_eq(gz_pump_read(&p, src_read, &s, out, cases[ci].out_cap, &end), 0);
+	ck_assert(end);
+	gz_pump_fini(&p);
+	follow_fini(&f);
+	gz_pool_free(pool);
+	free(all);
+	free(out);
+	free(body);
+}
+END_TEST
+
+/* A source that fails midway: GZ_ESOURCE, then the same on every call,
+ * never a trailer (no read ever reports the end), and the compressor back
+ * in the pool at once. */
+START_TEST(test_pump_source_error)
+{
+	const struct gz_backend *be = &gz_backend_zlib;
+	uint8_t *body = tu_payload(PUMP_BODY_LEN, TU_TEXT, 9);
+	static const size_t script[] = {5000};
+	struct src s = {.body = body, .len = PUMP_BODY_LEN, .script = script, .nscript = 1,
+			.fail_at = 50000};
+	struct gz_pool *pool;
+	struct gz_pool_stats ps;
+	struct gz_pump p;
+	uint8_t out[8192];
+	bool end = false;
+	ssize_t n = 0;
+	unsigned int reads = 0;
+
+	ck_assert_int_eq(gz_pool_new(be, be->level_default, 1, &pool), 0);
+	ck_assert_int_eq(gz_pump_init(&p, pool, 4096, false), 0);
+	while ((n = gz_pump_read(&p, src_read, &s, out, sizeof out, &end)) >= 0) {
+		ck_assert(!end);
+		ck_assert_uint_lt(++reads, PUMP_MAX_READS);
+	}
+	ck_assert_int_eq(n, GZ_ESOURCE);
+	gz_pool_get_stats(pool, &ps);
+	ck_assert_uint_eq(ps.gets, ps.puts);
+	ck_assert_int_eq(gz_pump_read(&p, src_read, &s, out, sizeof out, &end), GZ_ESOURCE);
+	ck_assert(!end);
+	gz_pump_fini(&p);
+	gz_pool_free(pool);
+	free(body);
+}
+END_TEST
+
+/* Misuse and failures: a pool of a whole-buffer-only backend, no room
+ * (in_cap 0); every allocation of gz_pump_init failing in turn leaves
+ * nothing held; an abandoned pump gives its compressor back at fini. */
+START_TEST(test_pump_init)
+{
+	struct gz_pool *pool;
+	struct gz_pool_stats ps;
+	struct gz_pump p;
+	uint64_t k;
+	size_t i;
+	int rc;
+
+	for (i = 0; gz_backends[i]; i++) {
+		if (gz_backends[i]->caps & GZ_CAP_STREAM)
+			continue;
+		ck_assert_int_eq(gz_pool_new(gz_backends[i], gz_backends[i]->level_default, 1, &pool), 0);
+		ck_assert_int_eq(gz_pump_init(&p, pool, 4096, false), GZ_EINVAL);
+		gz_pump_fini(&p);
+		gz_pool_free(pool);
+	}
+	ck_assert_int_eq(gz_pool_new(&gz_backend_zlib, 6, 0, &pool), 0);
+	ck_assert_int_eq(gz_pump_init(&p, pool, 0, false), GZ_EINVAL);
+	for (k = 1; k < 100; k++) {
+		tu_alloc_install(k);
+		rc = gz_pump_init(&p, pool, 4096, false);
+		if (rc == 0) {
+			ck_assert(!tu_alloc_failed());
+			gz_pump_fini(&p);
+			ck_assert_int_eq(tu_alloc_live(), 0);
+			tu_alloc_uninstall();
+			break;
+		}
+		ck_assert_int_eq(rc, GZ_ENOMEM);
+		ck_assert(tu_alloc_failed());
+		ck_assert_int_eq(tu_alloc_live(), 0);
+		tu_alloc_uninstall();
+	}
+	ck_assert_uint_lt(k, 100);
+	/* Abandoned mid-member (a client gone): fini returns the compressor. */
+	ck_assert_int_eq(gz_pump_init(&p, pool, 4096, false), 0);
+	gz_pool_get_stats(pool, &ps);
+	ck_assert_uint_eq(ps.gets - ps.puts, 1);
+	gz_pump_fini(&p);
+	gz_pool_get_stats(pool, &ps);
+	ck_assert_uint_eq(ps.gets, ps.puts);
+	gz_pool_free(pool);
+}
+END_TEST
+
+Suite *
+pump_suite(void)
+{
+	Suite *s = suite_create("pump");
+	TCase *tc = tcase_create("pump");
+	int nbe = 0;
+
+	while (gz_backends[nbe])
+		nbe++;
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_pump_scripts, 0, nbe * (int)(sizeof cases / sizeof cases[0]));
+	tcase_add_test(tc, test_pump_source_error);
+	tcase_add_test(tc, test_pump_init);
+	suite_add_tcase(s, tc);
+	return s;
+}
