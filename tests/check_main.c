@@ -15,6 +15,25 @@
 #define CHECK_USES_CURL 1
 #endif
 
+#if defined(CHECK_BIN_HANDLER) || defined(CHECK_BIN_STREAMING)
+/* A suite of test cases made by parts[0..n), each with the daemon
+ * suites' timeout. */
+static Suite *
+suite_of(const char *name, TCase *(*const *parts)(void), size_t n)
+{
+	Suite *s = suite_create(name);
+
+	for (size_t i = 0; i < n; i++) {
+		TCase *tc = parts[i]();
+
+		tcase_set_timeout(tc, CK_CASE_TIMEOUT);
+		suite_add_tcase(s, tc);
+	}
+	return s;
+}
+#define SUITE_OF(name, parts) suite_of((name), (parts), sizeof(parts) / sizeof((parts)[0]))
+#endif
+
 #ifdef CHECK_BIN_HANDLER
 static Suite *
 e2e_suite(void)
@@ -23,15 +42,31 @@ e2e_suite(void)
 		hnd_headers_tcase, hnd_etag_tcase,    hnd_decision_tcase,
 		hnd_buffer_tcase,  hnd_threads_tcase, hnd_wire_tcase,
 	};
-	Suite *s = suite_create("e2e");
 
-	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-		TCase *tc = parts[i]();
+	return SUITE_OF("e2e", parts);
+}
+#endif
 
-		tcase_set_timeout(tc, CK_CASE_TIMEOUT);
-		suite_add_tcase(s, tc);
-	}
-	return s;
+#ifdef CHECK_BIN_STREAMING
+static Suite *
+streaming_body_suite(void)
+{
+	static TCase *(*const parts[])(void) = {
+		stream_roundtrip_tcase, stream_decision_tcase, stream_file_tcase, stream_edge_tcase,
+	};
+
+	return SUITE_OF("streaming_body", parts);
+}
+
+static Suite *
+streaming_live_suite(void)
+{
+	static TCase *(*const parts[])(void) = {
+		stream_reader_tcase,   stream_latency_tcase, stream_shared_tcase,
+		stream_lifetime_tcase, stream_alloc_tcase,   stream_memory_tcase,
+	};
+
+	return SUITE_OF("streaming_live", parts);
 }
 #endif
 

@@ -31,9 +31,18 @@ TCase *hnd_buffer_tcase(void);   /* check_hnd_buffer.c: shared, memory modes, st
 TCase *hnd_threads_tcase(void);  /* check_hnd_threads.c: eight client threads at once */
 TCase *hnd_wire_tcase(void);     /* check_hnd_wire.c: exact bytes, pipelining (raw socket) */
 
-/* check_streaming: */
-Suite *streaming_body_suite(void); /* check_streaming_body.c: round trips, decision, files */
-Suite *streaming_live_suite(void); /* check_streaming_live.c: readers, SSE, shared, lifetime */
+/* check_streaming: the suite "streaming_body", */
+TCase *stream_roundtrip_tcase(void); /* check_hnd_stream_roundtrip.c: chunk sizes, backends */
+TCase *stream_decision_tcase(void);  /* check_hnd_stream_decision.c: what is compressed, headers */
+TCase *stream_file_tcase(void);      /* check_hnd_stream_file.c: file responses */
+TCase *stream_edge_tcase(void);      /* check_hnd_stream_edge.c: short, empty, ETag, trailers */
+/* and the suite "streaming_live": */
+TCase *stream_reader_tcase(void);   /* check_hnd_stream_reader.c: readers returning 0, errors */
+TCase *stream_latency_tcase(void);  /* check_hnd_stream_latency.c: SSE, flushes, API */
+TCase *stream_shared_tcase(void);   /* check_hnd_stream_shared.c: one response, many clients */
+TCase *stream_lifetime_tcase(void); /* check_hnd_stream_lifetime.c: disconnects, stops, HEAD */
+TCase *stream_alloc_tcase(void);    /* check_hnd_stream_reader.c: allocation failures */
+TCase *stream_memory_tcase(void);   /* check_hnd_stream_lifetime.c: 1 GiB in bounded memory */
 
 /* check_faults: */
 Suite *faults_suite(void); /* check_faults.c: allocation failures on files, 304s, Vary, streams */
