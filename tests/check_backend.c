@@ -449,37 +449,17 @@ END_TEST
 Suite *
 backend_suite(void)
 {
-	Suite *s = suite_create("backend");
-	TCase *tc;
 	int nb = (int)backend_count();
+	const struct ck_case cases[] = {
+		/* Generous: the slowest pair (libdeflate 12 on 1 MiB) takes a few
+		 * hundred milliseconds; sanitizer builds slow the test code. */
+		{"roundtrip", 120, {{test_roundtrip, 0, (int)pair_count()}}},
+		{"levels", 0, {{test_level_range, 0, nb}, {test_new_bad_args, 0, 0}}},
+		{"space", 60, {{test_enospc, 0, nb * 3}, {test_bound_random, 0, nb}}},
+		{"reuse", 60, {{test_reuse, 0, nb}}},
+		{"registry", 0, {
+			{test_registry, 0, 0}, {test_scratch, 0, 0}, {test_strerror, 0, 0}}},
+	};
 
-	tc = tcase_create("roundtrip");
-	/* Generous: the slowest pair (libdeflate 12 on 1 MiB) takes a few
-	 * hundred milliseconds; sanitizer builds slow the test code. */
-	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_roundtrip, 0, (int)pair_count());
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("levels");
-	tcase_add_loop_test(tc, test_level_range, 0, nb);
-	tcase_add_test(tc, test_new_bad_args);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("space");
-	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_enospc, 0, nb * 3);
-	tcase_add_loop_test(tc, test_bound_random, 0, nb);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("reuse");
-	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_reuse, 0, nb);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("registry");
-	tcase_add_test(tc, test_registry);
-	tcase_add_test(tc, test_scratch);
-	tcase_add_test(tc, test_strerror);
-	suite_add_tcase(s, tc);
-	return s;
+	return ck_suite("backend", cases, sizeof cases / sizeof cases[0]);
 }

@@ -269,16 +269,11 @@ START_TEST(stream_stats)
 }
 END_TEST
 
-TCase *
-stream_decision_tcase(void)
+struct ck_case
+stream_decision_case(void)
 {
-	TCase *tc = tcase_create("decision");
-
-	tcase_add_loop_test(tc, identity_when_not_accepted, 0, (int)(2 * N_ELEMS(not_accepting)));
-	tcase_add_test(tc, min_size_known_and_unknown);
-	tcase_add_loop_test(tc, untyped_or_skipped_type_identity, 0, 3);
-	tcase_add_loop_test(tc, untyped_stream_sniffed, 0, 3);
-	tcase_add_loop_test(tc, header_rules, 0, 7);
-	tcase_add_test(tc, stream_stats);
-	return tc;
+	return (struct ck_case){"decision", CK_CASE_TIMEOUT, {
+		{identity_when_not_accepted, 0, (int)(2 * N_ELEMS(not_accepting))},
+		{min_size_known_and_unknown, 0, 0}, {untyped_or_skipped_type_identity, 0, 3},
+		{untyped_stream_sniffed, 0, 3}, {header_rules, 0, 7}, {stream_stats, 0, 0}}};
 }

@@ -191,15 +191,10 @@ START_TEST(http10_client)
 }
 END_TEST
 
-TCase *
-stream_edge_tcase(void)
+struct ck_case
+stream_edge_case(void)
 {
-	TCase *tc = tcase_create("edge");
-
-	tcase_add_test(tc, known_size_reader_ends_early);
-	tcase_add_loop_test(tc, empty_bodies, 0, 3);
-	tcase_add_loop_test(tc, etag_policies, 0, 4);
-	tcase_add_test(tc, trailer_fields_kept);
-	tcase_add_loop_test(tc, http10_client, 0, 2);
-	return tc;
+	return (struct ck_case){"edge", CK_CASE_TIMEOUT, {
+		{known_size_reader_ends_early, 0, 0}, {empty_bodies, 0, 3}, {etag_policies, 0, 4},
+		{trailer_fields_kept, 0, 0}, {http10_client, 0, 2}}};
 }

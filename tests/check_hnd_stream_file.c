@@ -186,15 +186,10 @@ START_TEST(file_small_whole)
 }
 END_TEST
 
-TCase *
-stream_file_tcase(void)
+struct ck_case
+stream_file_case(void)
 {
-	TCase *tc = tcase_create("file");
-
-	tcase_add_loop_test(tc, file_text, 0, 2);
-	tcase_add_loop_test(tc, file_png_identity, 0, 2);
-	tcase_add_loop_test(tc, file_truncated_gzip_errors, 0, 2);
-	tcase_add_loop_test(tc, file_untyped_sniffed, 0, 2);
-	tcase_add_test(tc, file_small_whole);
-	return tc;
+	return (struct ck_case){"file", CK_CASE_TIMEOUT, {
+		{file_text, 0, 2}, {file_png_identity, 0, 2}, {file_truncated_gzip_errors, 0, 2},
+		{file_untyped_sniffed, 0, 2}, {file_small_whole, 0, 0}}};
 }

@@ -413,14 +413,11 @@ START_TEST(fd_ownership)
 }
 END_TEST
 
-TCase *
-stream_latency_tcase(void)
+struct ck_case
+stream_latency_case(void)
 {
-	TCase *tc = tcase_create("latency");
-
-	tcase_add_loop_test(tc, events_arrive_one_by_one, 0, (int)N_ELEMS(ev_cases));
-	tcase_add_loop_test(tc, flush_policy, 0, (int)(3 * N_ELEMS(fp_backends)));
-	tcase_add_test(tc, low_latency_api);
-	tcase_add_test(tc, fd_ownership);
-	return tc;
+	return (struct ck_case){"latency", CK_CASE_TIMEOUT, {
+		{events_arrive_one_by_one, 0, (int)N_ELEMS(ev_cases)},
+		{flush_policy, 0, (int)(3 * N_ELEMS(fp_backends))}, {low_latency_api, 0, 0},
+		{fd_ownership, 0, 0}}};
 }

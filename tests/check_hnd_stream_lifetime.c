@@ -377,22 +377,16 @@ START_TEST(one_gib_bounded_memory)
 END_TEST
 
 
-TCase *
-stream_lifetime_tcase(void)
+struct ck_case
+stream_lifetime_case(void)
 {
-	TCase *tc = tcase_create("lifetime");
-
-	tcase_add_loop_test(tc, client_disconnects, 0, (int)(2 * N_ELEMS(dc_backends)));
-	tcase_add_test(tc, daemon_stops_mid_stream);
-	tcase_add_loop_test(tc, head_like_get, 0, 2);
-	return tc;
+	return (struct ck_case){"lifetime", CK_CASE_TIMEOUT, {
+		{client_disconnects, 0, (int)(2 * N_ELEMS(dc_backends))},
+		{daemon_stops_mid_stream, 0, 0}, {head_like_get, 0, 2}}};
 }
 
-TCase *
-stream_memory_tcase(void)
+struct ck_case
+stream_memory_case(void)
 {
-	TCase *tc = tcase_create("memory");
-
-	tcase_add_test(tc, one_gib_bounded_memory);
-	return tc;
+	return (struct ck_case){"memory", CK_CASE_TIMEOUT, {{one_gib_bounded_memory, 0, 0}}};
 }

@@ -255,22 +255,15 @@ START_TEST(alloc_failures_fall_back)
 }
 END_TEST
 
-TCase *
-stream_reader_tcase(void)
+struct ck_case
+stream_reader_case(void)
 {
-	TCase *tc = tcase_create("reader");
-
-	tcase_add_loop_test(tc, reader_zero_counted, 0, 4);
-	tcase_add_test(tc, reader_zero_timed);
-	tcase_add_loop_test(tc, reader_error, 0, 4);
-	return tc;
+	return (struct ck_case){"reader", CK_CASE_TIMEOUT, {
+		{reader_zero_counted, 0, 4}, {reader_zero_timed, 0, 0}, {reader_error, 0, 4}}};
 }
 
-TCase *
-stream_alloc_tcase(void)
+struct ck_case
+stream_alloc_case(void)
 {
-	TCase *tc = tcase_create("alloc");
-
-	tcase_add_loop_test(tc, alloc_failures_fall_back, 0, 2);
-	return tc;
+	return (struct ck_case){"alloc", CK_CASE_TIMEOUT, {{alloc_failures_fall_back, 0, 2}}};
 }

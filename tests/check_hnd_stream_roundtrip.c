@@ -125,13 +125,11 @@ START_TEST(roundtrip_irregular_reads)
 }
 END_TEST
 
-TCase *
-stream_roundtrip_tcase(void)
+struct ck_case
+stream_roundtrip_case(void)
 {
-	TCase *tc = tcase_create("roundtrip");
-
-	tcase_add_loop_test(tc, roundtrip_chunk_sizes, 0, (int)(2 * N_ELEMS(rt_cases)));
-	tcase_add_loop_test(tc, roundtrip_backends, 0, (int)(2 * N_ELEMS(be_cases)));
-	tcase_add_loop_test(tc, roundtrip_irregular_reads, 0, 2);
-	return tc;
+	return (struct ck_case){"roundtrip", CK_CASE_TIMEOUT, {
+		{roundtrip_chunk_sizes, 0, (int)(2 * N_ELEMS(rt_cases))},
+		{roundtrip_backends, 0, (int)(2 * N_ELEMS(be_cases))},
+		{roundtrip_irregular_reads, 0, 2}}};
 }

@@ -324,13 +324,10 @@ START_TEST(shared_reader_calls_serialized)
 }
 END_TEST
 
-TCase *
-stream_shared_tcase(void)
+struct ck_case
+stream_shared_case(void)
 {
-	TCase *tc = tcase_create("shared");
-
-	tcase_add_loop_test(tc, shared_sequential, 0, 2);
-	tcase_add_loop_test(tc, shared_concurrent, 0, 2);
-	tcase_add_test(tc, shared_reader_calls_serialized);
-	return tc;
+	return (struct ck_case){"shared", CK_CASE_TIMEOUT, {
+		{shared_sequential, 0, 2}, {shared_concurrent, 0, 2},
+		{shared_reader_calls_serialized, 0, 0}}};
 }

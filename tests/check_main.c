@@ -15,32 +15,48 @@
 #define CHECK_USES_CURL 1
 #endif
 
-#if defined(CHECK_BIN_HANDLER) || defined(CHECK_BIN_STREAMING)
-/* A suite of test cases made by parts[0..n), each with the daemon
- * suites' timeout. */
-static Suite *
-suite_of(const char *name, TCase *(*const *parts)(void), size_t n)
+Suite *
+ck_suite(const char *name, const struct ck_case *cases, size_t n)
 {
 	Suite *s = suite_create(name);
 
 	for (size_t i = 0; i < n; i++) {
-		TCase *tc = parts[i]();
+		TCase *tc = tcase_create(cases[i].name);
 
-		tcase_set_timeout(tc, CK_CASE_TIMEOUT);
+		if (cases[i].timeout_s > 0)
+			tcase_set_timeout(tc, cases[i].timeout_s);
+		for (size_t k = 0; k < CK_MAX_TESTS && cases[i].tests[k].test; k++) {
+			const struct ck_test *t = &cases[i].tests[k];
+
+			tcase_add_loop_test(tc, t->test, t->from, t->to ? t->to : 1);
+		}
 		suite_add_tcase(s, tc);
 	}
 	return s;
+}
+
+#if defined(CHECK_BIN_HANDLER) || defined(CHECK_BIN_STREAMING)
+/* The suite name made of the cases parts[0..n) return. */
+static Suite *
+suite_of(const char *name, struct ck_case (*const *parts)(void), size_t n)
+{
+	struct ck_case cases[16];
+
+	for (size_t i = 0; i < n && i < 16; i++)
+		cases[i] = parts[i]();
+	return ck_suite(name, cases, n < 16 ? n : 16);
 }
 #define SUITE_OF(name, parts) suite_of((name), (parts), sizeof(parts) / sizeof((parts)[0]))
 #endif
 
 #ifdef CHECK_BIN_HANDLER
+/* The "e2e" suite: buffer responses through a real daemon and libcurl. */
 static Suite *
 e2e_suite(void)
 {
-	static TCase *(*const parts[])(void) = {
-		hnd_headers_tcase, hnd_etag_tcase,    hnd_decision_tcase,
-		hnd_buffer_tcase,  hnd_threads_tcase, hnd_wire_tcase,
+	static struct ck_case (*const parts[])(void) = {
+		hnd_headers_case, hnd_etag_case,    hnd_decision_case,
+		hnd_buffer_case,  hnd_threads_case, hnd_wire_case,
 	};
 
 	return SUITE_OF("e2e", parts);
@@ -51,8 +67,8 @@ e2e_suite(void)
 static Suite *
 streaming_body_suite(void)
 {
-	static TCase *(*const parts[])(void) = {
-		stream_roundtrip_tcase, stream_decision_tcase, stream_file_tcase, stream_edge_tcase,
+	static struct ck_case (*const parts[])(void) = {
+		stream_roundtrip_case, stream_decision_case, stream_file_case, stream_edge_case,
 	};
 
 	return SUITE_OF("streaming_body", parts);
@@ -61,9 +77,9 @@ streaming_body_suite(void)
 static Suite *
 streaming_live_suite(void)
 {
-	static TCase *(*const parts[])(void) = {
-		stream_reader_tcase,   stream_latency_tcase, stream_shared_tcase,
-		stream_lifetime_tcase, stream_alloc_tcase,   stream_memory_tcase,
+	static struct ck_case (*const parts[])(void) = {
+		stream_reader_case,   stream_latency_case, stream_shared_case,
+		stream_lifetime_case, stream_alloc_case,   stream_memory_case,
 	};
 
 	return SUITE_OF("streaming_live", parts);

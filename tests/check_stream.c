@@ -553,28 +553,17 @@ END_TEST
 Suite *
 stream_suite(void)
 {
-	Suite *s = suite_create("stream");
-	TCase *tc;
 	int nb = (int)stream_backend_count();
+	const struct ck_case cases[] = {
+		{"random", 120, {{test_stream_random, 0, (int)stream_pair_count()}}},
+		{"tiny", 60, {
+			{test_stream_one_byte, 0, nb * 2}, {test_stream_sync_every_byte, 0, nb},
+			{test_stream_sync_fixed_windows, 0, (int)stream_pair_count()},
+			{test_stream_empty, 0, nb * 2}}},
+		{"reset", 60, {
+			{test_stream_reset_midway, 0, nb}, {test_stream_after_compress, 0, nb},
+			{test_stream_bad_flush, 0, nb}}},
+	};
 
-	tc = tcase_create("random");
-	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_stream_random, 0, (int)stream_pair_count());
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("tiny");
-	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_stream_one_byte, 0, nb * 2);
-	tcase_add_loop_test(tc, test_stream_sync_every_byte, 0, nb);
-	tcase_add_loop_test(tc, test_stream_sync_fixed_windows, 0, (int)stream_pair_count());
-	tcase_add_loop_test(tc, test_stream_empty, 0, nb * 2);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("reset");
-	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_stream_reset_midway, 0, nb);
-	tcase_add_loop_test(tc, test_stream_after_compress, 0, nb);
-	tcase_add_loop_test(tc, test_stream_bad_flush, 0, nb);
-	suite_add_tcase(s, tc);
-	return s;
+	return ck_suite("stream", cases, sizeof cases / sizeof cases[0]);
 }
