@@ -15,16 +15,6 @@
 /* Bodies used by the work done after creation, in bytes. */
 #define WORK_LEN 30000
 
-static size_t
-backend_count(void)
-{
-	size_t n = 0;
-
-	while (gz_backends[n])
-		n++;
-	return n;
-}
-
 /* Case _i -> (backend, one of min/default/max level). */
 static void
 case_at(int i, const struct gz_backend **be_ret, int *level_ret)
@@ -412,7 +402,7 @@ END_TEST
 Suite *
 alloc_suite(void)
 {
-	int nb = (int)backend_count();
+	int nb = (int)tu_backend_count();
 	const struct ck_case cases[] = {
 		{"hook", 0, {
 			{test_set_allocator_einval, 0, 0}, {test_set_allocator_hook, 0, 0},

@@ -35,66 +35,47 @@ ck_suite(const char *name, const struct ck_case *cases, size_t n)
 	return s;
 }
 
-#if defined(CHECK_BIN_HANDLER) || defined(CHECK_BIN_STREAMING)
-/* The suite name made of the cases parts[0..n) return. */
-static Suite *
-suite_of(const char *name, struct ck_case (*const *parts)(void), size_t n)
-{
-	struct ck_case cases[16];
+/* A suite made of test cases from several files: each part returns one. */
+struct composed {
+	const char *name;
+	struct ck_case (*parts[8])(void); /* up to the first NULL */
+};
 
-	for (size_t i = 0; i < n && i < 16; i++)
-		cases[i] = parts[i]();
-	return ck_suite(name, cases, n < 16 ? n : 16);
-}
-#define SUITE_OF(name, parts) suite_of((name), (parts), sizeof(parts) / sizeof((parts)[0]))
-#endif
-
+static const struct composed composed[] = {
 #ifdef CHECK_BIN_HANDLER
-/* The "e2e" suite: buffer responses through a real daemon and libcurl. */
-static Suite *
-e2e_suite(void)
-{
-	static struct ck_case (*const parts[])(void) = {
-		hnd_headers_case, hnd_etag_case,    hnd_decision_case,
-		hnd_buffer_case,  hnd_threads_case, hnd_wire_case,
-	};
-
-	return SUITE_OF("e2e", parts);
-}
+	/* buffer responses through a real daemon and libcurl */
+	{"e2e", {hnd_headers_case, hnd_etag_case, hnd_decision_case, hnd_buffer_case,
+		 hnd_threads_case, hnd_wire_case}},
 #endif
-
 #ifdef CHECK_BIN_STREAMING
-static Suite *
-streaming_body_suite(void)
-{
-	static struct ck_case (*const parts[])(void) = {
-		stream_roundtrip_case, stream_decision_case, stream_file_case, stream_edge_case,
-	};
-
-	return SUITE_OF("streaming_body", parts);
-}
-
-static Suite *
-streaming_live_suite(void)
-{
-	static struct ck_case (*const parts[])(void) = {
-		stream_reader_case,   stream_latency_case, stream_shared_case,
-		stream_lifetime_case, stream_alloc_case,   stream_memory_case,
-	};
-
-	return SUITE_OF("streaming_live", parts);
-}
+	{"streaming_body",
+	 {stream_roundtrip_case, stream_decision_case, stream_file_case, stream_edge_case}},
+	{"streaming_live",
+	 {stream_reader_case, stream_latency_case,
+	  stream_shared_case, stream_lifetime_case, stream_alloc_case, stream_memory_case}},
 #endif
+	{NULL, {NULL}},
+};
+
+static Suite *
+composed_suite(const struct composed *c)
+{
+	struct ck_case cases[8];
+	size_t n = 0;
+
+	while (n < 8 && c->parts[n]) {
+		cases[n] = c->parts[n]();
+		n++;
+	}
+	return ck_suite(c->name, cases, n);
+}
 
 static Suite *(*const suites[])(void) = {
 #ifdef CHECK_BIN_CORE
 	backend_suite, stream_suite, alloc_suite, pool_suite,
 #endif
 #ifdef CHECK_BIN_HANDLER
-	negotiate_suite, e2e_suite,
-#endif
-#ifdef CHECK_BIN_STREAMING
-	streaming_body_suite, streaming_live_suite,
+	negotiate_suite,
 #endif
 #ifdef CHECK_BIN_FAULTS
 	faults_suite,
@@ -102,6 +83,7 @@ static Suite *(*const suites[])(void) = {
 #ifdef CHECK_BIN_GZSERVE
 	gzserve_suite,
 #endif
+	NULL,
 };
 
 int
@@ -121,8 +103,10 @@ main(void)
 	signal(SIGPIPE, SIG_IGN);
 #endif
 	sr = srunner_create(NULL);
-	for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
+	for (size_t i = 0; suites[i]; i++)
 		srunner_add_suite(sr, suites[i]());
+	for (const struct composed *c = composed; c->name; c++)
+		srunner_add_suite(sr, composed_suite(c));
 	/* CK_ENV: CK_VERBOSITY, CK_FORK (Check's default: each test in its
 	 * own process, so an installed allocator, a crash or a leak report
 	 * belongs to one test), CK_RUN_SUITE and CK_RUN_CASE apply. */

@@ -37,16 +37,6 @@
 /* Generous: the sanitizer builds run the 80,000 cycles several times slower. */
 #define STRESS_TIMEOUT_S 120
 
-static size_t
-n_backends(void)
-{
-	size_t n = 0;
-
-	while (gz_backends[n])
-		n++;
-	return n;
-}
-
 /* ------------------------------------------------------------------------ */
 /* In-use side table: "no compressor is ever held by two users at once".   */
 /* ------------------------------------------------------------------------ */
@@ -664,7 +654,7 @@ END_TEST
 Suite *
 pool_suite(void)
 {
-	int nb = (int)n_backends();
+	int nb = (int)tu_backend_count();
 	const struct ck_case cases[] = {
 		{"basic", 0, {
 			{test_levels, 0, nb}, {test_passthrough, 0, nb},
