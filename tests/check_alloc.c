@@ -15,16 +15,6 @@
 /* Bodies used by the work done after creation, in bytes. */
 #define WORK_LEN 30000
 
-static size_t
-backend_count(void)
-{
-	size_t n = 0;
-
-	while (gz_backends[n])
-		n++;
-	return n;
-}
-
 /* Case _i -> (backend, one of min/default/max level). */
 static void
 case_at(int i, const struct gz_backend **be_ret, int *level_ret)
@@ -412,27 +402,16 @@ END_TEST
 Suite *
 alloc_suite(void)
 {
-	Suite *s = suite_create("alloc");
-	TCase *tc;
-	int nb = (int)backend_count();
+	int nb = (int)tu_backend_count();
+	const struct ck_case cases[] = {
+		{"hook", 0, {
+			{test_set_allocator_einval, 0, 0}, {test_set_allocator_hook, 0, 0},
+			{test_set_allocator_ebusy, 0, nb}, {test_alloc_helpers, 0, 0}}},
+		{"faults", 60, {
+			{test_create_counts, 0, nb * 3}, {test_fault_injection, 0, nb * 3},
+			{test_scratch_enomem, 0, 0}}},
+		{"warm", 60, {{test_warm_no_alloc, 0, nb * 3}}},
+	};
 
-	tc = tcase_create("hook");
-	tcase_add_test(tc, test_set_allocator_einval);
-	tcase_add_test(tc, test_set_allocator_hook);
-	tcase_add_loop_test(tc, test_set_allocator_ebusy, 0, nb);
-	tcase_add_test(tc, test_alloc_helpers);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("faults");
-	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_create_counts, 0, nb * 3);
-	tcase_add_loop_test(tc, test_fault_injection, 0, nb * 3);
-	tcase_add_test(tc, test_scratch_enomem);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("warm");
-	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_warm_no_alloc, 0, nb * 3);
-	suite_add_tcase(s, tc);
-	return s;
+	return ck_suite("alloc", cases, sizeof cases / sizeof cases[0]);
 }

@@ -54,16 +54,6 @@ pair_at(size_t k, const struct gz_backend **be_ret, int *level_ret)
 	ck_abort_msg("pair index out of range");
 }
 
-static size_t
-backend_count(void)
-{
-	size_t n = 0;
-
-	while (gz_backends[n])
-		n++;
-	return n;
-}
-
 static void
 canary_set(uint8_t *p)
 {
@@ -82,21 +72,6 @@ canary_check(const uint8_t *p)
 			ck_abort_msg("write beyond out_cap (guard byte %zu)", i);
 }
 
-/* Decode gz[0..gz_len) independently and require the original bytes, the
- * fixed header fields, CRC-32 and ISIZE. */
-static void
-verify_member(const uint8_t *gz, size_t gz_len, const uint8_t *orig, size_t orig_len)
-{
-	uint8_t *dec = NULL;
-	size_t dec_len = 0;
-
-	ck_assert_int_eq(tu_gunzip(gz, gz_len, &dec, &dec_len), 0);
-	ck_assert_uint_eq(dec_len, orig_len);
-	ck_assert(memcmp(dec, orig, orig_len) == 0);
-	free(dec);
-	ck_assert_int_eq(tu_check_member(gz, gz_len, orig, orig_len), 0);
-}
-
 /* Compress body into exactly gz_bound() bytes of space (followed by a
  * canary), verify the member, return its length. */
 static size_t
@@ -113,7 +88,7 @@ roundtrip(struct gz_compressor *c, const uint8_t *body, size_t len)
 	ck_assert_uint_le(out_len, bound);
 	/* 10 header + at least 2 deflate + 8 trailer bytes */
 	ck_assert_uint_ge(out_len, 20);
-	verify_member(out, out_len, body, len);
+	ck_assert_int_eq(tu_verify_member(out, out_len, body, len), 0);
 	free(out);
 	return out_len;
 }
@@ -243,7 +218,7 @@ START_TEST(test_enospc)
 	canary_check(out + bound);
 	ck_assert_uint_eq(out_len, n);
 	ck_assert(memcmp(out, first, n) == 0);
-	verify_member(out, out_len, body, len);
+	ck_assert_int_eq(tu_verify_member(out, out_len, body, len), 0);
 
 	free(first);
 	free(out);
@@ -333,7 +308,7 @@ START_TEST(test_registry)
 #endif
 	ck_assert_ptr_eq(gz_backends[n++], &gz_backend_zlib);
 	ck_assert_ptr_null(gz_backends[n]);
-	ck_assert_uint_eq(backend_count(), n);
+	ck_assert_uint_eq(tu_backend_count(), n);
 
 	ck_assert_ptr_eq(gz_backend_find("zlib"), &gz_backend_zlib);
 #ifdef HAVE_LIBDEFLATE
@@ -449,37 +424,17 @@ END_TEST
 Suite *
 backend_suite(void)
 {
-	Suite *s = suite_create("backend");
-	TCase *tc;
-	int nb = (int)backend_count();
+	int nb = (int)tu_backend_count();
+	const struct ck_case cases[] = {
+		/* Generous: the slowest pair (libdeflate 12 on 1 MiB) takes a few
+		 * hundred milliseconds; sanitizer builds slow the test code. */
+		{"roundtrip", 120, {{test_roundtrip, 0, (int)pair_count()}}},
+		{"levels", 0, {{test_level_range, 0, nb}, {test_new_bad_args, 0, 0}}},
+		{"space", 60, {{test_enospc, 0, nb * 3}, {test_bound_random, 0, nb}}},
+		{"reuse", 60, {{test_reuse, 0, nb}}},
+		{"registry", 0, {
+			{test_registry, 0, 0}, {test_scratch, 0, 0}, {test_strerror, 0, 0}}},
+	};
 
-	tc = tcase_create("roundtrip");
-	/* Generous: the slowest pair (libdeflate 12 on 1 MiB) takes a few
-	 * hundred milliseconds; sanitizer builds slow the test code. */
-	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_roundtrip, 0, (int)pair_count());
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("levels");
-	tcase_add_loop_test(tc, test_level_range, 0, nb);
-	tcase_add_test(tc, test_new_bad_args);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("space");
-	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_enospc, 0, nb * 3);
-	tcase_add_loop_test(tc, test_bound_random, 0, nb);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("reuse");
-	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_reuse, 0, nb);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("registry");
-	tcase_add_test(tc, test_registry);
-	tcase_add_test(tc, test_scratch);
-	tcase_add_test(tc, test_strerror);
-	suite_add_tcase(s, tc);
-	return s;
+	return ck_suite("backend", cases, sizeof cases / sizeof cases[0]);
 }

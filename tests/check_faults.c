@@ -334,11 +334,10 @@ END_TEST
 Suite *
 faults_suite(void)
 {
-	Suite *s = suite_create("faults");
-	TCase *tc = tcase_create("requests");
+	const struct ck_case cases[] = {
+		{"requests", CK_CASE_TIMEOUT, {
+			{test_request_faults, 0, (int)(N_ELEMS(cfgs) * N_ELEMS(paths))}}},
+	};
 
-	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
-	tcase_add_loop_test(tc, test_request_faults, 0, (int)(N_ELEMS(cfgs) * N_ELEMS(paths)));
-	suite_add_tcase(s, tc);
-	return s;
+	return ck_suite("faults", cases, sizeof cases / sizeof cases[0]);
 }

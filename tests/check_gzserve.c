@@ -370,15 +370,12 @@ END_TEST
 Suite *
 gzserve_suite(void)
 {
-	Suite *s = suite_create("gzserve");
-	TCase *tc = tcase_create("libcurl");
+	const struct ck_case cases[] = {
+		{"libcurl", 60, {
+			{test_payloads_keepalive, 0, 0}, {test_conditional_sequence, 0, 0},
+			{test_events_incremental, 0, 0}, {test_concurrent_16, 0, 0},
+			{test_sigterm_in_flight, 0, 0}}},
+	};
 
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_payloads_keepalive);
-	tcase_add_test(tc, test_conditional_sequence);
-	tcase_add_test(tc, test_events_incremental);
-	tcase_add_test(tc, test_concurrent_16);
-	tcase_add_test(tc, test_sigterm_in_flight);
-	suite_add_tcase(s, tc);
-	return s;
+	return ck_suite("gzserve", cases, sizeof cases / sizeof cases[0]);
 }

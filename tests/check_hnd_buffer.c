@@ -444,16 +444,11 @@ END_TEST
 
 /* ===================================================================== */
 
-TCase *
-hnd_buffer_tcase(void)
+struct ck_case
+hnd_buffer_case(void)
 {
-	TCase *tc = tcase_create("lifecycle");
-
-	tcase_add_test(tc, test_shared_1000);
-	tcase_add_loop_test(tc, test_memory_modes, 0, 3);
-	tcase_add_test(tc, test_stats_sequence);
-	tcase_add_loop_test(tc, test_faults, 0, 15);
-	tcase_add_loop_test(tc, test_backends, 0, (int)N_ELEMS(be_cfg));
-	tcase_add_test(tc, test_handle_outlived);
-	return tc;
+	return (struct ck_case){"lifecycle", CK_CASE_TIMEOUT, {
+		{test_shared_1000, 0, 0}, {test_memory_modes, 0, 3}, {test_stats_sequence, 0, 0},
+		{test_faults, 0, 15}, {test_backends, 0, (int)N_ELEMS(be_cfg)},
+		{test_handle_outlived, 0, 0}}};
 }

@@ -185,12 +185,9 @@ START_TEST(test_twins_fail)
 }
 END_TEST
 
-TCase *
-hnd_ctors_tcase(void)
+struct ck_case
+hnd_ctors_case(void)
 {
-	TCase *tc = tcase_create("ctors");
-
-	tcase_add_loop_test(tc, test_twins, 0, 2 * CT_NKINDS);
-	tcase_add_test(tc, test_twins_fail);
-	return tc;
+	return (struct ck_case){"ctors", CK_CASE_TIMEOUT, {
+		{test_twins, 0, 2 * CT_NKINDS}, {test_twins_fail, 0, 0}}};
 }

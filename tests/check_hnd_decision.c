@@ -482,19 +482,12 @@ END_TEST
 
 /* ===================================================================== */
 
-TCase *
-hnd_decision_tcase(void)
+struct ck_case
+hnd_decision_case(void)
 {
-	TCase *tc = tcase_create("decision");
-
-	tcase_add_test(tc, test_never_compressed);
-	tcase_add_test(tc, test_min_size);
-	tcase_add_test(tc, test_incompressible);
-	tcase_add_test(tc, test_content_types_default);
-	tcase_add_test(tc, test_content_types_custom);
-	tcase_add_test(tc, test_sniff);
-	tcase_add_test(tc, test_opt_out);
-	tcase_add_test(tc, test_untracked);
-	tcase_add_test(tc, test_bad_accept_encoding);
-	return tc;
+	return (struct ck_case){"decision", CK_CASE_TIMEOUT, {
+		{test_never_compressed, 0, 0}, {test_min_size, 0, 0}, {test_incompressible, 0, 0},
+		{test_content_types_default, 0, 0}, {test_content_types_custom, 0, 0},
+		{test_sniff, 0, 0}, {test_opt_out, 0, 0}, {test_untracked, 0, 0},
+		{test_bad_accept_encoding, 0, 0}}};
 }

@@ -261,13 +261,10 @@ END_TEST
 
 /* ===================================================================== */
 
-TCase *
-hnd_etag_tcase(void)
+struct ck_case
+hnd_etag_case(void)
 {
-	TCase *tc = tcase_create("etag");
-
-	tcase_add_loop_test(tc, test_etag_policy, 0, 4);
-	tcase_add_loop_test(tc, test_conditional, 0, 2);
-	tcase_add_loop_test(tc, test_conditional_suffix, 0, 2);
-	return tc;
+	return (struct ck_case){"etag", CK_CASE_TIMEOUT, {
+		{test_etag_policy, 0, 4}, {test_conditional, 0, 2},
+		{test_conditional_suffix, 0, 2}}};
 }

@@ -969,18 +969,15 @@ END_TEST
 Suite *
 fidelity_suite(void)
 {
-	Suite *s = suite_create("fidelity");
-	TCase *tc = tcase_create("fidelity");
+	const struct ck_case cases[] = {{"fidelity", CK_CASE_TIMEOUT, {
+		{test_head_every_kind, 0, (int)N_ELEMS(head_cases)},
+		{test_no_content_statuses, 0, FX_NKINDS * 2 * NB_NVARIANTS},
+		{test_304_length_of_gzip_200, 0, 0},
+		{test_206_vary, 0, (int)N_ELEMS(range_cases)},
+		{test_response_options, 0, (int)N_ELEMS(opt_cases)},
+		{test_digests, 0, (int)N_ELEMS(digest_kinds)},
+		{test_unknown_size_first_bytes, 0, (int)N_ELEMS(unk_cases)},
+		{test_dups_cloexec, 0, 0}}}};
 
-	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
-	tcase_add_loop_test(tc, test_head_every_kind, 0, (int)N_ELEMS(head_cases));
-	tcase_add_loop_test(tc, test_no_content_statuses, 0, FX_NKINDS * 2 * NB_NVARIANTS);
-	tcase_add_test(tc, test_304_length_of_gzip_200);
-	tcase_add_loop_test(tc, test_206_vary, 0, (int)N_ELEMS(range_cases));
-	tcase_add_loop_test(tc, test_response_options, 0, (int)N_ELEMS(opt_cases));
-	tcase_add_loop_test(tc, test_digests, 0, (int)N_ELEMS(digest_kinds));
-	tcase_add_loop_test(tc, test_unknown_size_first_bytes, 0, (int)N_ELEMS(unk_cases));
-	tcase_add_test(tc, test_dups_cloexec);
-	suite_add_tcase(s, tc);
-	return s;
+	return ck_suite("fidelity", cases, 1);
 }

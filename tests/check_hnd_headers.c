@@ -372,16 +372,10 @@ END_TEST
 
 /* ===================================================================== */
 
-TCase *
-hnd_headers_tcase(void)
+struct ck_case
+hnd_headers_case(void)
 {
-	TCase *tc = tcase_create("headers");
-
-	tcase_add_test(tc, test_gzip_basic);
-	tcase_add_test(tc, test_vary_merge);
-	tcase_add_test(tc, test_not_accepted);
-	tcase_add_test(tc, test_no_content_statuses);
-	tcase_add_loop_test(tc, test_head, 0, 2);
-	tcase_add_test(tc, test_header_case);
-	return tc;
+	return (struct ck_case){"headers", CK_CASE_TIMEOUT, {
+		{test_gzip_basic, 0, 0}, {test_vary_merge, 0, 0}, {test_not_accepted, 0, 0},
+		{test_no_content_statuses, 0, 0}, {test_head, 0, 2}, {test_header_case, 0, 0}}};
 }

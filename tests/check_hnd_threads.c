@@ -201,11 +201,8 @@ END_TEST
 
 /* ===================================================================== */
 
-TCase *
-hnd_threads_tcase(void)
+struct ck_case
+hnd_threads_case(void)
 {
-	TCase *tc = tcase_create("threads");
-
-	tcase_add_test(tc, test_threads);
-	return tc;
+	return (struct ck_case){"threads", CK_CASE_TIMEOUT, {{test_threads, 0, 0}}};
 }

@@ -139,11 +139,8 @@ END_TEST
 
 /* ===================================================================== */
 
-TCase *
-hnd_wire_tcase(void)
+struct ck_case
+hnd_wire_case(void)
 {
-	TCase *tc = tcase_create("wire");
-
-	tcase_add_loop_test(tc, test_pipelined, 0, 2);
-	return tc;
+	return (struct ck_case){"wire", CK_CASE_TIMEOUT, {{test_pipelined, 0, 2}}};
 }

@@ -15,35 +15,67 @@
 #define CHECK_USES_CURL 1
 #endif
 
-#ifdef CHECK_BIN_HANDLER
-static Suite *
-e2e_suite(void)
+Suite *
+ck_suite(const char *name, const struct ck_case *cases, size_t n)
 {
-	static TCase *(*const parts[])(void) = {
-		hnd_headers_tcase, hnd_etag_tcase,    hnd_decision_tcase,
-		hnd_buffer_tcase,  hnd_threads_tcase, hnd_wire_tcase,     hnd_ctors_tcase,
-	};
-	Suite *s = suite_create("e2e");
+	Suite *s = suite_create(name);
 
-	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-		TCase *tc = parts[i]();
+	for (size_t i = 0; i < n; i++) {
+		TCase *tc = tcase_create(cases[i].name);
 
-		tcase_set_timeout(tc, CK_CASE_TIMEOUT);
+		if (cases[i].timeout_s > 0)
+			tcase_set_timeout(tc, cases[i].timeout_s);
+		for (size_t k = 0; k < CK_MAX_TESTS && cases[i].tests[k].test; k++) {
+			const struct ck_test *t = &cases[i].tests[k];
+
+			tcase_add_loop_test(tc, t->test, t->from, t->to ? t->to : 1);
+		}
 		suite_add_tcase(s, tc);
 	}
 	return s;
 }
+
+/* A suite made of test cases from several files: each part returns one. */
+struct composed {
+	const char *name;
+	struct ck_case (*parts[8])(void); /* up to the first NULL */
+};
+
+static const struct composed composed[] = {
+#ifdef CHECK_BIN_HANDLER
+	/* buffer responses through a real daemon and libcurl */
+	{"e2e", {hnd_headers_case, hnd_etag_case, hnd_decision_case, hnd_buffer_case,
+		 hnd_threads_case, hnd_wire_case, hnd_ctors_case}},
 #endif
+#ifdef CHECK_BIN_STREAMING
+	{"streaming_body",
+	 {stream_roundtrip_case, stream_decision_case, stream_file_case, stream_edge_case}},
+	{"streaming_live",
+	 {stream_reader_case, stream_latency_case,
+	  stream_shared_case, stream_lifetime_case, stream_alloc_case, stream_memory_case}},
+#endif
+	{NULL, {NULL}},
+};
+
+static Suite *
+composed_suite(const struct composed *c)
+{
+	struct ck_case cases[8];
+	size_t n = 0;
+
+	while (n < 8 && c->parts[n]) {
+		cases[n] = c->parts[n]();
+		n++;
+	}
+	return ck_suite(c->name, cases, n);
+}
 
 static Suite *(*const suites[])(void) = {
 #ifdef CHECK_BIN_CORE
 	backend_suite, stream_suite, alloc_suite, pool_suite, pump_suite,
 #endif
 #ifdef CHECK_BIN_HANDLER
-	negotiate_suite, e2e_suite, fidelity_suite,
-#endif
-#ifdef CHECK_BIN_STREAMING
-	streaming_body_suite, streaming_live_suite,
+	negotiate_suite, fidelity_suite,
 #endif
 #ifdef CHECK_BIN_FAULTS
 	faults_suite,
@@ -51,6 +83,7 @@ static Suite *(*const suites[])(void) = {
 #ifdef CHECK_BIN_GZSERVE
 	gzserve_suite,
 #endif
+	NULL,
 };
 
 int
@@ -70,8 +103,10 @@ main(void)
 	signal(SIGPIPE, SIG_IGN);
 #endif
 	sr = srunner_create(NULL);
-	for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
+	for (size_t i = 0; suites[i]; i++)
 		srunner_add_suite(sr, suites[i]());
+	for (const struct composed *c = composed; c->name; c++)
+		srunner_add_suite(sr, composed_suite(c));
 	/* CK_ENV: CK_VERBOSITY, CK_FORK (Check's default: each test in its
 	 * own process, so an installed allocator, a crash or a leak report
 	 * belongs to one test), CK_RUN_SUITE and CK_RUN_CASE apply. */

@@ -1314,45 +1314,23 @@ END_TEST
 Suite *
 negotiate_suite(void)
 {
-	Suite *s = suite_create("negotiate");
-	TCase *tc;
+	const struct ck_case cases[] = {
+		{"accept-encoding", CK_CASE_TIMEOUT, {
+			{test_ae_table, 0, (int)N_ELEMS(ae_cases)}, {test_ae_commas, 0, 0},
+			{test_ae_many_lines, 0, 0}}},
+		{"etag", CK_CASE_TIMEOUT, {
+			{test_etag_table, 0, (int)N_ELEMS(etag_cases)}, {test_etag_null, 0, 0},
+			{test_etag_long_list, 0, 0}}},
+		{"api", CK_CASE_TIMEOUT, {
+			{test_reason_names, 0, 0}, {test_strerror, 0, 0}, {test_version, 0, 0},
+			{test_backends, 0, 0}, {test_new_table, 0, (int)N_ELEMS(new_cases)},
+			{test_new_misc, 0, 0}, {test_stats_api, 0, 0}, {test_set_allocator, 0, 0},
+			{test_new_faults, 0, 3}, {test_response_api, 0, 0}}},
+		{"select", CK_CASE_TIMEOUT, {
+			{test_select_identity_and_variant, 0, 0}, {test_select_bad_args, 0, 0},
+			{test_select_reasons, 0, 0}, {test_select_backends, 0, 0},
+			{test_select_pool_stats, 0, 2}, {test_select_faults, 0, 6}}},
+	};
 
-	tc = tcase_create("accept-encoding");
-	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
-	tcase_add_loop_test(tc, test_ae_table, 0, (int)N_ELEMS(ae_cases));
-	tcase_add_test(tc, test_ae_commas);
-	tcase_add_test(tc, test_ae_many_lines);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("etag");
-	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
-	tcase_add_loop_test(tc, test_etag_table, 0, (int)N_ELEMS(etag_cases));
-	tcase_add_test(tc, test_etag_null);
-	tcase_add_test(tc, test_etag_long_list);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("api");
-	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
-	tcase_add_test(tc, test_reason_names);
-	tcase_add_test(tc, test_strerror);
-	tcase_add_test(tc, test_version);
-	tcase_add_test(tc, test_backends);
-	tcase_add_loop_test(tc, test_new_table, 0, (int)N_ELEMS(new_cases));
-	tcase_add_test(tc, test_new_misc);
-	tcase_add_test(tc, test_stats_api);
-	tcase_add_test(tc, test_set_allocator);
-	tcase_add_loop_test(tc, test_new_faults, 0, 3);
-	tcase_add_test(tc, test_response_api);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("select");
-	tcase_set_timeout(tc, CK_CASE_TIMEOUT);
-	tcase_add_test(tc, test_select_identity_and_variant);
-	tcase_add_test(tc, test_select_bad_args);
-	tcase_add_test(tc, test_select_reasons);
-	tcase_add_test(tc, test_select_backends);
-	tcase_add_loop_test(tc, test_select_pool_stats, 0, 2);
-	tcase_add_loop_test(tc, test_select_faults, 0, 6);
-	suite_add_tcase(s, tc);
-	return s;
+	return ck_suite("negotiate", cases, sizeof cases / sizeof cases[0]);
 }

@@ -37,16 +37,6 @@
 /* Generous: the sanitizer builds run the 80,000 cycles several times slower. */
 #define STRESS_TIMEOUT_S 120
 
-static size_t
-n_backends(void)
-{
-	size_t n = 0;
-
-	while (gz_backends[n])
-		n++;
-	return n;
-}
-
 /* ------------------------------------------------------------------------ */
 /* In-use side table: "no compressor is ever held by two users at once".   */
 /* ------------------------------------------------------------------------ */
@@ -664,24 +654,15 @@ END_TEST
 Suite *
 pool_suite(void)
 {
-	Suite *s = suite_create("pool");
-	TCase *tc;
-	int nb = (int)n_backends();
+	int nb = (int)tu_backend_count();
+	const struct ck_case cases[] = {
+		{"basic", 0, {
+			{test_levels, 0, nb}, {test_passthrough, 0, nb},
+			{test_cap_lifo_free, 0, nb}, {test_reset_on_put, 0, nb},
+			{test_scratch_trim, 0, nb}, {test_get_enomem, 0, nb},
+			{test_reset_failure_discards, 0, 0}, {test_passthrough_no_reset, 0, 0}}},
+		{"threads", STRESS_TIMEOUT_S, {{test_stress, 0, 2 * nb}}},
+	};
 
-	tc = tcase_create("basic");
-	tcase_add_loop_test(tc, test_levels, 0, nb);
-	tcase_add_loop_test(tc, test_passthrough, 0, nb);
-	tcase_add_loop_test(tc, test_cap_lifo_free, 0, nb);
-	tcase_add_loop_test(tc, test_reset_on_put, 0, nb);
-	tcase_add_loop_test(tc, test_scratch_trim, 0, nb);
-	tcase_add_loop_test(tc, test_get_enomem, 0, nb);
-	tcase_add_test(tc, test_reset_failure_discards);
-	tcase_add_test(tc, test_passthrough_no_reset);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("threads");
-	tcase_set_timeout(tc, STRESS_TIMEOUT_S);
-	tcase_add_loop_test(tc, test_stress, 0, 2 * nb);
-	suite_add_tcase(s, tc);
-	return s;
+	return ck_suite("pool", cases, sizeof cases / sizeof cases[0]);
 }

@@ -286,16 +286,10 @@ END_TEST
 Suite *
 pump_suite(void)
 {
-	Suite *s = suite_create("pump");
-	TCase *tc = tcase_create("pump");
-	int nbe = 0;
+	const struct ck_case tc[] = {{"pump", 60, {
+		{test_pump_scripts, 0, (int)(tu_backend_count() * (sizeof cases / sizeof cases[0]))},
+		{test_pump_source_error, 0, 0},
+		{test_pump_init, 0, 0}}}};
 
-	while (gz_backends[nbe])
-		nbe++;
-	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_pump_scripts, 0, nbe * (int)(sizeof cases / sizeof cases[0]));
-	tcase_add_test(tc, test_pump_source_error);
-	tcase_add_test(tc, test_pump_init);
-	suite_add_tcase(s, tc);
-	return s;
+	return ck_suite("pump", tc, 1);
 }

@@ -193,19 +193,6 @@ drv_finish(struct drv *d, int tiny)
 	ck_assert_uint_eq(d->out_len, before);
 }
 
-static void
-verify_member(const uint8_t *gz, size_t gz_len, const uint8_t *orig, size_t orig_len)
-{
-	uint8_t *dec = NULL;
-	size_t dec_len = 0;
-
-	ck_assert_int_eq(tu_gunzip(gz, gz_len, &dec, &dec_len), 0);
-	ck_assert_uint_eq(dec_len, orig_len);
-	ck_assert(memcmp(dec, orig, orig_len) == 0);
-	free(dec);
-	ck_assert_int_eq(tu_check_member(gz, gz_len, orig, orig_len), 0);
-}
-
 /* Stream body as one member with random chunks, windows and sync flushes,
  * checking every sync point; the compressor must be at a member start. */
 static void
@@ -238,7 +225,7 @@ stream_body(struct gz_compressor *c, const uint8_t *body, size_t len, uint32_t s
 	ck_assert_uint_eq(gz_bound(c, len), bound);
 	drv_finish(&d, 0);
 	ck_assert_uint_eq(gz_bound(c, len), bound);
-	verify_member(d.out, d.out_len, body, len);
+	ck_assert_int_eq(tu_verify_member(d.out, d.out_len, body, len), 0);
 	drv_fini(&d);
 }
 
@@ -360,7 +347,7 @@ START_TEST(test_stream_one_byte)
 		}
 	}
 	drv_finish(&d, 1);
-	verify_member(d.out, d.out_len, body, len);
+	ck_assert_int_eq(tu_verify_member(d.out, d.out_len, body, len), 0);
 	drv_fini(&d);
 	gz_compressor_free(c);
 	free(body);
@@ -385,7 +372,7 @@ START_TEST(test_stream_sync_every_byte)
 		drv_check_prefix(&d, body, pos + 1);
 	}
 	drv_finish(&d, 1);
-	verify_member(d.out, d.out_len, body, len);
+	ck_assert_int_eq(tu_verify_member(d.out, d.out_len, body, len), 0);
 	drv_fini(&d);
 	gz_compressor_free(c);
 	free(body);
@@ -427,7 +414,7 @@ START_TEST(test_stream_sync_fixed_windows)
 			drv_check_prefix(&d, body, pos);
 		}
 		drv_finish(&d, 0);
-		verify_member(d.out, d.out_len, body, pos);
+		ck_assert_int_eq(tu_verify_member(d.out, d.out_len, body, pos), 0);
 		drv_fini(&d);
 		ck_assert_int_eq(c->be->reset(c), 0);
 	}
@@ -448,7 +435,7 @@ START_TEST(test_stream_empty)
 	ck_assert_int_eq(gz_compressor_new(be, be->level_default, &c), 0);
 	drv_init(&d, c, 0, 5);
 	drv_finish(&d, tiny);
-	verify_member(d.out, d.out_len, &dummy, 0);
+	ck_assert_int_eq(tu_verify_member(d.out, d.out_len, &dummy, 0), 0);
 	drv_fini(&d);
 
 	/* And a sync flush of nothing before the end. */
@@ -457,7 +444,7 @@ START_TEST(test_stream_empty)
 	drv_feed(&d, NULL, 0, GZ_FLUSH_SYNC, tiny);
 	drv_check_prefix(&d, &dummy, 0);
 	drv_finish(&d, tiny);
-	verify_member(d.out, d.out_len, &dummy, 0);
+	ck_assert_int_eq(tu_verify_member(d.out, d.out_len, &dummy, 0), 0);
 	drv_fini(&d);
 	gz_compressor_free(c);
 }
@@ -510,7 +497,7 @@ START_TEST(test_stream_after_compress)
 	ck_assert_ptr_nonnull(out);
 	for (i = 0; i < 3; i++) {
 		ck_assert_int_eq(c->be->compress(c, body, len, out, bound, &out_len), 0);
-		verify_member(out, out_len, body, len);
+		ck_assert_int_eq(tu_verify_member(out, out_len, body, len), 0);
 		ck_assert_int_eq(c->be->stream(c, &io, GZ_FLUSH_NONE), GZ_EINVAL);
 		ck_assert_uint_eq(io.in_len, 10);
 		ck_assert_uint_eq(io.out_cap, 1);
@@ -527,7 +514,7 @@ START_TEST(test_stream_after_compress)
 		drv_fini(&d);
 	}
 	ck_assert_int_eq(c->be->compress(c, body, len, out, bound, &out_len), 0);
-	verify_member(out, out_len, body, len);
+	ck_assert_int_eq(tu_verify_member(out, out_len, body, len), 0);
 	free(out);
 	free(body);
 	gz_compressor_free(c);
@@ -553,28 +540,17 @@ END_TEST
 Suite *
 stream_suite(void)
 {
-	Suite *s = suite_create("stream");
-	TCase *tc;
 	int nb = (int)stream_backend_count();
+	const struct ck_case cases[] = {
+		{"random", 120, {{test_stream_random, 0, (int)stream_pair_count()}}},
+		{"tiny", 60, {
+			{test_stream_one_byte, 0, nb * 2}, {test_stream_sync_every_byte, 0, nb},
+			{test_stream_sync_fixed_windows, 0, (int)stream_pair_count()},
+			{test_stream_empty, 0, nb * 2}}},
+		{"reset", 60, {
+			{test_stream_reset_midway, 0, nb}, {test_stream_after_compress, 0, nb},
+			{test_stream_bad_flush, 0, nb}}},
+	};
 
-	tc = tcase_create("random");
-	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_stream_random, 0, (int)stream_pair_count());
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("tiny");
-	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_stream_one_byte, 0, nb * 2);
-	tcase_add_loop_test(tc, test_stream_sync_every_byte, 0, nb);
-	tcase_add_loop_test(tc, test_stream_sync_fixed_windows, 0, (int)stream_pair_count());
-	tcase_add_loop_test(tc, test_stream_empty, 0, nb * 2);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("reset");
-	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_stream_reset_midway, 0, nb);
-	tcase_add_loop_test(tc, test_stream_after_compress, 0, nb);
-	tcase_add_loop_test(tc, test_stream_bad_flush, 0, nb);
-	suite_add_tcase(s, tc);
-	return s;
+	return ck_suite("stream", cases, sizeof cases / sizeof cases[0]);
 }

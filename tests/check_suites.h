@@ -15,6 +15,26 @@
 #define CK_CASE_TIMEOUT 300
 #endif
 
+/* One test of a test case: _i runs over [from, to); to 0: a plain test
+ * (one run, _i 0). */
+struct ck_test {
+	const TTest *test;
+	int from, to;
+};
+
+#define CK_MAX_TESTS 12
+
+/* A test case: its name, its timeout in seconds (0: Check's default) and
+ * its tests, up to the first empty row. */
+struct ck_case {
+	const char *name;
+	int timeout_s;
+	struct ck_test tests[CK_MAX_TESTS];
+};
+
+/* The suite name made of cases[0..n) (check_main.c). */
+Suite *ck_suite(const char *name, const struct ck_case *cases, size_t n);
+
 /* check_core (src/ only): */
 Suite *backend_suite(void); /* check_backend.c: one-shot round trips, levels, ENOSPC */
 Suite *stream_suite(void);  /* check_stream.c: streaming, sync flushes, tiny windows */
@@ -24,20 +44,29 @@ Suite *pump_suite(void);    /* check_pump.c: the stream pump (gz_stream.c) */
 
 /* check_handler: */
 Suite *negotiate_suite(void); /* check_negotiate.c: pure functions, mhdgz_select() */
-Suite *fidelity_suite(void);  /* check_hnd_fidelity.c: issue 12 on the wire: HEAD, 1xx/204/304,
-			       * 206 Vary, response options, digests, unknown-size streams */
 /* The "e2e" suite: buffer responses through a real daemon and libcurl. */
-TCase *hnd_headers_tcase(void);  /* check_hnd_headers.c: headers kept, Vary, HEAD, 204/304 */
-TCase *hnd_etag_tcase(void);     /* check_hnd_etag.c: ETag policies, conditional requests */
-TCase *hnd_decision_tcase(void); /* check_hnd_decision.c: what is compressed and why not */
-TCase *hnd_buffer_tcase(void);   /* check_hnd_buffer.c: shared, memory modes, stats, faults, backends */
-TCase *hnd_threads_tcase(void);  /* check_hnd_threads.c: eight client threads at once */
-TCase *hnd_wire_tcase(void);     /* check_hnd_wire.c: exact bytes, pipelining (raw socket) */
-TCase *hnd_ctors_tcase(void);    /* check_hnd_ctors.c: every body constructor twin */
+struct ck_case hnd_headers_case(void); /* check_hnd_headers.c: headers kept, Vary, HEAD, 204/304 */
+struct ck_case hnd_etag_case(void); /* check_hnd_etag.c: ETag policies, conditional requests */
+struct ck_case hnd_decision_case(void); /* check_hnd_decision.c: what is compressed and why not */
+struct ck_case hnd_buffer_case(void); /* check_hnd_buffer.c: shared, memory modes, stats, faults, backends */
+struct ck_case hnd_threads_case(void); /* check_hnd_threads.c: eight client threads at once */
+struct ck_case hnd_wire_case(void); /* check_hnd_wire.c: exact bytes, pipelining (raw socket) */
+struct ck_case hnd_ctors_case(void); /* check_hnd_ctors.c: every body constructor twin */
+/* The "fidelity" suite: issue 12 on the wire (raw socket, pipelined). */
+Suite *fidelity_suite(void); /* check_hnd_fidelity.c: HEAD, 1xx/204/304, 206, flags, digests */
 
-/* check_streaming: */
-Suite *streaming_body_suite(void); /* check_streaming_body.c: round trips, decision, files */
-Suite *streaming_live_suite(void); /* check_streaming_live.c: readers, SSE, shared, lifetime */
+/* check_streaming: the suite "streaming_body", */
+struct ck_case stream_roundtrip_case(void); /* check_hnd_stream_roundtrip.c: chunk sizes, backends */
+struct ck_case stream_decision_case(void); /* check_hnd_stream_decision.c: what is compressed, headers */
+struct ck_case stream_file_case(void); /* check_hnd_stream_file.c: file responses */
+struct ck_case stream_edge_case(void); /* check_hnd_stream_edge.c: short, empty, ETag, trailers */
+/* and the suite "streaming_live": */
+struct ck_case stream_reader_case(void); /* check_hnd_stream_reader.c: readers returning 0, errors */
+struct ck_case stream_latency_case(void); /* check_hnd_stream_latency.c: SSE, flushes, API */
+struct ck_case stream_shared_case(void); /* check_hnd_stream_shared.c: one response, many clients */
+struct ck_case stream_lifetime_case(void); /* check_hnd_stream_lifetime.c: disconnects, stops, HEAD */
+struct ck_case stream_alloc_case(void); /* check_hnd_stream_reader.c: allocation failures */
+struct ck_case stream_memory_case(void); /* check_hnd_stream_lifetime.c: 1 GiB in bounded memory */
 
 /* check_faults: */
 Suite *faults_suite(void); /* check_faults.c: allocation failures on files, 304s, Vary, streams */

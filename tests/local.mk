@@ -29,8 +29,11 @@ tests_check_handler_LDADD = $(tests_hnd_ldadd)
 # check_streaming: streaming responses (callback and file bodies) end to end.
 TESTS += tests/check_streaming
 check_PROGRAMS += tests/check_streaming
-tests_check_streaming_SOURCES = $(tests_harness) tests/check_streaming_body.c \
-	tests/check_streaming_live.c
+tests_check_streaming_SOURCES = $(tests_harness) tests/stream_harness.c tests/stream_harness.h \
+	tests/check_hnd_stream_roundtrip.c tests/check_hnd_stream_decision.c \
+	tests/check_hnd_stream_file.c tests/check_hnd_stream_edge.c \
+	tests/check_hnd_stream_reader.c tests/check_hnd_stream_latency.c \
+	tests/check_hnd_stream_shared.c tests/check_hnd_stream_lifetime.c
 tests_check_streaming_CPPFLAGS = $(HND_CPPFLAGS) -DCHECK_BIN_STREAMING
 tests_check_streaming_CFLAGS = $(tests_hnd_cflags)
 tests_check_streaming_LDADD = $(tests_hnd_ldadd)

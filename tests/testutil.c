@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include "gz_alloc.h"
+#include "gz_backend.h"
 #include "testutil.h"
 
 static uint32_t
@@ -203,4 +204,28 @@ tu_alloc_fail_at(uint64_t k)
 	atomic_store(&tu_fired, 0);
 	if (k)
 		atomic_store(&tu_fail_at, atomic_load(&tu_count) + k);
+}
+
+int
+tu_verify_member(const uint8_t *gz, size_t gz_len, const uint8_t *orig, size_t orig_len)
+{
+	uint8_t *dec = NULL;
+	size_t dec_len = 0;
+	int ok;
+
+	if (tu_gunzip(gz, gz_len, &dec, &dec_len) != 0)
+		return -1;
+	ok = dec_len == orig_len && memcmp(dec, orig, orig_len) == 0;
+	free(dec);
+	return ok && tu_check_member(gz, gz_len, orig, orig_len) == 0 ? 0 : -1;
+}
+
+size_t
+tu_backend_count(void)
+{
+	size_t n = 0;
+
+	while (gz_backends[n])
+		n++;
+	return n;
 }

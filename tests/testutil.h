@@ -26,6 +26,13 @@ int tu_gunzip(const void *in, size_t in_len, uint8_t **out, size_t *out_len);
  * length of orig. Returns 0 or -1. */
 int tu_check_member(const uint8_t *gz, size_t gz_len, const uint8_t *orig, size_t orig_len);
 
+/* 0 when gz[0..gz_len) is one gzip member that tu_gunzip decodes to
+ * exactly orig[0..orig_len) and tu_check_member accepts; else -1. */
+int tu_verify_member(const uint8_t *gz, size_t gz_len, const uint8_t *orig, size_t orig_len);
+
+/* How many backends the core has compiled in (gz_backends, NULL-terminated). */
+size_t tu_backend_count(void);
+
 /*
  * Counting, failure-injecting allocator installed with gz_alloc_set_hook (the
  * core of mhdgz_set_allocator, so the core suites can use it too).

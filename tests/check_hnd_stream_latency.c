@@ -1,0 +1,423 @@
+/* check_hnd_stream_latency.c: low-latency streams through the handler: SSE events delivered one by one, flush policy, the low-latency and file-descriptor API (suite streaming_live, case latency). */
+#define _GNU_SOURCE /* memmem */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check_suites.h"
+#include "stream_harness.h"
+#include "testutil.h"
+
+/* How long the SSE server waits for the client to confirm an event before
+ * it gives up and produces the next one anyway (counted as late), in
+ * milliseconds. Far above any scheduling delay, so only buffering by the
+ * server makes an event late. */
+#define EVENT_WAIT_MS 3000
+
+#define SSE_EVENTS 6
+
+/*
+ * An event stream whose reader produces event k only after the client has
+ * received event k-1 (decoded, through libcurl's gzip decoder): the client
+ * posts a semaphore per complete event, the reader waits for it at most
+ * EVENT_WAIT_MS. A server that buffers event k-1 until more data comes
+ * makes every wait time out. The bulk test uses the same route with
+ * bulk_read.
+ */
+struct sse {
+	struct th_src src;    /* frees */
+	ssize_t (*read)(void *cls, uint64_t pos, char *buf, size_t max);
+	unsigned int next;    /* next event to produce (daemon thread only) */
+	unsigned int late;    /* waits that timed out */
+	unsigned int seen;    /* complete events received (client) */
+	size_t scan;          /* client: decoded bytes scanned */
+	size_t block_size;
+	size_t event_pad;     /* bytes of hex padding per event (0: a short event) */
+	sem_t got;
+	char *expect;         /* every event, concatenated */
+	size_t expect_len;
+	const char *ctype;
+	const char *cache_control; /* NULL: none */
+	bool set_low_latency;
+	int ll_rc;
+	_Atomic unsigned int create_failures;
+	unsigned int nchunk_events; /* bulk test: identical chunks to produce */
+	unsigned int chunks_done;
+};
+
+/* Event k: short, or with pad bytes of pseudo-random hex (compresses to
+ * about half: a large event's gzip output exceeds libmicrohttpd's buffer
+ * and must be flushed across several reader calls). Returns its length,
+ * or 0 if it does not fit in cap. */
+static size_t
+sse_event(char *buf, size_t cap, unsigned int k, size_t pad)
+{
+	uint32_t x = 2463534242u + k;
+	int n = snprintf(buf, cap, "id: %u\ndata: event %u of the stream, the quick brown fox ", k,
+			 k);
+	size_t len = (size_t)n, i;
+
+	if (n < 0 || len + pad + 2 >= cap)
+		return 0;
+	for (i = 0; i < pad; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		buf[len++] = "0123456789abcdef"[x & 15];
+	}
+	buf[len++] = '\n';
+	buf[len++] = '\n';
+	return len;
+}
+
+/* Wait at most EVENT_WAIT_MS for the client to confirm the last event. */
+static void
+sse_wait(struct sse *e)
+{
+	struct timespec ts;
+	int rc;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += EVENT_WAIT_MS / 1000;
+	ts.tv_nsec += (long)(EVENT_WAIT_MS % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	do
+		rc = sem_timedwait(&e->got, &ts);
+	while (rc < 0 && errno == EINTR);
+	if (rc < 0)
+		e->late++;
+}
+
+static ssize_t
+sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct sse *e = cls;
+	size_t n;
+
+	(void)pos;
+	atomic_fetch_add(&e->src.calls, 1);
+	if (e->next == SSE_EVENTS)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (e->next > 0)
+		sse_wait(e);
+	n = sse_event(buf, max, e->next, e->event_pad);
+	if (n == 0)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	e->next++;
+	return (ssize_t)n;
+}
+
+static void
+sse_on_data(struct th_reply *r, const uint8_t *p, size_t n)
+{
+	struct sse *e = r->cls;
+	const uint8_t *q;
+
+	(void)p;
+	(void)n;
+	while (e->scan + 2 <= r->body_len &&
+	       (q = memmem(r->body + e->scan, r->body_len - e->scan, "\n\n", 2)) != NULL) {
+		e->scan = (size_t)(q - r->body) + 2;
+		e->seen++;
+		sem_post(&e->got);
+	}
+}
+
+static enum MHD_Result
+sse_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
+{
+	struct sse *e = s->cls;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	(void)url;
+	(void)method;
+	e->chunks_done = 0;
+	r = mhdgz_response_from_callback(s->gz, MHD_SIZE_UNKNOWN, e->block_size, e->read, e,
+					 th_src_free);
+	if (!r) {
+		atomic_fetch_add(&e->create_failures, 1);
+		return MHD_NO;
+	}
+	ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, e->ctype) == MHD_YES);
+	if (e->cache_control)
+		ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL,
+						  e->cache_control) == MHD_YES);
+	if (e->set_low_latency)
+		e->ll_rc = mhdgz_response_set_low_latency(s->gz, r);
+	ret = mhdgz_queue_response(s->gz, c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* A stream of ctype made by read, block_size bytes per block; expect
+ * (the bytes the client must get) has room for expect_cap bytes. */
+static struct sse *
+sse_new(ssize_t (*read)(void *, uint64_t, char *, size_t), const char *ctype, size_t block_size,
+	size_t expect_cap)
+{
+	struct sse *e = calloc(1, sizeof *e);
+
+	ck_assert(e != NULL);
+	ck_assert_int_eq(sem_init(&e->got, 0, 0), 0);
+	e->read = read;
+	e->ctype = ctype;
+	e->block_size = block_size;
+	e->expect = malloc(expect_cap);
+	ck_assert(e->expect != NULL);
+	return e;
+}
+
+/* After the stream: made once (low latency set without error if asked),
+ * released once, its compressor back; then free everything. */
+static void
+sse_end(struct st_test *t, struct sse *e)
+{
+	ck_assert_uint_eq(atomic_load(&e->create_failures), 0);
+	ck_assert_int_eq(e->ll_rc, 0);
+	th_stop(&t->s);
+	ck_assert_uint_eq(atomic_load(&e->src.frees), 1);
+	ck_assert(th_pool_back_pred(t->gz));
+	st_end(t);
+	sem_destroy(&e->got);
+	free(e->expect);
+	free(e);
+}
+
+/* The streams: content type, low latency set by the application or not,
+ * backend (and level), hex padding per event. */
+static const struct {
+	const char *ctype;
+	bool ll;
+	enum mhdgz_backend be;
+	int level;
+	size_t pad;
+} ev_cases[] = {
+	{"text/event-stream", false, MHDGZ_BACKEND_DEFAULT, 0, 0},
+	{"Text/Event-Stream; charset=utf-8", false, MHDGZ_BACKEND_DEFAULT, 0, 0},
+	{"text/plain; charset=utf-8", true, MHDGZ_BACKEND_DEFAULT, 0, 0},
+	{"application/x-ndjson", true, MHDGZ_BACKEND_DEFAULT, 0, 0},
+	{"text/event-stream", false, MHDGZ_BACKEND_ZLIB, 9, 0},
+	{"text/event-stream", false, MHDGZ_BACKEND_ISAL, 1, 0},
+	{"text/event-stream", false, MHDGZ_BACKEND_ISAL, 4, 0},
+	{"text/event-stream", false, MHDGZ_BACKEND_DEFAULT, 0, 100 * KIB},
+	{"text/event-stream", false, MHDGZ_BACKEND_ISAL, 2, 100 * KIB},
+	{"text/plain", true, MHDGZ_BACKEND_ZLIB, 1, 100 * KIB},
+};
+
+/* Each event through libcurl's gzip decoder before the next is made. */
+START_TEST(events_arrive_one_by_one)
+{
+	struct st_test t;
+	struct sse *e;
+	size_t block_size;
+	unsigned int k;
+	const char *ce;
+
+	if (!mhdgz_backend_available(ev_cases[_i].be))
+		return;
+	block_size = ev_cases[_i].pad ? ev_cases[_i].pad + 4096 : 4096;
+	e = sse_new(sse_read, ev_cases[_i].ctype, block_size, SSE_EVENTS * block_size);
+	e->cache_control = "no-cache";
+	e->set_low_latency = ev_cases[_i].ll;
+	e->event_pad = ev_cases[_i].pad;
+	for (k = 0; k < SSE_EVENTS; k++) {
+		size_t n = sse_event(e->expect + e->expect_len, e->block_size, k, e->event_pad);
+
+		ck_assert(n > 0);
+		e->expect_len += n;
+	}
+	st_begin(&t, st_gz_new(ev_cases[_i].be, ev_cases[_i].level, 0), NULL, 0, sse_route, e);
+	t.r.on_data = sse_on_data;
+	t.r.cls = e;
+	th_fetch(NULL, t.s.port, "/events", TH_DECODE, &t.r);
+	ck_assert_msg(t.r.rc == CURLE_OK, "%s", curl_easy_strerror(t.r.rc));
+	ce = th_header(&t.r, "Content-Encoding", NULL);
+	ck_assert_msg(ce && strcasecmp(ce, "gzip") == 0, "event stream not gzip-coded: %s",
+		      ce ? ce : "(none)");
+	ck_assert_msg(e->late == 0,
+		      "%u of %u events did not reach the client before the next was produced "
+		      "(buffered, not sync-flushed)",
+		      e->late, SSE_EVENTS - 1);
+	ck_assert_uint_eq(e->seen, SSE_EVENTS);
+	ck_assert_uint_eq(t.r.body_len, e->expect_len);
+	ck_assert(memcmp(t.r.body, e->expect, e->expect_len) == 0);
+	sse_end(&t, e);
+}
+END_TEST
+
+/* 2000 identical 50-byte chunks, one per reader call: a bulk stream is not
+ * flushed per chunk (each sync flush costs at least 5 bytes, RFC 1951
+ * empty stored block), a low-latency one is. _i / 3: 0 bulk, 1
+ * low-latency (set_low_latency), 2 low-latency (event stream); _i % 3 the
+ * backend. */
+#define BULK_CHUNKS 2000
+#define BULK_LINE "0123456789 the quick brown fox jumps over the dog\n"
+
+static ssize_t
+bulk_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct sse *e = cls;
+	size_t n = sizeof BULK_LINE - 1;
+
+	(void)pos;
+	atomic_fetch_add(&e->src.calls, 1);
+	if (e->chunks_done == e->nchunk_events)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (n > max)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	memcpy(buf, BULK_LINE, n);
+	e->chunks_done++;
+	return (ssize_t)n;
+}
+
+static const enum mhdgz_backend fp_backends[] = {
+	MHDGZ_BACKEND_ZLIB, MHDGZ_BACKEND_DEFAULT, MHDGZ_BACKEND_ISAL,
+};
+
+START_TEST(flush_policy)
+{
+	int mode = _i / (int)N_ELEMS(fp_backends);
+	enum mhdgz_backend be = fp_backends[_i % (int)N_ELEMS(fp_backends)];
+	struct st_test t;
+	struct sse *e;
+	size_t i, want_len = 0;
+
+	if (!mhdgz_backend_available(be))
+		return;
+	e = sse_new(bulk_read, mode == 2 ? "text/event-stream" : "text/plain", 4096,
+		    BULK_CHUNKS * (sizeof BULK_LINE - 1));
+	for (i = 0; i < BULK_CHUNKS; i++) {
+		memcpy(e->expect + want_len, BULK_LINE, sizeof BULK_LINE - 1);
+		want_len += sizeof BULK_LINE - 1;
+	}
+	e->nchunk_events = BULK_CHUNKS;
+	e->set_low_latency = mode == 1;
+	st_begin(&t, th_gz_new(be, 0, 0), NULL, 0, sse_route, e);
+	st_get(&t, TH_GZIP);
+	expect_gzip_body(&t.r, (const uint8_t *)e->expect, want_len);
+	fprintf(stderr, "flush_policy(%s, %s): %zu gzip bytes for %zu bytes in %u chunks\n",
+		mhdgz_backend_name(be), mode == 0 ? "bulk" : "low-latency", t.r.body_len, want_len,
+		BULK_CHUNKS);
+	if (mode == 0)
+		ck_assert_msg(t.r.body_len < 4000,
+			      "bulk stream: %zu gzip bytes for %zu bytes of one repeated line "
+			      "(flushed per chunk?)",
+			      t.r.body_len, want_len);
+	else
+		ck_assert_msg(t.r.body_len >= BULK_CHUNKS * 5,
+			      "low-latency stream: %zu gzip bytes for %u chunks (not flushed per "
+			      "chunk)",
+			      t.r.body_len, BULK_CHUNKS);
+	sse_end(&t, e);
+}
+END_TEST
+
+static ssize_t
+never_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)cls;
+	(void)pos;
+	(void)buf;
+	(void)max;
+	return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+/* mhdgz_response_set_low_latency: 0 for streaming responses of the
+ * handler, MHDGZ_EINVAL for anything else. */
+START_TEST(low_latency_api)
+{
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct mhdgz *other = th_gz_new(MHDGZ_BACKEND_ZLIB, 0, 0);
+	struct th_src src = {0};
+	static char body[] = "hello";
+	struct MHD_Response *cb, *cb_other, *buf, *plain, *fdr;
+	int fd = th_temp_file("hello, file\n", 12);
+
+	cb = mhdgz_response_from_callback(gz, MHD_SIZE_UNKNOWN, 1024, never_read, &src,
+					  th_src_free);
+	cb_other = mhdgz_response_from_callback(other, 100, 1024, never_read, &src, th_src_free);
+	buf = mhdgz_response_from_buffer(gz, 5, body, MHD_RESPMEM_PERSISTENT);
+	plain = MHD_create_response_from_buffer(5, body, MHD_RESPMEM_PERSISTENT);
+	fdr = mhdgz_response_from_fd(gz, 12, fd);
+	ck_assert(cb && cb_other && buf && plain && fdr);
+	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, cb), 0);
+	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, fdr), 0);
+	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, buf), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, plain), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, cb_other), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, NULL), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_low_latency(NULL, cb), MHDGZ_EINVAL);
+	/* Creation errors: NULL, and the free callback is not called. */
+	ck_assert(mhdgz_response_from_callback(NULL, 10, 1024, never_read, &src, th_src_free) ==
+		  NULL);
+	ck_assert(mhdgz_response_from_callback(gz, 10, 1024, NULL, &src, th_src_free) == NULL);
+	ck_assert_uint_eq(atomic_load(&src.frees), 0);
+	MHD_destroy_response(cb);
+	MHD_destroy_response(cb_other);
+	MHD_destroy_response(buf);
+	MHD_destroy_response(plain);
+	MHD_destroy_response(fdr);
+	ck_assert_uint_eq(atomic_load(&src.frees), 2);
+	/* The file descriptor went with its response. */
+	ck_assert_int_eq(fcntl(fd, F_GETFD), -1);
+	mhdgz_free(gz);
+	mhdgz_free(other);
+}
+END_TEST
+
+/* File responses own their descriptor once made (closed when the response
+ * is freed); on every failure (NULL handler, unknown size, offset out of
+ * range) the caller still owns it, exactly as with libmicrohttpd, so the
+ * usual "if (r == NULL) close(fd);" closes it once. */
+START_TEST(fd_ownership)
+{
+	static const struct {
+		bool null_gz;
+		uint64_t size;
+		uint64_t offset;
+		const char *why;
+	} fail[] = {
+		{true, 3, 0, "a NULL handler"},
+		{false, MHD_SIZE_UNKNOWN, 0, "an unknown size"},
+		{false, 3, (uint64_t)INT64_MAX, "an offset out of range"},
+	};
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	size_t i;
+
+	for (i = 0; i < N_ELEMS(fail); i++) {
+		int fd = th_temp_file("abc", 3);
+
+		if (fail[i].null_gz)
+			ck_assert(mhdgz_response_from_fd(NULL, (size_t)fail[i].size, fd) == NULL);
+		else
+			ck_assert(mhdgz_response_from_fd_at_offset64(gz, fail[i].size, fd,
+								     fail[i].offset) == NULL);
+		ck_assert_msg(fcntl(fd, F_GETFD) != -1, "fd closed after %s", fail[i].why);
+		ck_assert_int_eq(close(fd), 0);
+	}
+	mhdgz_free(gz);
+}
+END_TEST
+
+struct ck_case
+stream_latency_case(void)
+{
+	return (struct ck_case){"latency", CK_CASE_TIMEOUT, {
+		{events_arrive_one_by_one, 0, (int)N_ELEMS(ev_cases)},
+		{flush_policy, 0, (int)(3 * N_ELEMS(fp_backends))}, {low_latency_api, 0, 0},
+		{fd_ownership, 0, 0}}};
+}

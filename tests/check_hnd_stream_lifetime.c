@@ -1,0 +1,392 @@
+/* check_hnd_stream_lifetime.c: when streaming responses and their compressors are released: clients that go away, a daemon stopped mid-stream, HEAD, 1 GiB in bounded memory (suite streaming_live, cases lifetime and memory). */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "check_suites.h"
+#include "stream_harness.h"
+#include "testutil.h"
+
+/* ===================================================================== */
+/*                     Clients that go away mid-stream                   */
+/* ===================================================================== */
+
+static const struct {
+	enum mhdgz_backend be;
+	int level;
+} dc_backends[] = {
+	{MHDGZ_BACKEND_ZLIB, 6},
+	{MHDGZ_BACKEND_DEFAULT, 0}, /* libdeflate: streams go to zlib */
+	{MHDGZ_BACKEND_ISAL, 1},
+};
+
+static bool
+live_back_to(void *cls)
+{
+	return tu_alloc_live() == *(int64_t *)cls;
+}
+
+/*
+ * The client closes after N bytes of a long gzip stream (1 byte, 64 KiB,
+ * 1 MiB). _i / 2 selects the backend; _i % 2:
+ *  0: pooled: each time the compressor returns to the pool, which the
+ *     pool counters show (one get per stream, every compressor created
+ *     idle again);
+ *  1: MHDGZ_F_NO_POOL with the counting allocator: each compressor is
+ *     freed, so the library's live blocks return to their level (a proof
+ *     independent of the counters).
+ * Either way the free callback runs exactly once per response, never
+ * before the reader's last call, and nothing more after the daemon stops
+ * and the handler is freed. Counter mismatches are collected and reported
+ * at the end, so the teardown (and the sanitizers' leak check) still runs.
+ */
+START_TEST(client_disconnects)
+{
+	static const size_t abort_after[] = {1, 64 * KIB, 1 * MIB};
+	size_t be_i = (size_t)_i / 2, dlen = 256 * KIB, i;
+	bool no_pool = _i % 2;
+	uint8_t *data;
+	struct mhdgz *gz;
+	struct st_test t;
+	struct th_reply *r = &t.r;
+	struct lfix f;
+	struct mhdgz_stats st;
+	int64_t live0 = 0;
+	char why[256] = "";
+
+	if (!mhdgz_backend_available(dc_backends[be_i].be))
+		return;
+	if (no_pool)
+		tu_alloc_install(0);
+	gz = st_gz_new(dc_backends[be_i].be, dc_backends[be_i].level, no_pool ? MHDGZ_F_NO_POOL : 0);
+	data = tu_payload(dlen, TU_TEXT, 301);
+	/* 256 MiB at most: the stream outlasts any client here, and ends by
+	 * itself if a disconnect were never noticed. */
+	lfix_init(&f, data, dlen, 256ull * MIB, false, 16 * KIB, "text/plain");
+	st_begin(&t, gz, data, dlen, live_route, &f);
+	live0 = tu_alloc_live();
+	for (i = 0; i < N_ELEMS(abort_after); i++) {
+		r->abort_after = abort_after[i];
+		st_get(&t, TH_GZIP);
+		ck_assert_msg(r->rc == CURLE_WRITE_ERROR, "abort after %zu: %s", abort_after[i],
+			      curl_easy_strerror(r->rc));
+		ck_assert_str_eq(th_header(r, "Content-Encoding", NULL), "gzip");
+		ck_assert_msg(th_wait(all_freed, &f, RELEASE_WAIT_MS),
+			      "abort after %zu: the free callback ran %u times for %u responses",
+			      abort_after[i], atomic_load(&f.frees), atomic_load(&f.nresp));
+		if (no_pool) {
+			ck_assert_msg(th_wait(live_back_to, &live0, RELEASE_WAIT_MS),
+				      "abort after %zu: %lld library blocks live, %lld before",
+				      abort_after[i], (long long)tu_alloc_live(),
+				      (long long)live0);
+			continue;
+		}
+		ck_assert_msg(th_wait(th_pool_back_pred, gz, RELEASE_WAIT_MS),
+			      "abort after %zu: compressor not back in the pool", abort_after[i]);
+		st = th_stats(gz);
+		if (!why[0] && (st.pool_gets != i + 1 || st.pool_idle < 1))
+			snprintf(why, sizeof why,
+				 "abort after %zu: pool_gets %llu after %zu streams (misses %llu, "
+				 "idle %llu)",
+				 abort_after[i], (unsigned long long)st.pool_gets, i + 1,
+				 (unsigned long long)st.pool_misses,
+				 (unsigned long long)st.pool_idle);
+	}
+	ck_assert_uint_eq(atomic_load(&f.after_free), 0);
+	th_stop(&t.s);
+	expect_freed_once(&f);
+	ck_assert_uint_eq(atomic_load(&f.frees), N_ELEMS(abort_after));
+	st_end(&t); /* frees the handler */
+	ck_assert_uint_eq(atomic_load(&f.frees), N_ELEMS(abort_after));
+	if (no_pool) {
+		ck_assert_int_eq(tu_alloc_live(), 0);
+		tu_alloc_uninstall();
+	}
+	ck_assert_msg(!why[0], "compressor pool counters: %s", why);
+}
+END_TEST
+
+/* The daemon is stopped while a client is still reading a stream: the
+ * stream is abandoned, the compressor goes back before mhdgz_free, the
+ * free callback runs once. */
+struct stop_mid {
+	uint16_t port;
+	struct th_reply r;
+};
+
+static void *
+stop_mid_client(void *arg)
+{
+	struct stop_mid *m = arg;
+
+	th_fetch(NULL, m->port, "/", TH_GZIP, &m->r);
+	return NULL;
+}
+
+START_TEST(daemon_stops_mid_stream)
+{
+	size_t dlen = 128 * KIB;
+	uint8_t *data = tu_payload(dlen, TU_TEXT, 303);
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0);
+	struct th_server s = {0};
+	struct lfix f;
+	struct stop_mid m;
+	pthread_t t;
+
+	lfix_init(&f, data, dlen, 256ull * MIB, false, 16 * KIB, "text/plain");
+	f.stop_every = 32 * KIB;
+	f.stop_ms = 1000000; /* stalls at 32 KiB: the stream cannot finish */
+	th_start(&s, gz, 0, live_route, &f);
+	th_reply_init(&m.r);
+	m.port = s.port;
+	ck_assert_int_eq(pthread_create(&t, NULL, stop_mid_client, &m), 0);
+	usleep(300 * 1000);
+	ck_assert_uint_eq(atomic_load(&f.nresp), 1);
+	th_stop(&s);
+	pthread_join(t, NULL);
+	ck_assert(m.r.rc != CURLE_OK);
+	expect_freed_once(&f);
+	ck_assert(th_pool_back_pred(gz));
+	mhdgz_free(gz);
+	th_reply_free(&m.r);
+	free(data);
+}
+END_TEST
+
+/* ===================================================================== */
+/*                               HEAD                                    */
+/* ===================================================================== */
+
+/* HEAD of a gzip stream (queued with its method): the GET headers
+ * (Content-Encoding, no Content-Length, Vary, weak ETag), no body, no
+ * reader call (a HEAD never runs the application's reader, so the gzip
+ * length is not known: no framing field, and the connection closes, as
+ * libmicrohttpd 0.9.75 can frame a HEAD of unknown length no other way),
+ * and the compressor back in the pool. _i: known size. */
+START_TEST(head_like_get)
+{
+	static const char *const same[] = {"Content-Encoding", "Content-Length", "Vary", "ETag",
+					   "Content-Type"};
+	bool known = _i;
+	size_t len = 300 * KIB + 7, i;
+	uint8_t *data = tu_payload(len, TU_TEXT, 401);
+	struct st_test t;
+	struct th_reply *get = &t.r, head;
+	struct lfix f;
+	uint64_t calls_before;
+
+	lfix_init(&f, data, len, len, known, 8192, "text/html; charset=utf-8");
+	f.etag = "\"h1\"";
+	st_begin(&t, th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0), data, len, live_route, &f);
+	th_reply_init(&head);
+	st_get(&t, TH_GZIP);
+	expect_gzip_body(get, data, len);
+	expect_all_released(&t.s, &f);
+	calls_before = atomic_load(&f.calls);
+	th_fetch(NULL, t.s.port, "/", TH_GZIP | TH_HEAD, &head);
+	ck_assert_msg(head.rc == CURLE_OK, "HEAD: %s", curl_easy_strerror(head.rc));
+	ck_assert_int_eq(head.status, 200);
+	ck_assert_uint_eq(head.body_len, 0);
+	for (i = 0; i < N_ELEMS(same); i++) {
+		const char *g = th_header(get, same[i], NULL), *h = th_header(&head, same[i], NULL);
+
+		ck_assert_msg((g == NULL) == (h == NULL) && (!g || strcmp(g, h) == 0),
+			      "%s: GET \"%s\", HEAD \"%s\"", same[i], g ? g : "(none)",
+			      h ? h : "(none)");
+	}
+	ck_assert_str_eq(th_header(&head, "ETag", NULL), "W/\"h1\"");
+	ck_assert_ptr_null(th_header(&head, "Transfer-Encoding", NULL));
+	ck_assert_str_eq(th_header(&head, "Connection", NULL), "close");
+	ck_assert(th_has_token(th_header(&head, "Vary", NULL), "Accept-Encoding"));
+	expect_all_released(&t.s, &f);
+	ck_assert_msg(atomic_load(&f.calls) == calls_before,
+		      "HEAD called the reader %llu times",
+		      (unsigned long long)(atomic_load(&f.calls) - calls_before));
+	/* Identity HEAD: Content-Length of the known size. */
+	th_fetch(NULL, t.s.port, "/", TH_HEAD, &head);
+	ck_assert_int_eq(head.rc, CURLE_OK);
+	ck_assert(th_header(&head, "Content-Encoding", NULL) == NULL);
+	if (known) {
+		char num[32];
+
+		snprintf(num, sizeof num, "%zu", len);
+		ck_assert_str_eq(th_header(&head, "Content-Length", NULL), num);
+	}
+	expect_all_released(&t.s, &f);
+	th_stop(&t.s);
+	expect_freed_once(&f);
+	th_reply_free(&head);
+	st_end(&t);
+}
+END_TEST
+
+/* ===================================================================== */
+/*                      1 GiB in bounded memory                          */
+/* ===================================================================== */
+
+#define BIG_LEN (1024ull * MIB)
+#define BIG_PAGE 4096u
+#define RSS_LIMIT_KIB (16u * 1024u)
+
+/* Repeating text with a counter: page p of the stream is a fixed text with
+ * p written in its first 16 bytes. Cheap, compressible, not trivially. */
+struct big {
+	uint8_t page[BIG_PAGE];
+	uint64_t produced;
+	uLong crc;
+	uint64_t rss0_kib, rss_max_kib;
+	uint64_t calls;
+	unsigned int bad_pos;
+	_Atomic unsigned int frees;
+	/* client */
+	uLong crc_client;
+	uint64_t got;
+};
+
+static ssize_t
+big_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct big *b = cls;
+	size_t n = 0;
+
+	if (pos != b->produced)
+		b->bad_pos++;
+	if (pos >= BIG_LEN)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (max > BIG_LEN - pos)
+		max = (size_t)(BIG_LEN - pos);
+	while (n < max) {
+		uint64_t p = (pos + n) / BIG_PAGE;
+		size_t off = (size_t)((pos + n) % BIG_PAGE), k = BIG_PAGE - off;
+		char tag[17];
+
+		if (k > max - n)
+			k = max - n;
+		snprintf(tag, sizeof tag, "%016llx", (unsigned long long)p);
+		memcpy(b->page, tag, 16);
+		memcpy(buf + n, b->page + off, k);
+		n += k;
+	}
+	b->crc = crc32(b->crc, (const Bytef *)buf, (uInt)n);
+	b->produced += n;
+	if (b->calls++ % 256 == 0) {
+		uint64_t rss = th_rss_kib();
+
+		if (rss > b->rss_max_kib)
+			b->rss_max_kib = rss;
+	}
+	return (ssize_t)n;
+}
+
+static void
+big_free(void *cls)
+{
+	struct big *b = cls;
+
+	atomic_fetch_add(&b->frees, 1);
+}
+
+static void
+big_on_data(struct th_reply *r, const uint8_t *p, size_t n)
+{
+	struct big *b = r->cls;
+
+	b->crc_client = crc32(b->crc_client, p, (uInt)n);
+	b->got += n;
+}
+
+static enum MHD_Result
+big_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
+{
+	struct big *b = s->cls;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	(void)url;
+	(void)method;
+	r = mhdgz_response_from_callback(s->gz, MHD_SIZE_UNKNOWN, 64 * KIB, big_read, b,
+					 big_free);
+	ck_assert(r != NULL);
+	ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain") ==
+		  MHD_YES);
+	ret = mhdgz_queue_response(s->gz, c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+START_TEST(one_gib_bounded_memory)
+{
+	struct mhdgz *gz;
+	struct th_server s = {0};
+	struct th_reply r;
+	struct big *b;
+	size_t i;
+	uint64_t t0, ms;
+
+	if (TH_SANITIZED) {
+		fprintf(stderr, "one_gib_bounded_memory: skipped under a sanitizer\n");
+		return;
+	}
+	gz = th_gz_new(MHDGZ_BACKEND_ZLIB, 1, 0);
+	b = calloc(1, sizeof *b);
+	ck_assert(b != NULL);
+	for (i = 0; i < BIG_PAGE; i++)
+		b->page[i] = (uint8_t)"the quick brown fox jumps over the lazy dog; "[i % 45];
+	b->page[BIG_PAGE - 1] = '\n';
+	b->crc = crc32(0L, Z_NULL, 0);
+	b->crc_client = crc32(0L, Z_NULL, 0);
+	th_start(&s, gz, 0, big_route, b);
+	th_reply_init(&r);
+	r.discard = true;
+	r.on_data = big_on_data;
+	r.cls = b;
+	b->rss0_kib = th_rss_kib();
+	ck_assert(b->rss0_kib > 0);
+	t0 = th_now_ms();
+	th_fetch(NULL, s.port, "/", TH_DECODE, &r);
+	ms = th_now_ms() - t0;
+	fprintf(stderr,
+		"one_gib_bounded_memory: %llu ms, RSS %llu KiB before, at most %llu KiB during\n",
+		(unsigned long long)ms, (unsigned long long)b->rss0_kib,
+		(unsigned long long)b->rss_max_kib);
+	ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
+	ck_assert_str_eq(th_header(&r, "Content-Encoding", NULL), "gzip");
+	ck_assert_uint_eq(b->bad_pos, 0);
+	ck_assert_uint_eq(b->produced, BIG_LEN);
+	ck_assert_uint_eq(b->got, BIG_LEN);
+	ck_assert_msg(b->crc_client == b->crc, "CRC-32 %08lx received, %08lx produced",
+		      b->crc_client, b->crc);
+	ck_assert_msg(b->rss_max_kib < b->rss0_kib + RSS_LIMIT_KIB,
+		      "RSS grew by %llu KiB while streaming 1 GiB",
+		      (unsigned long long)(b->rss_max_kib - b->rss0_kib));
+	th_stop(&s);
+	ck_assert_uint_eq(atomic_load(&b->frees), 1);
+	ck_assert(th_pool_back_pred(gz));
+	th_reply_free(&r);
+	free(b);
+	mhdgz_free(gz);
+}
+END_TEST
+
+
+struct ck_case
+stream_lifetime_case(void)
+{
+	return (struct ck_case){"lifetime", CK_CASE_TIMEOUT, {
+		{client_disconnects, 0, (int)(2 * N_ELEMS(dc_backends))},
+		{daemon_stops_mid_stream, 0, 0}, {head_like_get, 0, 2}}};
+}
+
+struct ck_case
+stream_memory_case(void)
+{
+	return (struct ck_case){"memory", CK_CASE_TIMEOUT, {{one_gib_bounded_memory, 0, 0}}};
+}
