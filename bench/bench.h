@@ -13,8 +13,9 @@
 #include <microhttpd.h>
 #include <zlib.h>
 
-#include "mhdgz.h"
-#include "gz_backend.h"
+/* The public header, and the selection without a connection (hnd_select)
+ * that the rows time: the bench links the convenience libraries. */
+#include "hnd_internal.h"
 
 /* Most --count passes and --cpu entries. */
 #define BH_MAX_COUNT 64

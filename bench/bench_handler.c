@@ -11,12 +11,13 @@
  *  GzipHandler  Exactly what one request costs the handler, without sockets:
  *               mhdgz_response_from_buffer(body, MHD_RESPMEM_PERSISTENT),
  *               MHD_add_response_header(Content-Type: application/json),
- *               mhdgz_select() for a request carrying "Accept-Encoding:
- *               gzip" (negotiation, the decision, Vary merged into the
+ *               the selection (hnd_select(), what mhdgz_queue_response_ex()
+ *               runs) for a request carrying "Accept-Encoding: gzip"
+ *               (negotiation, the decision, Vary merged into the
  *               response, a compressor from the compressor pool, compression,
  *               the gzip variant built with its headers), then
  *               MHD_destroy_response(), which destroys the variant too.
- *               mhdgz_queue_response() is mhdgz_select() followed by
+ *               mhdgz_queue_response_ex() is that selection followed by
  *               MHD_queue_response(); the latter only takes a reference, so
  *               it is left out with the socket. A fresh response per op
  *               means the response cache never hits (checked: every op must

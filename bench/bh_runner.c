@@ -11,40 +11,30 @@
 
 #include "bench.h"
 
-static const char *const bh_ae_gzip[] = {"gzip"};
-static const struct mhdgz_request bh_req = {
-	.size = sizeof(struct mhdgz_request),
-	.accept_encoding = bh_ae_gzip,
-	.accept_encoding_count = 1,
-	.flags = 0,
-};
-
 /*
- * The places the bench calls mhdgz_select(): negotiation, the decision
- * and compression for a request carrying "Accept-Encoding: gzip" (or none),
- * without queueing. If mhdgz_select() leaves the public API, these become
- * the queue-based path. They return the reason (MHDGZ_COMPRESSED or a skip).
+ * The selection without a connection: hnd_select(), what
+ * mhdgz_queue_response_ex() runs before MHD_queue_response() (which only
+ * takes a reference; it is left out with the socket), for a request with
+ * "Accept-Encoding: gzip" or none. Returns the reason, or MHDGZ_SKIP_ERROR
+ * when a response other than the expected one was chosen.
  */
 static inline enum mhdgz_reason
-bh_select_identity(struct mhdgz *gz, struct MHD_Response *r)
+bh_select(struct mhdgz *gz, struct MHD_Response *r, bool gzip)
 {
-	static const struct mhdgz_request none = {.size = sizeof none};
+	static const char *const ae_gzip[] = {"gzip"};
+	struct hnd_request rq = {.head = false, .flags = 0};
+	struct hnd_result res;
 	struct MHD_Response *q;
-	enum mhdgz_reason reason = MHDGZ_SKIP_ERROR;
 
-	mhdgz_select(gz, &none, MHD_HTTP_OK, r, &q, &reason);
-	return q == r ? reason : MHDGZ_SKIP_ERROR;
+	hnd_accept_parse(gzip ? ae_gzip : NULL, gzip ? 1 : 0, &rq.acc);
+	(void)hnd_select(gz, &rq, MHD_HTTP_OK, r, &q, &res);
+	if ((q == r) == (res.reason == MHDGZ_COMPRESSED))
+		return MHDGZ_SKIP_ERROR;
+	return res.reason;
 }
 
-static inline enum mhdgz_reason
-bh_select_gzip(struct mhdgz *gz, struct MHD_Response *r)
-{
-	struct MHD_Response *q;
-	enum mhdgz_reason reason = MHDGZ_SKIP_ERROR;
-
-	mhdgz_select(gz, &bh_req, MHD_HTTP_OK, r, &q, &reason);
-	return reason;
-}
+#define bh_select_gzip(gz, r) bh_select((gz), (r), true)
+#define bh_select_identity(gz, r) bh_select((gz), (r), false)
 
 FILE *bh_out_file;
 

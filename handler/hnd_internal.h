@@ -421,11 +421,17 @@ struct hnd_decision {
 /* ------------------------------------------------------------------------ */
 /* Selection (hnd_queue.c)                                                  */
 
+/* hnd_request flags: build a fresh gzip representation even if one is
+ * cached (benchmarks, tests). */
+#define HND_REQ_NO_CACHE 0x1u
+/* hnd_select's result: the caller owns a reference to *queue_ret. */
+#define HND_RELEASE 1
+
 /* What the selection needs from the request. */
 struct hnd_request {
 	struct hnd_accept acc;
 	bool head;          /* HEAD: GET's header fields, no content */
-	unsigned int flags; /* MHDGZ_REQ_* */
+	unsigned int flags; /* HND_REQ_* */
 };
 
 /* What the selection did (struct mhdgz_outcome without the coding name). */
@@ -435,6 +441,11 @@ struct hnd_result {
 	uint64_t coded_nbytes; /* body as coded, or MHDGZ_NBYTES_UNKNOWN */
 };
 
+/* The decision applied: the response to queue in *queue_ret (response
+ * itself or one of ours), HND_RELEASE when the caller must destroy it after
+ * queueing, else 0. Never fails (identity, MHDGZ_SKIP_ERROR). What
+ * mhdgz_queue_response_ex runs before MHD_queue_response; tests, fuzzers
+ * and the bench call it without a connection. */
 int hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	       struct MHD_Response *response, struct MHD_Response **queue_ret,
 	       struct hnd_result *res);

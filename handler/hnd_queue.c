@@ -67,7 +67,7 @@ identity_of_prefix(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts
 /*
  * The whole selection: decide, then build or reuse what is queued in the
  * response's place. *queue_ret is the response itself or a response of
- * ours; the return value is MHDGZ_RELEASE when the caller owns a reference
+ * ours; the return value is HND_RELEASE when the caller owns a reference
  * to it (a per-request response: a gzip stream, a HEAD response), else 0.
  * res receives the outcome. Never fails: on any failure the identity
  * response is queued and the reason is MHDGZ_SKIP_ERROR.
@@ -138,7 +138,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e)) {
 		/* Compressed whole and cached; a HEAD gets the same response,
 		 * whose Content-Length libmicrohttpd sends without the body. */
-		d.reason = hnd_gzip_representation(gz, e, &f, rq->flags & MHDGZ_REQ_NO_CACHE, &v);
+		d.reason = hnd_gzip_representation(gz, e, &f, rq->flags & HND_REQ_NO_CACHE, &v);
 		if (d.reason == MHDGZ_COMPRESSED) {
 			*queue_ret = v;
 			out_len = e->gzip_rep_len;
@@ -157,7 +157,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		in_len = out_len = 0;
 		if (v) {
 			*queue_ret = v;
-			release = MHDGZ_RELEASE;
+			release = HND_RELEASE;
 			if (len != MHD_SIZE_UNKNOWN)
 				res->coded_nbytes = len;
 		} else {
@@ -174,7 +174,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 			*queue_ret = v;
 			/* Our creation reference goes to the caller, who drops it
 			 * after queueing (libmicrohttpd then holds its own). */
-			release = MHDGZ_RELEASE;
+			release = HND_RELEASE;
 			in_len = out_len = 0;
 		} else {
 			if (v)
@@ -191,7 +191,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		v = identity_of_prefix(gz, e, &f, &pre, rq->head);
 		if (v) {
 			*queue_ret = v;
-			release = MHDGZ_RELEASE;
+			release = HND_RELEASE;
 			if (pre.eof)
 				in_len = out_len = pre.len;
 		} else {
@@ -211,7 +211,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		v = hnd_fields_response(gz, response, &f, MHD_SIZE_UNKNOWN, HND_REP_IDENTITY);
 		if (v) {
 			*queue_ret = v;
-			release = MHDGZ_RELEASE;
+			release = HND_RELEASE;
 		}
 	}
 	if (*queue_ret == response) {
@@ -244,27 +244,6 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 done:
 	hnd_count(gz, HND_C_REASON0 + d.reason, 1);
 	res->reason = d.reason;
-	return release;
-}
-
-MHDGZ_API int
-mhdgz_select(struct mhdgz *gz, const struct mhdgz_request *req, unsigned int status_code,
-	     struct MHD_Response *response, struct MHD_Response **queue_ret,
-	     enum mhdgz_reason *reason_ret)
-{
-	struct hnd_request rq = {.head = false};
-	struct hnd_result res;
-	int release;
-
-	if (queue_ret)
-		*queue_ret = response;
-	if (!gz || !req || !response || !queue_ret || req->size != sizeof *req)
-		return MHDGZ_EINVAL;
-	hnd_accept_parse(req->accept_encoding, req->accept_encoding_count, &rq.acc);
-	rq.flags = req->flags;
-	release = hnd_select(gz, &rq, status_code, response, queue_ret, &res);
-	if (reason_ret)
-		*reason_ret = res.reason;
 	return release;
 }
 
@@ -312,7 +291,7 @@ mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, con
 		release = hnd_select(gz, &rq, status_code, response, &q, &res);
 	}
 	ret = MHD_queue_response(connection, status_code, q);
-	if (release == MHDGZ_RELEASE)
+	if (release == HND_RELEASE)
 		MHD_destroy_response(q);
 	if (outcome) {
 		outcome->reason = res.reason;

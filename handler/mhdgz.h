@@ -425,54 +425,6 @@ mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, con
 			unsigned int status_code, struct MHD_Response *response,
 			struct mhdgz_outcome *outcome);
 
-/** A request as the decision sees it, without a connection. */
-struct mhdgz_request {
-	/** sizeof(struct mhdgz_request). */
-	size_t size;
-	/** The values of every Accept-Encoding header line of the request, in
-	 * order; borrowed. NULL with count 0 means the header is absent. */
-	const char *const *accept_encoding;
-	size_t accept_encoding_count; /**< entries in accept_encoding */
-	/** MHDGZ_REQ_* flags. */
-	unsigned int flags;
-};
-
-/** Build a fresh gzip variant even if one is cached (benchmarks). */
-#define MHDGZ_REQ_NO_CACHE 0x1u
-
-/** mhdgz_select() result: the caller owns a reference to *queue_ret. */
-#define MHDGZ_RELEASE 1
-
-/**
- * The connection-free core of mhdgz_queue_response(): decide and return the
- * response to queue. mhdgz_queue_response() is exactly this, with the
- * request's Accept-Encoding lines, followed by
- * MHD_queue_response(connection, status_code, *queue_ret) and, when this
- * returned MHDGZ_RELEASE, MHD_destroy_response(*queue_ret).
- *
- * @param gz as for mhdgz_queue_response().
- * @param req the request; borrowed.
- * @param status_code as for mhdgz_queue_response().
- * @param response as for mhdgz_queue_response().
- * @param queue_ret receives @a response itself or a variant of it. A
- *        variant of a buffer response is owned by the library and valid
- *        until @a response is freed (or until the next call with
- *        MHDGZ_REQ_NO_CACHE for the same response, which replaces it):
- *        pass it to MHD_queue_response() and do not destroy it. A gzip
- *        stream of a streaming response is new for each call and comes
- *        with a reference for the caller (return value MHDGZ_RELEASE).
- * @param reason_ret receives the reason; may be NULL.
- * @return 0; MHDGZ_RELEASE when the caller must call
- *         MHD_destroy_response(*queue_ret) once it has queued it (or
- *         decided not to); MHDGZ_EINVAL for NULL arguments or an unknown
- *         req->size (then *queue_ret is @a response). Compression failures
- *         return 0 with reason MHDGZ_SKIP_ERROR.
- * @note Thread-safe.
- */
-MHDGZ_API int mhdgz_select(struct mhdgz *gz, const struct mhdgz_request *req,
-			   unsigned int status_code, struct MHD_Response *response,
-			   struct MHD_Response **queue_ret, enum mhdgz_reason *reason_ret);
-
 /* ===================================================================== */
 /*                              Streaming                                */
 /* ===================================================================== */

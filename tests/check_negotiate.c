@@ -1,4 +1,4 @@
-/* check_negotiate.c: table-driven tests of mhdgz's pure functions, option validation and mhdgz_select(). */
+/* check_negotiate.c: table-driven tests of mhdgz's pure functions, option validation and the selection without a connection. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -10,7 +10,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "mhdgz.h"
+#include "hnd_internal.h" /* mhdgz.h, and hnd_select() */
 #include "check_suites.h"
 #include "testutil.h"
 
@@ -721,7 +721,7 @@ START_TEST(test_new_faults)
 END_TEST
 
 /* ===================================================================== */
-/*              mhdgz_select() and response API (no daemon)              */
+/*       the selection (hnd_select) and response API (no daemon)        */
 /* ===================================================================== */
 
 static const char *
@@ -756,16 +756,35 @@ resp_hdr_count(struct MHD_Response *r, const char *name)
 	return hc.n;
 }
 
-static struct mhdgz_request
+/* A request without a connection: its Accept-Encoding lines and the
+ * selection's flags. */
+struct sel_req {
+	const char *const *ae;
+	size_t n;
+	unsigned int flags; /* HND_REQ_* */
+};
+
+static struct sel_req
 req_of(const char *const *lines, size_t count)
 {
-	struct mhdgz_request q;
+	return (struct sel_req){.ae = lines, .n = count, .flags = 0};
+}
 
-	memset(&q, 0, sizeof q);
-	q.size = sizeof q;
-	q.accept_encoding = lines;
-	q.accept_encoding_count = count;
-	return q;
+/* The selection without a connection: hnd_select(), what
+ * mhdgz_queue_response_ex() runs before MHD_queue_response(). */
+static int
+select_of(struct mhdgz *gz, const struct sel_req *rq, unsigned int status,
+	  struct MHD_Response *r, struct MHD_Response **q, enum mhdgz_reason *why)
+{
+	struct hnd_request hr = {.head = false, .flags = rq->flags};
+	struct hnd_result res;
+	int rc;
+
+	hnd_accept_parse(rq->ae, rq->n, &hr.acc);
+	rc = hnd_select(gz, &hr, status, r, q, &res);
+	if (why)
+		*why = res.reason;
+	return rc;
 }
 
 static struct mhdgz_stats
@@ -786,7 +805,7 @@ START_TEST(test_select_identity_and_variant)
 	struct mhdgz *gz;
 	uint8_t *body = tu_payload(8192, TU_TEXT, 1);
 	struct MHD_Response *r, *q = NULL, *v1, *v2;
-	struct mhdgz_request none = req_of(NULL, 0), yes = req_of(ae_gzip, 1);
+	struct sel_req none = req_of(NULL, 0), yes = req_of(ae_gzip, 1);
 	enum mhdgz_reason why = MHDGZ_REASON_COUNT;
 	struct mhdgz_stats st;
 
@@ -797,7 +816,7 @@ START_TEST(test_select_identity_and_variant)
 	ck_assert_int_eq(MHD_add_response_header(r, "ETag", "\"v1\""), MHD_YES);
 
 	/* No Accept-Encoding: the response itself, with Vary added. */
-	ck_assert_int_eq(mhdgz_select(gz, &none, 200, r, &q, &why), 0);
+	ck_assert_int_eq(select_of(gz, &none, 200, r, &q, &why), 0);
 	ck_assert_ptr_eq(q, r);
 	ck_assert_int_eq(why, MHDGZ_SKIP_NOT_ACCEPTED);
 	ck_assert_ptr_nonnull(resp_hdr(r, "Vary"));
@@ -806,7 +825,7 @@ START_TEST(test_select_identity_and_variant)
 	ck_assert_ptr_null(resp_hdr(r, "Content-Encoding"));
 
 	/* gzip: a distinct variant with the gzip headers. */
-	ck_assert_int_eq(mhdgz_select(gz, &yes, 200, r, &v1, &why), 0);
+	ck_assert_int_eq(select_of(gz, &yes, 200, r, &v1, &why), 0);
 	ck_assert_int_eq(why, MHDGZ_COMPRESSED);
 	ck_assert_ptr_nonnull(v1);
 	ck_assert_ptr_ne(v1, r);
@@ -822,7 +841,7 @@ START_TEST(test_select_identity_and_variant)
 	ck_assert_int_eq(resp_hdr_count(r, "Vary"), 1);
 
 	/* Second call: the same variant, a cache hit. */
-	ck_assert_int_eq(mhdgz_select(gz, &yes, 200, r, &v2, NULL), 0);
+	ck_assert_int_eq(select_of(gz, &yes, 200, r, &v2, NULL), 0);
 	ck_assert_ptr_eq(v2, v1);
 	st = stats_of(gz);
 	ck_assert_uint_eq(st.responses, 3);
@@ -833,9 +852,9 @@ START_TEST(test_select_identity_and_variant)
 	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_NOT_ACCEPTED], 1);
 	ck_assert_uint_eq(st.bytes_in, 3 * 8192);
 
-	/* MHDGZ_REQ_NO_CACHE: rebuilt (the pointer may or may not be reused). */
-	yes.flags = MHDGZ_REQ_NO_CACHE;
-	ck_assert_int_eq(mhdgz_select(gz, &yes, 200, r, &v2, &why), 0);
+	/* HND_REQ_NO_CACHE: rebuilt (the pointer may or may not be reused). */
+	yes.flags = HND_REQ_NO_CACHE;
+	ck_assert_int_eq(select_of(gz, &yes, 200, r, &v2, &why), 0);
 	ck_assert_int_eq(why, MHDGZ_COMPRESSED);
 	ck_assert_ptr_ne(v2, r);
 	ck_assert_str_eq(resp_hdr(v2, "Content-Encoding"), "gzip");
@@ -845,7 +864,7 @@ START_TEST(test_select_identity_and_variant)
 	ck_assert_uint_eq(st.compressed, 3);
 	/* And the replacement is the cached one from now on. */
 	yes.flags = 0;
-	ck_assert_int_eq(mhdgz_select(gz, &yes, 200, r, &v1, &why), 0);
+	ck_assert_int_eq(select_of(gz, &yes, 200, r, &v1, &why), 0);
 	ck_assert_ptr_eq(v1, v2);
 	st = stats_of(gz);
 	ck_assert_uint_eq(st.compressions, 2);
@@ -857,7 +876,7 @@ START_TEST(test_select_identity_and_variant)
 		struct MHD_Response *q2 = NULL;
 
 		ck_assert_int_eq(mhdgz_new(NULL, &gz2), 0);
-		ck_assert_int_eq(mhdgz_select(gz2, &yes, 200, r, &q2, &why), 0);
+		ck_assert_int_eq(select_of(gz2, &yes, 200, r, &q2, &why), 0);
 		ck_assert_ptr_eq(q2, r);
 		ck_assert_int_eq(why, MHDGZ_SKIP_UNTRACKED);
 		mhdgz_free(gz2);
@@ -874,36 +893,21 @@ START_TEST(test_select_bad_args)
 {
 	struct mhdgz *gz;
 	uint8_t *body = tu_payload(4096, TU_TEXT, 2);
-	struct MHD_Response *r, *q;
-	struct mhdgz_request yes = req_of(ae_gzip, 1);
-	enum mhdgz_reason why;
+	struct MHD_Response *r;
+	struct mhdgz_outcome o = {.size = sizeof o - 1};
 
 	ck_assert_int_eq(mhdgz_new(NULL, &gz), 0);
 	r = mhdgz_response_from_buffer(gz, 4096, body, MHD_RESPMEM_PERSISTENT);
 	ck_assert_ptr_nonnull(r);
 	MHD_add_response_header(r, "Content-Type", "text/plain");
 
-	q = NULL;
-	ck_assert_int_eq(mhdgz_select(NULL, &yes, 200, r, &q, &why), MHDGZ_EINVAL);
-	ck_assert_ptr_eq(q, r);
-	q = NULL;
-	ck_assert_int_eq(mhdgz_select(gz, NULL, 200, r, &q, &why), MHDGZ_EINVAL);
-	ck_assert_ptr_eq(q, r);
-	ck_assert_int_eq(mhdgz_select(gz, &yes, 200, NULL, &q, &why), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_select(gz, &yes, 200, r, NULL, &why), MHDGZ_EINVAL);
-	yes.size = 0;
-	q = NULL;
-	ck_assert_int_eq(mhdgz_select(gz, &yes, 200, r, &q, &why), MHDGZ_EINVAL);
-	ck_assert_ptr_eq(q, r);
-	yes.size = sizeof yes + 16;
-	q = NULL;
-	ck_assert_int_eq(mhdgz_select(gz, &yes, 200, r, &q, &why), MHDGZ_EINVAL);
-	ck_assert_ptr_eq(q, r);
-
-	/* Queue with NULL arguments: MHD_NO, no crash. */
+	/* Queue with NULL arguments or an unknown outcome size: MHD_NO, no
+	 * crash, nothing queued. */
 	ck_assert_int_eq(mhdgz_queue_response(gz, NULL, 200, r), MHD_NO);
 	ck_assert_int_eq(mhdgz_queue_response(NULL, NULL, 200, r), MHD_NO);
 	ck_assert_int_eq(mhdgz_queue_response(gz, NULL, 200, NULL), MHD_NO);
+	ck_assert_int_eq(mhdgz_queue_response_ex(gz, NULL, "GET", 200, r, &o), MHD_NO);
+	ck_assert_int_eq(mhdgz_queue_response_ex(gz, NULL, "GET", 200, NULL, NULL), MHD_NO);
 
 	MHD_destroy_response(r);
 	mhdgz_free(gz);
@@ -1074,7 +1078,7 @@ START_TEST(test_select_reasons)
 		const struct sel_case *c = &sel_cases[i];
 		uint8_t *body = malloc(c->len ? c->len : 1);
 		struct MHD_Response *r, *q = NULL;
-		struct mhdgz_request rq = c->ae ? req_of(ae_gzip, 1) : req_of(NULL, 0);
+		struct sel_req rq = c->ae ? req_of(ae_gzip, 1) : req_of(NULL, 0);
 		enum mhdgz_reason why = MHDGZ_REASON_COUNT;
 		int rc;
 
@@ -1093,7 +1097,7 @@ START_TEST(test_select_reasons)
 					 MHD_YES);
 		if (c->opt_out)
 			ck_assert_int_eq(mhdgz_response_set_identity(gz, r), 0);
-		rc = mhdgz_select(gz, &rq, c->status, r, &q, &why);
+		rc = select_of(gz, &rq, c->status, r, &q, &why);
 		ck_assert_msg(rc == 0, "%s: rc %d", c->name, rc);
 		ck_assert_msg(why == c->want, "%s: want reason %s, got %s", c->name,
 			      mhdgz_reason_name(c->want), mhdgz_reason_name(why));
@@ -1124,12 +1128,12 @@ START_TEST(test_select_reasons)
 		if (c->vary == 1 && c->want == MHDGZ_COMPRESSED) {
 			/* The response itself gets its Vary when it is queued
 			 * itself: select it for a client without gzip. */
-			struct mhdgz_request none = req_of(NULL, 0);
+			struct sel_req none = req_of(NULL, 0);
 
 			ck_assert_msg(resp_hdr(r, "Vary") == NULL,
 				      "%s: response modified though only its variant was queued",
 				      c->name);
-			ck_assert_int_eq(mhdgz_select(gz, &none, c->status, r, &q, &why), 0);
+			ck_assert_int_eq(select_of(gz, &none, c->status, r, &q, &why), 0);
 			ck_assert_msg(q == r && why == MHDGZ_SKIP_NOT_ACCEPTED, "%s: identity select",
 				      c->name);
 			want[MHDGZ_SKIP_NOT_ACCEPTED]++;
@@ -1181,7 +1185,7 @@ START_TEST(test_select_backends)
 		struct mhdgz_options o;
 		struct mhdgz *gz;
 		struct MHD_Response *r, *q;
-		struct mhdgz_request rq = req_of(ae_gzip, 1);
+		struct sel_req rq = req_of(ae_gzip, 1);
 		enum mhdgz_reason why;
 
 		if (!mhdgz_backend_available(cfg[i].be))
@@ -1196,7 +1200,7 @@ START_TEST(test_select_backends)
 		ck_assert_ptr_nonnull(r);
 		MHD_add_response_header(r, "Content-Type", "application/json");
 		for (int n = 0; n < 3; n++) {
-			ck_assert_int_eq(mhdgz_select(gz, &rq, 200, r, &q, &why), 0);
+			ck_assert_int_eq(select_of(gz, &rq, 200, r, &q, &why), 0);
 			ck_assert_msg(why == MHDGZ_COMPRESSED, "%s level %d: %s",
 				      mhdgz_backend_name(cfg[i].be), cfg[i].level,
 				      mhdgz_reason_name(why));
@@ -1216,7 +1220,7 @@ START_TEST(test_select_pool_stats)
 	struct mhdgz_options o;
 	struct mhdgz *gz;
 	uint8_t *body = tu_payload(20000, TU_TEXT, 5);
-	struct mhdgz_request rq = req_of(ae_gzip, 1);
+	struct sel_req rq = req_of(ae_gzip, 1);
 	struct mhdgz_stats st;
 
 	memset(&o, 0, sizeof o);
@@ -1230,7 +1234,7 @@ START_TEST(test_select_pool_stats)
 		r = mhdgz_response_from_buffer(gz, 20000, body, MHD_RESPMEM_PERSISTENT);
 		ck_assert_ptr_nonnull(r);
 		MHD_add_response_header(r, "Content-Type", "text/plain");
-		ck_assert_int_eq(mhdgz_select(gz, &rq, 200, r, &q, &why), 0);
+		ck_assert_int_eq(select_of(gz, &rq, 200, r, &q, &why), 0);
 		ck_assert_int_eq(why, MHDGZ_COMPRESSED);
 		MHD_destroy_response(r);
 	}
@@ -1244,13 +1248,13 @@ START_TEST(test_select_pool_stats)
 }
 END_TEST
 
-/* Allocation failures inside response creation and mhdgz_select(). */
+/* Allocation failures inside response creation and select_of(). */
 START_TEST(test_select_faults)
 {
 	struct mhdgz_options o;
 	struct mhdgz *gz;
 	uint8_t *body = tu_payload(20000, TU_TEXT, 4);
-	struct mhdgz_request rq = req_of(ae_gzip, 1);
+	struct sel_req rq = req_of(ae_gzip, 1);
 	struct mhdgz_stats st;
 	uint64_t k, errors = 0, created_failed = 0;
 
@@ -1279,7 +1283,7 @@ START_TEST(test_select_faults)
 			continue;
 		}
 		MHD_add_response_header(r, "Content-Type", "text/plain");
-		ck_assert_int_eq(mhdgz_select(gz, &rq, 200, r, &q, &why), 0);
+		ck_assert_int_eq(select_of(gz, &rq, 200, r, &q, &why), 0);
 		fired = tu_alloc_failed();
 		tu_alloc_fail_at(0);
 		if (why == MHDGZ_COMPRESSED) {

@@ -43,7 +43,7 @@ Suite *pool_suite(void);    /* check_pool.c: the compressor pool */
 Suite *pump_suite(void);    /* check_pump.c: the stream pump (gz_stream.c) */
 
 /* check_handler: */
-Suite *negotiate_suite(void); /* check_negotiate.c: pure functions, mhdgz_select() */
+Suite *negotiate_suite(void); /* check_negotiate.c: pure functions, the selection */
 /* The "e2e" suite: buffer responses through a real daemon and libcurl. */
 struct ck_case hnd_headers_case(void); /* check_hnd_headers.c: headers kept, Vary, HEAD, 204/304 */
 struct ck_case hnd_etag_case(void); /* check_hnd_etag.c: ETag policies, conditional requests */

@@ -5,8 +5,8 @@
  *  - every q-value is -1 (not listed) or 0..1000, mhdgz_accept_gzip_q() is
  *    0..1000 and equals hnd_accept_gzip_q() of the parse;
  *  - parsing the lines together equals merging the parses of each line (what
- *    mhdgz_queue_response() does, line by line, while mhdgz_select() parses
- *    them together), equals parsing them joined by commas into one line
+ *    mhdgz_queue_response() does, line by line, while hnd_accept_parse()
+ *    of the lines parses them together), equals parsing them joined by commas into one line
  *    (RFC 9110 section 5.3: a list field's lines combine with commas), and
  *    NULL entries between lines change nothing;
  *  - hnd_accept_wants_gzip() implies an acceptable gzip not less preferred

@@ -1,4 +1,4 @@
-/* fuzz_decide.c: libFuzzer target for the whole decision: mhdgz_response_from_buffer, fuzzed headers, mhdgz_select. */
+/* fuzz_decide.c: libFuzzer target for the whole decision: mhdgz_response_from_buffer, fuzzed headers, hnd_select. */
 /*
  * Input: four bytes (handler configuration, status, flags, body repeat
  * count), then lines up to a line "--": a line "A..." is an
@@ -10,7 +10,7 @@
  *
  * libmicrohttpd cannot give a body back, so the compressed bytes are not
  * decoded here (fuzz_stream and the Check suites do that); checked:
- *  - mhdgz_select() returns 0 for a buffer response, a reason in range,
+ *  - hnd_select() returns 0 for a buffer response, a reason in range,
  *    never MHDGZ_SKIP_ERROR (no allocation fails here);
  *  - the reason is the one of a reference decision written from the
  *    documented order (README "What gets compressed") over the response's
@@ -25,7 +25,7 @@
  *    accept-encoding exactly once (or "*");
  *  - counters: one response and one reason per call, bytes in and out,
  *    compressed bodies smaller, no failures; a second call gives the same
- *    reason and reuses the variant (unless MHDGZ_REQ_NO_CACHE);
+ *    reason and reuses the variant (unless HND_REQ_NO_CACHE);
  *  - destroying the response empties the handler's response table; no
  *    leak (LeakSanitizer).
  */
@@ -379,9 +379,10 @@ shrinks(const struct mhdgz *gz, const uint8_t *body, size_t len)
 	return out_len < len;
 }
 
-/* One mhdgz_select() with every check on its result. */
+/* One hnd_select() (the selection mhdgz_queue_response_ex runs) with
+ * every check on its result. */
 static enum mhdgz_reason
-select_once(struct mhdgz *gz, struct MHD_Response *r, const struct mhdgz_request *req,
+select_once(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_request *req,
 	    unsigned int status, const struct ref_facts *f, const uint8_t *body, size_t len,
 	    bool opt_out, bool wants, bool first, struct MHD_Response **q_ret)
 {
@@ -390,13 +391,17 @@ select_once(struct mhdgz *gz, struct MHD_Response *r, const struct mhdgz_request
 	enum mhdgz_reason why = MHDGZ_REASON_COUNT, want;
 	struct hnd_facts hf;
 	struct hnd_decision hd;
-	struct hnd_accept acc;
 	bool vary;
 	int rc;
 
-	rc = mhdgz_select(gz, req, status, r, &q, &why);
+	{
+		struct hnd_result res;
+
+		rc = hnd_select(gz, req, status, r, &q, &res);
+		why = res.reason;
+	}
 	s1 = stats_of(gz);
-	FZ_CHECK(rc == 0, "mhdgz_select returned %d for a buffer response", rc);
+	FZ_CHECK(rc == 0, "hnd_select returned %d for a buffer response", rc);
 	FZ_CHECK((unsigned int)why < MHDGZ_SKIP_ERROR, "reason %d (%s)", why,
 		 mhdgz_reason_name(why));
 
@@ -410,8 +415,7 @@ select_once(struct mhdgz *gz, struct MHD_Response *r, const struct mhdgz_request
 	hf.no_transform = f->no_transform;
 	hf.vary_has_ae = f->vary_ae;
 	hf.vary_count = f->vary_lines;
-	hnd_accept_parse(req->accept_encoding, req->accept_encoding_count, &acc);
-	hnd_decide(gz, opt_out, status, &hf, body, len, len, &acc, &hd);
+	hnd_decide(gz, opt_out, status, &hf, body, len, len, &req->acc, &hd);
 	FZ_CHECK(hd.reason == want && hd.vary == vary,
 		 "hnd_decide says %s (vary %d), reference %s (vary %d)",
 		 mhdgz_reason_name(hd.reason), hd.vary, mhdgz_reason_name(want), vary);
@@ -476,7 +480,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *buf;
 	uint8_t *body;
 	struct MHD_Response *r, *q1, *q2;
-	struct mhdgz_request req;
+	struct hnd_request req;
 	struct ref_facts f;
 	enum mhdgz_reason why1, why2;
 	bool wants;
@@ -529,14 +533,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	MHD_get_response_headers(r, ref_iter, &f);
 
 	memset(&req, 0, sizeof req);
-	req.size = sizeof req;
-	req.accept_encoding = nae ? ae : NULL;
-	req.accept_encoding_count = nae;
-	{
-		struct hnd_accept acc;
-		hnd_accept_parse(req.accept_encoding, nae, &acc);
-		wants = hnd_accept_wants_gzip(&acc);
-	}
+	hnd_accept_parse(nae ? ae : NULL, nae, &req.acc);
+	wants = hnd_accept_wants_gzip(&req.acc);
 
 	why1 = select_once(gz, r, &req, status, &f, body, len, opt_out, wants, true, &q1);
 	if (getenv("FZ_TRACE"))
@@ -545,7 +543,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (twice) {
 		struct mhdgz_stats s0 = stats_of(gz), s1;
 
-		req.flags = no_cache ? MHDGZ_REQ_NO_CACHE : 0;
+		req.flags = no_cache ? HND_REQ_NO_CACHE : 0;
 		why2 = select_once(gz, r, &req, status, &f, body, len, opt_out, wants, false, &q2);
 		s1 = stats_of(gz);
 		FZ_CHECK(why2 == why1 || (no_cache && why1 == MHDGZ_SKIP_NOT_SMALLER),
