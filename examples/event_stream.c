@@ -7,7 +7,9 @@
  * in a busy loop; sleeping in it stalls the polling thread's other
  * connections. mhdgz sync-flushes text/event-stream after every event.
  *
- * GET any path: NEVENTS events, INTERVAL_MS apart, then the stream ends.
+ * GET any path: NEVENTS events, then the stream ends. One timer serves
+ * every stream: events come INTERVAL_MS apart, the first two sooner
+ * (the first at once, the second at the timer's next tick).
  * Usage: event_stream [PORT]  (default 8080; 0 picks a free port). Prints
  * "listening on http://127.0.0.1:PORT/"; SIGINT or SIGTERM stops it.
  */

@@ -9,7 +9,9 @@
  * the ETag and Vary that client's 200 would (RFC 9110 section 15.4.5).
  *
  * Usage: static_file PORT FILE [CONTENT-TYPE]  (PORT 0 picks a free port;
- * type default text/plain). Every GET or HEAD gets FILE. Prints
+ * type default text/plain). GET or HEAD of any path gets FILE, another
+ * method 405 (no other error pages: a missing file closes the
+ * connection). Prints
  * "listening on http://127.0.0.1:PORT/"; SIGINT or SIGTERM stops it.
  */
 #include <arpa/inet.h>
@@ -18,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <microhttpd.h>
@@ -47,6 +50,15 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	if (*upload_len) {
 		*upload_len = 0;
 		return MHD_YES;
+	}
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		r = mhdgz_response_from_buffer(gz, 0, (void *)"", MHD_RESPMEM_PERSISTENT);
+		if (!r)
+			return MHD_NO;
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+		ret = mhdgz_queue_response_ex(gz, conn, method, MHD_HTTP_METHOD_NOT_ALLOWED, r, NULL);
+		MHD_destroy_response(r);
+		return ret;
 	}
 	fd = open(file_name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -8,7 +8,11 @@
  *  -> mhdgz_response_from_buffer (gz, size, buf, mode)
  *
  *     MHD_queue_response (connection, status, response)
- *  -> mhdgz_queue_response (gz, connection, status, response)
+ *  -> mhdgz_queue_response_ex (gz, connection, method, status, response, NULL)
+ *
+ * (with the method the access handler was given, so that a HEAD gets
+ * exactly GET's header fields; mhdgz_queue_response() without it treats
+ * every request as a GET).
  *
  * The response returned by mhdgz_response_from_buffer() is a real
  * struct MHD_Response: add headers to it with MHD_add_response_header() in
