@@ -96,6 +96,8 @@ handle_destroy(struct mhdgz *gz)
 		return;
 	if (gz->table.bucket)
 		hnd_table_fini(&gz->table);
+	if (gz->memo_ready)
+		hnd_memo_fini(&gz->memo);
 	gz_pool_free(gz->stream_pool);
 	gz_pool_free(gz->pool);
 	hnd_typelist_fini(&gz->compress_types);
@@ -157,6 +159,10 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	rc = hnd_table_init(&gz->table);
 	if (rc < 0)
 		goto fail;
+	rc = hnd_memo_init(&gz->memo);
+	if (rc < 0)
+		goto fail;
+	gz->memo_ready = true;
 	*gz_ret = gz;
 	return 0;
 fail:

@@ -35,7 +35,21 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	if (gzip && e->body_len != 0) {
 		hnd_decide(gz, e->opt_out, 200, f, sniff, sniff_len, e->body_len, acc, &d200);
 		gzip = d200.reason == MHDGZ_COMPRESSED;
-		if (gzip && hnd_whole_body(e)) {
+		if (gzip && hnd_whole_body(e) && e->rep_304) {
+			return e->rep_304;
+		} else if (gzip && hnd_whole_body(e) && !e->gzip_rep &&
+			   hnd_memo_get(&gz->memo, f->etag, e->body_len, HND_MEMO_WHOLE, &len)) {
+			/* Its length is known by its strong ETag: no compression. */
+			if (len == HND_MEMO_NOT_SMALLER) {
+				gzip = false;
+			} else {
+				e->rep_304 = hnd_fields_response(gz, e->response, f, len,
+								 HND_REP_GZIP_304);
+				if (!e->rep_304)
+					hnd_count(gz, HND_C_FAILURES, 1);
+				return e->rep_304;
+			}
+		} else if (gzip && hnd_whole_body(e)) {
 			if (hnd_gzip_representation(gz, e, f, false, &v) != MHDGZ_COMPRESSED) {
 				gzip = false; /* not smaller, or failed: the 200 is identity */
 			} else {
@@ -60,9 +74,7 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	}
 	if (gzip) { /* a stream: its gzip length, where a file gives it */
 		if (!e->rep_304) {
-			if (hnd_gzip_stream_length(gz, e, hnd_low_latency(e, f), &len) == 0)
-				hnd_count(gz, HND_C_COMPRESSIONS, 1);
-			else
+			if (hnd_gzip_stream_length(gz, e, f->etag, hnd_low_latency(e, f), &len) != 0)
 				len = MHD_SIZE_UNKNOWN;
 			e->rep_304 = hnd_fields_response(gz, e->response, f, len, HND_REP_GZIP_304);
 			if (!e->rep_304)

@@ -153,6 +153,41 @@ void hnd_table_remove(struct hnd_table *t, struct hnd_entry *e);
 /* The entry of a response created by this handle, or NULL. */
 struct hnd_entry *hnd_table_lookup(struct hnd_table *t, const struct MHD_Response *r);
 
+/* hnd_memo.c: gzip lengths by strong ETag (see there). Slots of the
+ * table, and the longest ETag remembered, in bytes. */
+#ifndef HND_MEMO_SLOTS
+#define HND_MEMO_SLOTS 64
+#endif
+#define HND_MEMO_ETAG_MAX 128
+
+/* Which gzip bytes a length is of: compressed whole, or a stream (of a
+ * file: HND_FD_BLOCK input blocks), flushed per block or not. */
+enum hnd_memo_mode { HND_MEMO_WHOLE, HND_MEMO_STREAM, HND_MEMO_STREAM_LL };
+
+/* What the gzip length is when gzip was found not smaller (identity 200). */
+#define HND_MEMO_NOT_SMALLER UINT64_MAX
+
+struct hnd_memo_slot {
+	uint64_t body_len, gzip_len;
+	uint8_t mode, used;
+	char etag[HND_MEMO_ETAG_MAX];
+};
+
+struct hnd_memo {
+	pthread_mutex_t lock;
+	struct hnd_memo_slot slot[HND_MEMO_SLOTS];
+};
+
+int hnd_memo_init(struct hnd_memo *m);
+void hnd_memo_fini(struct hnd_memo *m);
+/* Remember, or look up, the gzip length of the representation named by a
+ * strong etag with body_len identity bytes; a weak, absent or too long ETag
+ * is never remembered. Thread-safe. */
+void hnd_memo_put(struct hnd_memo *m, const char *etag, uint64_t body_len, enum hnd_memo_mode mode,
+		  uint64_t gzip_len);
+bool hnd_memo_get(struct hnd_memo *m, const char *etag, uint64_t body_len, enum hnd_memo_mode mode,
+		  uint64_t *gzip_len_ret);
+
 struct mhdgz {
 	/* 1 for the application until mhdgz_free, plus 1 per live entry: the
 	 * handle outlives every response made through it. */
@@ -166,6 +201,8 @@ struct mhdgz {
 	struct gz_pool *pool;        /* whole-buffer (one-shot) compressors */
 	struct gz_pool *stream_pool; /* streaming compressors (gz_pool_pair_new) */
 	struct hnd_table table;
+	struct hnd_memo memo;
+	bool memo_ready;
 	struct hnd_stripe stats[HND_STAT_STRIPES];
 };
 
@@ -340,19 +377,22 @@ int hnd_prefix_read(struct hnd_entry *e, size_t want, bool one_call, struct hnd_
 void hnd_prefix_fini(struct hnd_prefix *px);
 /* hnd_stream.c: a per-connection gzip stream of a streaming entry, as a
  * response of unknown size, sending pre (may be NULL) first: on success
- * the prefix moves into the stream. Takes a reference on e. NULL on
- * failure (pre is still the caller's). */
-struct MHD_Response *hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency,
-					 struct hnd_prefix *pre);
+ * the prefix moves into the stream. A file's stream remembers its gzip
+ * length under etag (the entry's; may be NULL) when complete. Takes a
+ * reference on e. NULL on failure (pre is still the caller's). */
+struct MHD_Response *hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag,
+					 bool low_latency, struct hnd_prefix *pre);
 /* An identity stream of unknown size sending pre first, then the source;
  * pre moves in on success. NULL on failure. */
 struct MHD_Response *hnd_identity_stream_new(struct mhdgz *gz, struct hnd_entry *e,
 					     struct hnd_prefix *pre);
-/* hnd_stream.c: the length in bytes of the gzip stream of a known-size
- * entry, by compressing it (for HEAD). 0, or MHDGZ_E* when it cannot be
- * known now (a reader with no data ready, a failure). e->lock held. */
-int hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency,
-			   uint64_t *len_ret);
+/* hnd_stream.c: the length in bytes of the gzip stream of a file entry
+ * (for HEAD and 304), remembered under its strong etag (may be NULL) or
+ * found by compressing the file (counted as a compression). 0, or MHDGZ_E*
+ * when it cannot be known: not a file, over HND_HEAD_LENGTH_MAX, a
+ * failure. e->lock held. */
+int hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag,
+			   bool low_latency, uint64_t *len_ret);
 /* hnd_stream.c: the identity reader of a streaming entry's own response. */
 ssize_t hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max);
 

@@ -87,7 +87,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	uint8_t sniff_buf[HND_SNIFF_NBYTES];
 	const uint8_t *sniff = NULL;
 	size_t sniff_len = 0;
-	uint64_t in_len = 0, out_len = 0;
+	uint64_t in_len = 0, out_len = 0, coded_len = MHDGZ_NBYTES_UNKNOWN;
 	int release = 0;
 	char vary_buf[256], *vary_heap = NULL;
 
@@ -135,13 +135,33 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		hnd_vary_for_variant(&f, &fc, vary_buf, sizeof vary_buf, &vary_heap);
 	if (e->body_len != MHD_SIZE_UNKNOWN)
 		in_len = out_len = e->body_len;
-	if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e)) {
+	if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e) && rq->head && !e->gzip_rep &&
+	    !(rq->flags & HND_REQ_NO_CACHE) &&
+	    hnd_memo_get(&gz->memo, f.etag, e->body_len, HND_MEMO_WHOLE, &coded_len)) {
+		/* HEAD of a body whose gzip length its strong ETag tells: the
+		 * fields and that length, no compression. */
+		if (coded_len == HND_MEMO_NOT_SMALLER) {
+			d.reason = MHDGZ_SKIP_NOT_SMALLER;
+			coded_len = MHDGZ_NBYTES_UNKNOWN;
+		} else {
+			v = hnd_fields_response(gz, response, &f, coded_len, HND_REP_GZIP);
+			if (v) {
+				*queue_ret = v;
+				release = HND_RELEASE;
+				out_len = coded_len;
+			} else {
+				hnd_count(gz, HND_C_FAILURES, 1);
+				d.reason = MHDGZ_SKIP_ERROR;
+				coded_len = MHDGZ_NBYTES_UNKNOWN;
+			}
+		}
+	} else if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e)) {
 		/* Compressed whole and cached; a HEAD gets the same response,
 		 * whose Content-Length libmicrohttpd sends without the body. */
 		d.reason = hnd_gzip_representation(gz, e, &f, rq->flags & HND_REQ_NO_CACHE, &v);
 		if (d.reason == MHDGZ_COMPRESSED) {
 			*queue_ret = v;
-			out_len = e->gzip_rep_len;
+			out_len = coded_len = e->gzip_rep_len;
 		}
 	} else if (d.reason == MHDGZ_COMPRESSED && rq->head) {
 		/* HEAD of a stream: the fields GET would send, with the length
@@ -149,9 +169,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		bool ll = hnd_low_latency(e, &f);
 		uint64_t len = MHD_SIZE_UNKNOWN;
 
-		if (hnd_gzip_stream_length(gz, e, ll, &len) == 0)
-			hnd_count(gz, HND_C_COMPRESSIONS, 1);
-		else
+		if (hnd_gzip_stream_length(gz, e, f.etag, ll, &len) != 0)
 			len = MHD_SIZE_UNKNOWN;
 		v = hnd_fields_response(gz, response, &f, len, HND_REP_GZIP);
 		in_len = out_len = 0;
@@ -167,7 +185,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	} else if (d.reason == MHDGZ_COMPRESSED) {
 		/* Streams: a fresh gzip stream per queue (per connection); the
 		 * bytes are counted as they are produced. */
-		v = hnd_gzip_stream_new(gz, e, hnd_low_latency(e, &f), peeked ? &pre : NULL);
+		v = hnd_gzip_stream_new(gz, e, f.etag, hnd_low_latency(e, &f), peeked ? &pre : NULL);
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		if (v && hnd_copy_headers(gz, response, v, &f, true) == 0 &&
 		    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") == MHD_YES) {
@@ -227,7 +245,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		if (d.reason != MHDGZ_COMPRESSED)
 			res->coded_nbytes = e->body_len;
 		else if (hnd_whole_body(e))
-			res->coded_nbytes = e->gzip_rep_len;
+			res->coded_nbytes = coded_len;
 	}
 	if (no_content(status))
 		res->coded_nbytes = 0; /* whatever the 200 it stands for */

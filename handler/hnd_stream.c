@@ -22,6 +22,9 @@ struct hnd_stream {
 	struct hnd_prefix pre; /* bytes read at queue time, sent first */
 	size_t pre_off;        /* of them, bytes given to the pump */
 	struct gz_pump pump;
+	/* HND_FD: the entry's strong ETag, to remember the gzip length once
+	 * the member is complete (hnd_memo.c); "" for none. */
+	char etag[HND_MEMO_ETAG_MAX];
 };
 
 /* Read the source at pos into buf: the user's reader or the file.
@@ -149,6 +152,10 @@ stream_free(void *cls)
 	struct hnd_stream *st = cls;
 
 	/* Abandoned (client gone) or finished: the compressor goes back now. */
+	if (st->pump.done && st->etag[0]) /* a file's whole member: its length */
+		hnd_memo_put(&st->gz->memo, st->etag, st->e->body_len,
+			     st->pump.low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM,
+			     st->pump.out_total);
 	hnd_count(st->gz, HND_C_BYTES_IN, st->pump.in_total);
 	hnd_count(st->gz, HND_C_BYTES_OUT, st->pump.out_total);
 	gz_pump_fini(&st->pump);
@@ -160,7 +167,7 @@ stream_free(void *cls)
 }
 
 struct MHD_Response *
-hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency,
+hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_latency,
 		    struct hnd_prefix *pre)
 {
 	struct hnd_stream *st;
@@ -172,6 +179,10 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, bool low_latency,
 	st->gz = gz;
 	st->e = e;
 	st->fd = -1;
+	/* Only a file gives the same bytes every time (a reader may stall,
+	 * which adds flushes); hnd_memo_put takes strong ETags only. */
+	if (e->kind == HND_FD && etag && strlen(etag) < sizeof st->etag)
+		memcpy(st->etag, etag, strlen(etag) + 1);
 	if (pre) { /* the prefix moves into the stream */
 		st->pre = *pre;
 		memset(pre, 0, sizeof *pre);
@@ -312,8 +323,9 @@ count_source(void *cls, uint8_t *buf, size_t max)
 	return n;
 }
 
-int
-hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t *len_ret)
+/* The length by compressing: what hnd_gzip_stream_length() does on a miss. */
+static int
+stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t *len_ret)
 {
 	struct gz_pump pump;
 	struct count_src cs = {.e = e, .pump = &pump};
@@ -350,4 +362,21 @@ hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, 
 		return rc;
 	*len_ret = total;
 	return 0;
+}
+
+int
+hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_latency,
+		       uint64_t *len_ret)
+{
+	enum hnd_memo_mode mode = low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM;
+	int rc;
+
+	if (e->kind == HND_FD && hnd_memo_get(&gz->memo, etag, e->body_len, mode, len_ret))
+		return 0;
+	rc = stream_length(gz, e, low_latency, len_ret);
+	if (rc == 0) {
+		hnd_count(gz, HND_C_COMPRESSIONS, 1);
+		hnd_memo_put(&gz->memo, etag, e->body_len, mode, *len_ret);
+	}
+	return rc;
 }

@@ -182,6 +182,7 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 	}
 	if (rc == MHDGZ_ENOSPC) {
 		e->not_smaller = true;
+		hnd_memo_put(&gz->memo, f->etag, e->body_len, HND_MEMO_WHOLE, HND_MEMO_NOT_SMALLER);
 		return MHDGZ_SKIP_NOT_SMALLER;
 	}
 	if (rc == 0)
@@ -194,6 +195,7 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 		MHD_destroy_response(e->gzip_rep);
 	e->gzip_rep = v;
 	e->gzip_rep_len = out->len;
+	hnd_memo_put(&gz->memo, f->etag, e->body_len, HND_MEMO_WHOLE, out->len);
 	e->gzip_body = out; /* borrowed: the variant holds the reference */
 	*v_ret = v;
 	return MHDGZ_COMPRESSED;

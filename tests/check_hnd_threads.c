@@ -183,11 +183,16 @@ START_TEST(test_threads)
 	ck_assert_uint_eq(st.compressed, want[MHDGZ_COMPRESSED]);
 	/* /race is built once, or (if racing builds are allowed) up to once
 	 * per thread; everything else is exact. A 304 of a fresh response
-	 * with its body (kind 6) builds the gzip variant for the 200's
-	 * Content-Length (libmicrohttpd 0.9.75 always sends one on a 304). */
-	ck_assert_uint_ge(st.compressions, 2 + kinds[0] + kinds[6] + kinds[7] + kinds[8]);
+	 * with its body (kind 6) needs the gzip 200's Content-Length
+	 * (libmicrohttpd 0.9.75 always sends one on a 304): the first one
+	 * compresses, and the handle remembers the length under the strong
+	 * ETag "p", so the others do not; threads that miss at once may each
+	 * compress (at most one per thread). */
+	ck_assert_uint_ge(st.compressions,
+			  2 + kinds[0] + (kinds[6] > 0) + kinds[7] + kinds[8]);
 	ck_assert_uint_le(st.compressions,
-			  1 + NT_THREADS + kinds[0] + kinds[6] + kinds[7] + kinds[8]);
+			  1 + NT_THREADS + kinds[0] + (kinds[6] > 0 ? NT_THREADS : 0) + kinds[7] +
+				  kinds[8]);
 	ck_assert_uint_ge(st.cache_hits, kinds[2] + kinds[3]);
 	ck_assert_uint_le(st.cache_hits, kinds[2] + kinds[3] + NT_THREADS - 1);
 	ck_assert_uint_eq(st.failures, 0);

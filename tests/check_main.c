@@ -38,14 +38,14 @@ ck_suite(const char *name, const struct ck_case *cases, size_t n)
 /* A suite made of test cases from several files: each part returns one. */
 struct composed {
 	const char *name;
-	struct ck_case (*parts[8])(void); /* up to the first NULL */
+	struct ck_case (*parts[12])(void); /* up to the first NULL */
 };
 
 static const struct composed composed[] = {
 #ifdef CHECK_BIN_HANDLER
 	/* buffer responses through a real daemon and libcurl */
 	{"e2e", {hnd_headers_case, hnd_etag_case, hnd_decision_case, hnd_buffer_case,
-		 hnd_threads_case, hnd_wire_case, hnd_ctors_case}},
+		 hnd_threads_case, hnd_wire_case, hnd_ctors_case, hnd_memo_case}},
 #endif
 #ifdef CHECK_BIN_STREAMING
 	{"streaming_body",
@@ -60,10 +60,10 @@ static const struct composed composed[] = {
 static Suite *
 composed_suite(const struct composed *c)
 {
-	struct ck_case cases[8];
+	struct ck_case cases[12];
 	size_t n = 0;
 
-	while (n < 8 && c->parts[n]) {
+	while (n < 12 && c->parts[n]) {
 		cases[n] = c->parts[n]();
 		n++;
 	}
