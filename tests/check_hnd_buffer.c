@@ -50,9 +50,7 @@ START_TEST(test_shared_1000)
 	ck_assert_uint_eq(st.bytes_in, (uint64_t)N * LEN);
 	ck_assert_uint_eq(st.bytes_out, (uint64_t)N * gz_len);
 	ck_assert_uint_eq(st.failures, 0);
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 }
 END_TEST
 
@@ -102,9 +100,7 @@ START_TEST(test_memory_modes)
 	}
 	ck_assert_uint_eq(th_stats(s.gz).reasons[MHDGZ_SKIP_EMPTY], 3);
 	ck_assert_uint_eq(s.errors, 0);
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 	free(small);
 }
 END_TEST

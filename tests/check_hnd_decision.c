@@ -69,9 +69,7 @@ START_TEST(test_never_compressed)
 	want[MHDGZ_SKIP_ENCODED] = 1;
 	want[MHDGZ_SKIP_NO_TRANSFORM] = 2;
 	th_expect_reasons(&st, want);
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 }
 END_TEST
 
@@ -156,9 +154,7 @@ START_TEST(test_incompressible)
 	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_NOT_SMALLER], 3);
 	ck_assert_uint_eq(st.compressed, 0);
 	ck_assert_uint_eq(st.failures, 0);
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 }
 END_TEST
 
@@ -385,9 +381,7 @@ START_TEST(test_opt_out)
 	}
 	ck_assert_uint_eq(th_stats(s.gz).reasons[MHDGZ_SKIP_OPT_OUT], 4);
 	ck_assert_uint_eq(s.errors, 0);
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 }
 END_TEST
 
@@ -412,9 +406,7 @@ START_TEST(test_untracked)
 	th_reply_free(&rs);
 	ck_assert_uint_eq(th_stats(s.gz).reasons[MHDGZ_SKIP_UNTRACKED], 1);
 	ck_assert_uint_eq(th_stats(s.gz).responses, 1);
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 }
 END_TEST
 
@@ -473,9 +465,7 @@ START_TEST(test_bad_accept_encoding)
 			th_reply_free(&rs);
 		}
 	}
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 	free(commas);
 }
 END_TEST

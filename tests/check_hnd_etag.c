@@ -95,9 +95,7 @@ START_TEST(test_etag_policy)
 		TH_OK(ctx, th_v_etag(&rs, "W/\"abc\"", TH_E));
 		th_reply_free(&rs);
 	}
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 }
 END_TEST
 

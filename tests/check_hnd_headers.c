@@ -87,9 +87,7 @@ START_TEST(test_gzip_basic)
 	ck_assert_uint_eq(st.reasons[MHDGZ_COMPRESSED], 2);
 	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_NOT_ACCEPTED], 2);
 	ck_assert_uint_eq(s.errors, 0);
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 }
 END_TEST
 
@@ -148,9 +146,7 @@ START_TEST(test_vary_merge)
 		}
 	}
 	ck_assert_uint_eq(s.errors, 0);
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 }
 END_TEST
 
@@ -191,9 +187,7 @@ START_TEST(test_not_accepted)
 	st = th_stats(s.gz);
 	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_NOT_ACCEPTED], N_ELEMS(aes));
 	ck_assert_uint_eq(st.compressed, 0);
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 }
 END_TEST
 
@@ -240,9 +234,7 @@ START_TEST(test_no_content_statuses)
 		th_reply_free(&rs);
 	}
 	ck_assert_uint_eq(s.errors, 0);
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 }
 END_TEST
 
@@ -303,9 +295,7 @@ START_TEST(test_head)
 			TH_OK("GET identity after HEAD", th_v_identity(&get, 200, body, 20000, TH_E));
 		th_reply_free(&get);
 	}
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 }
 END_TEST
 
@@ -364,9 +354,7 @@ START_TEST(test_header_case)
 	want[MHDGZ_SKIP_TYPE] = 1;
 	th_expect_reasons(&st, want);
 	ck_assert_uint_eq(s.errors, 0);
-	curl_easy_cleanup(h);
-	th_site_stop(&s);
-	free(body);
+	th_site_done(&s, h, body);
 }
 END_TEST
 

@@ -20,11 +20,9 @@ if [ -z "${EXAMPLES:-}" ]; then
 	[ -x "$EXAMPLES/minimal" ] || EXAMPLES=$(cd "$(dirname "$0")/.." && pwd)/examples
 fi
 CURL=(curl -s -S --max-time 15)
+. "$(dirname "$0")/testlib.sh"
 
-if ! command -v curl >/dev/null 2>&1; then
-	echo "curl not found: apt-get install curl" >&2
-	exit 1
-fi
+tl_need curl
 for e in minimal stream_low_latency static_file event_stream; do
 	if [ ! -x "$EXAMPLES/$e" ]; then
 		echo "$e not found in $EXAMPLES (set EXAMPLES)" >&2
@@ -32,38 +30,7 @@ for e in minimal stream_low_latency static_file event_stream; do
 	fi
 done
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/examples_test.XXXXXX")
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do
-		kill -KILL "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT
-
-NPASS=0
-NFAIL=0
-ok() {
-	NPASS=$((NPASS + 1))
-	echo "ok $((NPASS + NFAIL)) - $1"
-}
-nok() {
-	NFAIL=$((NFAIL + 1))
-	echo "not ok $((NPASS + NFAIL)) - $1: $2"
-}
-# check NAME COMMAND...: ok if the command succeeds.
-check() {
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else nok "$name" "failed: $*"; fi
-}
-# eq NAME GOT WANT
-eq() {
-	if [ "$2" = "$3" ]; then ok "$1"; else nok "$1" "got '$2', want '$3'"; fi
-}
+tl_scratch examples_test
 # same NAME FILE WANTFILE: byte-for-byte equal files.
 same() {
 	if cmp -s "$2" "$3"; then
@@ -76,24 +43,7 @@ same() {
 # start NAME ARGS...: start example NAME (port first in ARGS) under
 # timeout(1), wait (bounded) for its "listening on" line; sets PID and BASE.
 start() {
-	local name=$1 i line
-	shift
-	timeout -s KILL 120 "$EXAMPLES/$name" "$@" >"$T/$name.out" 2>"$T/$name.err" &
-	PID=$!
-	PIDS+=("$PID")
-	for i in $(seq 1 100); do
-		line=$(head -n 1 "$T/$name.out" 2>/dev/null)
-		if [ -n "$line" ]; then
-			BASE=${line#listening on }
-			BASE=${BASE%/}
-			return 0
-		fi
-		kill -0 "$PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "$name $* did not start:" >&2
-	cat "$T/$name.err" >&2
-	return 1
+	tl_start "$1" "$T/$1.err" timeout -s KILL 120 "$EXAMPLES/$1" "${@:2}"
 }
 # started NAME: the check that the example came up and printed its address.
 started() {
@@ -106,50 +56,10 @@ started() {
 # stop NAME PID: SIGTERM (timeout(1) passes it on), wait up to 15 s, check
 # the example exits 0. Not in a subshell: only this shell can wait.
 stop() {
-	local i rc=timeout
-	kill -TERM "$2" 2>/dev/null
-	for i in $(seq 1 150); do
-		if ! kill -0 "$2" 2>/dev/null; then
-			wait "$2"
-			rc=$?
-			break
-		fi
-		sleep 0.1
-	done
-	eq "$1: SIGTERM exits 0" "$rc" 0
+	tl_stop "$2"
+	eq "$1: SIGTERM exits 0" "$STOP_RC" 0
 }
 
-# hdr FILE NAME: the value of header NAME in a curl -D dump (last response).
-hdr() {
-	tr -d '\r' <"$1" | awk -v n="$(echo "$2" | tr 'A-Z' 'a-z')" '
-		/^HTTP\// { delete h; next }
-		{
-			i = index($0, ":")
-			if (!i)
-				next
-			k = tolower(substr($0, 1, i - 1))
-			v = substr($0, i + 1)
-			sub(/^[ \t]+/, "", v)
-			if (k in h)
-				v = h[k] ", " v
-			h[k] = v
-		}
-		END { if (n in h) print h[n] }'
-}
-status() {
-	tr -d '\r' <"$1" | awk '/^HTTP\// { s = $2 } END { print s }'
-}
-# size FILE: bytes; 0 for a missing file (curl creates no file for an empty body).
-size() {
-	if [ -f "$1" ]; then wc -c <"$1" | tr -d ' '; else echo 0; fi
-}
-# fetch NAME URL [curl args...]: body to $T/NAME.body, headers to $T/NAME.h
-fetch() {
-	local name=$1 url=$2
-	shift 2
-	rm -f "$T/$name.h" "$T/$name.body"
-	"${CURL[@]}" -D "$T/$name.h" -o "$T/$name.body" "$@" "$url"
-}
 # gunzip_check NAME BODY WANT: BODY is gzip and decodes to exactly WANT.
 gunzip_check() {
 	if gzip -dc <"$2" >"$T/gunz" 2>"$T/gunz.err"; then
@@ -332,5 +242,4 @@ else
 	ok "no sanitizer reports"
 fi
 
-echo "$NPASS passed, $NFAIL failed"
-[ "$NFAIL" = 0 ]
+tl_summary

@@ -12,130 +12,52 @@ set -u
 
 GZSERVE=${GZSERVE:-$(cd "$(dirname "$0")/.." && pwd)/examples/gzserve/gzserve}
 CURL=(curl -s -S --max-time 15)
+. "$(dirname "$0")/testlib.sh"
 
-if ! command -v curl >/dev/null 2>&1; then
-	echo "curl not found: apt-get install curl" >&2
-	exit 1
-fi
+tl_need curl
 if [ ! -x "$GZSERVE" ]; then
 	echo "gzserve not found at $GZSERVE (set GZSERVE)" >&2
 	exit 1
 fi
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/gzserve_test.XXXXXX")
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do
-		kill -KILL "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT
-
-NPASS=0
-NFAIL=0
-ok() {
-	NPASS=$((NPASS + 1))
-	echo "ok $((NPASS + NFAIL)) - $1"
-}
-nok() {
-	NFAIL=$((NFAIL + 1))
-	echo "not ok $((NPASS + NFAIL)) - $1: $2"
-}
-# check NAME COMMAND...: ok if the command succeeds.
-check() {
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else nok "$name" "failed: $*"; fi
-}
-# eq NAME GOT WANT
-eq() {
-	if [ "$2" = "$3" ]; then ok "$1"; else nok "$1" "got '$2', want '$3'"; fi
-}
-
+tl_scratch gzserve_test
 # start NAME ARGS...: start gzserve on port 0, wait (bounded) for its
 # "listening on" line; sets PID and BASE. Returns non-zero if it did not come up.
 start() {
-	local name=$1 i line
-	shift
-	"$GZSERVE" --port 0 "$@" >"$T/$name.out" 2>"$T/$name.err" &
-	PID=$!
-	PIDS+=("$PID")
-	for i in $(seq 1 100); do
-		line=$(head -n 1 "$T/$name.out" 2>/dev/null)
-		if [ -n "$line" ]; then
-			BASE=${line#listening on }
-			BASE=${BASE%/}
-			return 0
-		fi
-		kill -0 "$PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "gzserve $* did not start:" >&2
-	cat "$T/$name.err" >&2
-	return 1
+	tl_start "$1" "$T/$1.err" "$GZSERVE" --port 0 "${@:2}"
 }
 
-# stop PID: SIGTERM, wait up to 15 s; sets STOP_RC to the exit status (or
-# "timeout"). Not in a subshell: only this shell can wait for its children.
-stop() {
-	local p=$1 i
-	kill -TERM "$p" 2>/dev/null
-	for i in $(seq 1 150); do
-		if ! kill -0 "$p" 2>/dev/null; then
-			wait "$p"
-			STOP_RC=$?
-			return
-		fi
-		sleep 0.1
-	done
-	STOP_RC=timeout
-}
-
-# hdr FILE NAME: the value of header NAME in a curl -D dump (last response).
-hdr() {
-	tr -d '\r' <"$1" | awk -v n="$(echo "$2" | tr 'A-Z' 'a-z')" '
-		/^HTTP\// { delete h; next }
-		{
-			i = index($0, ":")
-			if (!i)
-				next
-			k = tolower(substr($0, 1, i - 1))
-			v = substr($0, i + 1)
-			sub(/^[ \t]+/, "", v)
-			if (k in h)
-				v = h[k] ", " v
-			h[k] = v
-		}
-		END { if (n in h) print h[n] }'
-}
-# status FILE: the status code in a curl -D dump.
-status() {
-	tr -d '\r' <"$1" | awk '/^HTTP\// { s = $2 } END { print s }'
-}
 # headers without Date (and the Content-Length/Transfer-Encoding framing
 # kept): for HEAD/GET parity.
 headers_nodate() {
 	tr -d '\r' <"$1" | grep -v -i '^date:' | grep -v '^$'
-}
-# size FILE: bytes; 0 for a missing file (curl creates no file for an empty body).
-size() {
-	if [ -f "$1" ]; then wc -c <"$1" | tr -d ' '; else echo 0; fi
-}
-# fetch NAME URL [curl args...]: body to $T/NAME.body, headers to $T/NAME.h
-fetch() {
-	local name=$1 url=$2
-	shift 2
-	rm -f "$T/$name.h" "$T/$name.body"
-	"${CURL[@]}" -D "$T/$name.h" -o "$T/$name.body" "$@" "$url"
 }
 gunzip_to() {
 	gzip -dc <"$1" >"$2" 2>/dev/null
 }
 have_python() {
 	command -v python3 >/dev/null 2>&1
+}
+# concurrent TAG NAME ARGS1 WANT1 ... ARGS4 WANT4: 16 curl clients at once,
+# client i with the (i mod 4)th "curl args" (split on blanks) and body file;
+# one check that every client succeeded with exactly its body.
+concurrent() {
+	local tag=$1 name=$2 i k fail=0 pids=() args
+	shift 2
+	for i in $(seq 1 16); do
+		k=$((2 * (i % 4) + 1))
+		read -r -a args <<<"${!k}"
+		"${CURL[@]}" -o "$T/$tag$i.body" "${args[@]}" &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do
+		wait "$i" || fail=$((fail + 1))
+	done
+	for i in $(seq 1 16); do
+		k=$((2 * (i % 4) + 2))
+		cmp -s "$T/$tag$i.body" "${!k}" || fail=$((fail + 1))
+	done
+	eq "$name" "$fail" 0
 }
 # head_parity URL CODING: HEAD has GET's header fields (hg.h) and no body.
 head_parity() {
@@ -349,26 +271,9 @@ fi
 check "/events identity: events arrive too" grep -q '^data: {"n":2,' "$T/evid.body"
 
 # 16 concurrent clients, all bodies verified.
-cpids=()
-for i in $(seq 1 16); do
-	case $((i % 4)) in
-	0) args=(--compressed "$D/100k.json") ref=p100k.id.body ;;
-	1) args=("$D/20k.json") ref=p20k.id.body ;;
-	2) args=(--compressed "$D/") ref=index.id.body ;;
-	3) args=(--compressed "$D/2k.json") ref=p2k.id.body ;;
-	esac
-	echo "$ref" >"$T/cc$i.ref"
-	"${CURL[@]}" -o "$T/cc$i.body" "${args[@]}" &
-	cpids+=($!)
-done
-cfail=0
-for p in "${cpids[@]}"; do
-	wait "$p" || cfail=$((cfail + 1))
-done
-for i in $(seq 1 16); do
-	cmp -s "$T/cc$i.body" "$T/$(cat "$T/cc$i.ref")" || cfail=$((cfail + 1))
-done
-eq "16 concurrent clients: every body correct" "$cfail" 0
+concurrent cc "16 concurrent clients: every body correct" \
+	"--compressed $D/100k.json" "$T/p100k.id.body" "$D/20k.json" "$T/p20k.id.body" \
+	"--compressed $D/" "$T/index.id.body" "--compressed $D/2k.json" "$T/p2k.id.body"
 
 # The access log: method, target, status, body bytes, bytes sent, coding, time.
 check "access log line for a gzip response" \
@@ -386,7 +291,7 @@ fi
   echo $? >"$T/term.rc" ) &
 cpid=$!
 sleep 1.5
-stop "$DEMO_PID"
+tl_stop "$DEMO_PID"
 wait "$cpid"
 eq "SIGTERM with /events in flight: exit 0" "$STOP_RC" 0
 eq "the in-flight /events completed cleanly (curl exit 0)" "$(cat "$T/term.rc")" 0
@@ -409,7 +314,7 @@ if start suffix --etag suffix --backend zlib --level 9 --quiet; then
 	gunzip_to "$T/sx.body" "$T/sx.gunz"
 	check "--backend zlib --level 9: body inflates" cmp -s "$T/sx.gunz" "$T/p20k.id.body"
 	check "--quiet: no access log" test ! -s "$T/suffix.err"
-	stop "$PID"
+	tl_stop "$PID"
 	eq "--etag suffix server: SIGTERM exit 0" "$STOP_RC" 0
 else
 	nok "--etag suffix server starts" "see stderr"
@@ -419,7 +324,7 @@ if start nocomp --no-compress; then
 	fetch nc "$BASE/100k.json" -H 'Accept-Encoding: gzip'
 	eq "--no-compress: identity to a gzip client" \
 		"$(hdr "$T/nc.h" Content-Encoding)|$(size "$T/nc.body")" "|102400"
-	stop "$PID"
+	tl_stop "$PID"
 	eq "--no-compress server: SIGTERM exit 0" "$STOP_RC" 0
 else
 	nok "--no-compress server starts" "see stderr"
@@ -430,7 +335,7 @@ if start minsz --min-size 200000 --types 'application/json' --threads 1; then
 	eq "--min-size 200000: 100k.json not compressed" "$(hdr "$T/ms.h" Content-Encoding)" ""
 	fetch mt "$BASE/" -H 'Accept-Encoding: gzip'
 	eq "--types application/json: HTML not compressed" "$(hdr "$T/mt.h" Content-Encoding)" ""
-	stop "$PID"
+	tl_stop "$PID"
 	eq "--min-size server: SIGTERM exit 0" "$STOP_RC" 0
 else
 	nok "--min-size server starts" "see stderr"
@@ -660,7 +565,7 @@ if start keep --root "$W" --etag keep --quiet; then
 	fetch k2 "$BASE/big.txt" -r 50- -H "If-Range: $ketag" -H 'Accept-Encoding: gzip'
 	eq "--etag keep: If-Range with the shared ETag is refused: 200, the whole body" \
 		"$(status "$T/k2.h")|$(hdr "$T/k2.h" Content-Range)" "200|"
-	stop "$PID"
+	tl_stop "$PID"
 else
 	nok "--etag keep server starts" "see stderr"
 fi
@@ -697,26 +602,9 @@ fetch p6 "$S/pre.txt" -H 'Accept-Encoding: gzip' -r 0-9
 eq "precompressed: a Range gets the whole .gz" "$(status "$T/p6.h")|$(size "$T/p6.body")" "200|$gzlen"
 
 # 16 concurrent clients on files.
-cpids=()
-for i in $(seq 1 16); do
-	case $((i % 4)) in
-	0) args=(--compressed "$S/big.txt") ref=big.txt ;;
-	1) args=("$S/photo.png") ref=photo.png ;;
-	2) args=(--compressed "$S/pre.txt") ref=pre.txt ;;
-	3) args=(--compressed "$S/data.json") ref=data.json ;;
-	esac
-	echo "$ref" >"$T/sc$i.ref"
-	"${CURL[@]}" -o "$T/sc$i.body" "${args[@]}" &
-	cpids+=($!)
-done
-cfail=0
-for p in "${cpids[@]}"; do
-	wait "$p" || cfail=$((cfail + 1))
-done
-for i in $(seq 1 16); do
-	cmp -s "$T/sc$i.body" "$W/$(cat "$T/sc$i.ref")" || cfail=$((cfail + 1))
-done
-eq "16 concurrent clients on files: every body correct" "$cfail" 0
+concurrent sc "16 concurrent clients on files: every body correct" \
+	"--compressed $S/big.txt" "$W/big.txt" "$S/photo.png" "$W/photo.png" \
+	"--compressed $S/pre.txt" "$W/pre.txt" "--compressed $S/data.json" "$W/data.json"
 
 # Keep-alive: several requests on one connection, bodies right.
 "${CURL[@]}" --compressed -o "$T/ka1" "$S/big.txt" -o "$T/ka2" "$S/data.json" \
@@ -728,7 +616,7 @@ eq "keep-alive sequence: one connection" "$(tr -d ' \n' <"$T/ka.n")" "100"
 check "access log line for a file" grep -Eq '^GET /big\.txt 200 [0-9]+ [0-9-]+ gzip [0-9]+us$' "$T/static.err"
 check "access log line for a 206" grep -Eq '^GET /big\.txt 206 100 ' "$T/static.err"
 
-stop "$STATIC_PID"
+tl_stop "$STATIC_PID"
 eq "static server: SIGTERM exit 0" "$STOP_RC" 0
 if grep -qi 'AddressSanitizer\|LeakSanitizer\|runtime error' "$T"/*.err; then
 	nok "no sanitizer reports" "$(grep -h -i -m1 'Sanitizer\|runtime error' "$T"/*.err)"
@@ -736,5 +624,4 @@ else
 	ok "no sanitizer reports"
 fi
 
-echo "$NPASS passed, $NFAIL failed"
-[ "$NFAIL" = 0 ]
+tl_summary

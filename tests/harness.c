@@ -281,6 +281,14 @@ th_site_stop(struct th_site *s)
 	s->gz = NULL;
 }
 
+void
+th_site_done(struct th_site *s, CURL *h, void *body)
+{
+	curl_easy_cleanup(h);
+	th_site_stop(s);
+	free(body);
+}
+
 /* ===================================================================== */
 /*                               Client                                  */
 /* ===================================================================== */

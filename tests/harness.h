@@ -130,6 +130,9 @@ struct th_site {
 void th_site_start(struct th_site *s, const struct mhdgz_options *opts, struct th_route *routes,
 		   size_t nroutes, unsigned int extra_mhd_flags);
 void th_site_stop(struct th_site *s);
+/* th_site_done: how a test ends: the client handle H cleaned up, then the
+ * site stopped, then BODY (what its routes served) freed. */
+void th_site_done(struct th_site *s, CURL *h, void *body);
 
 /* ===================================================================== */
 /*                          Client: libcurl                              */

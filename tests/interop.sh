@@ -46,6 +46,7 @@ if [ -z "${INTEROP_INNER:-}" ]; then
 fi
 
 SRCDIR=$(cd "$(dirname "$0")" && pwd)
+. "$SRCDIR/testlib.sh"
 if [ -z "${GZSERVE:-}" ]; then
 	GZSERVE=$PWD/examples/gzserve/gzserve
 	[ -x "$GZSERVE" ] || GZSERVE=$SRCDIR/../examples/gzserve/gzserve
@@ -130,24 +131,7 @@ trap 'exit 130' INT TERM
 # start NAME ARGS...: gzserve on 127.0.0.1 port 0, its access log in
 # $OUT/NAME.log; waits (at most 10 s) for its "listening on" line; sets BASE.
 start() {
-	local name=$1 line pid
-	shift
-	"$GZSERVE" --bind 127.0.0.1 --port 0 "$@" >"$T/$name.out" 2>"$OUT/$name.log" &
-	pid=$!
-	PIDS+=("$pid")
-	for _ in $(seq 1 100); do
-		line=$(head -n 1 "$T/$name.out" 2>/dev/null)
-		case $line in
-		"listening on "*)
-			BASE=${line#listening on }
-			BASE=${BASE%/}
-			return 0
-			;;
-		esac
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	return 1
+	tl_start "$1" "$OUT/$1.log" "$GZSERVE" --bind 127.0.0.1 --port 0 "${@:2}"
 }
 
 # headers FILE: the representation headers of a dumped header block, lower

@@ -59,4 +59,4 @@ endif
 TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = bash
 AM_TESTS_ENVIRONMENT = GZSERVE='$(abs_top_builddir)/examples/gzserve/gzserve'; export GZSERVE;
-EXTRA_DIST += tests/gzserve_test.sh
+EXTRA_DIST += tests/gzserve_test.sh tests/testlib.sh

@@ -33,22 +33,14 @@
 #    stopped).
 # Needs wrk and curl. Exit status 0 when every check passes.
 set -uo pipefail
+. "$(dirname "$0")/testlib.sh"
 
 seconds=60
 warmup=15
 conns=64
 streams=24
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--seconds) seconds="$2"; shift 2 ;;
-	--warmup) warmup="$2"; shift 2 ;;
-	--connections) conns="$2"; shift 2 ;;
-	--streams) streams="$2"; shift 2 ;;
-	--) shift; break ;;
-	-*) echo "soak.sh: unknown option $1" >&2; exit 2 ;;
-	*) break ;;
-	esac
-done
+tl_options soak.sh seconds=seconds warmup=warmup connections=conns streams=streams -- "$@"
+set -- "${REST[@]}"
 gzserve="${1:?usage: soak.sh [--seconds N] [--warmup N] [--connections C] [--streams S] GZSERVE [SOAK_LUA]}"
 lua="${2:-$(dirname "$0")/soak.lua}"
 for tool in wrk curl; do

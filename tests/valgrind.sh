@@ -15,17 +15,12 @@
 # 20): memcheck is 20-50 times slower than native code.
 set -uo pipefail
 
+. "$(dirname "$0")/testlib.sh"
+
 jobs=1
 logs=tests/valgrind-logs
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--jobs) jobs="$2"; shift 2 ;;
-	--logs) logs="$2"; shift 2 ;;
-	--) shift; break ;;
-	-*) echo "valgrind.sh: unknown option $1" >&2; exit 2 ;;
-	*) break ;;
-	esac
-done
+tl_options valgrind.sh jobs=jobs logs=logs -- "$@"
+set -- "${REST[@]}"
 [ $# -gt 0 ] || { echo "valgrind.sh: nothing to run" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "valgrind.sh: valgrind not found (apt-get install valgrind)" >&2; exit 2; }
 mkdir -p "$logs"
@@ -46,17 +41,7 @@ run_one() {
 	echo "$? $(($(date +%s) - t0))" >"$logs/$name.rc"
 }
 
-running=0
-for spec in "$@"; do
-	if [ "$running" -ge "$jobs" ]; then
-		wait -n
-		running=$((running - 1))
-	fi
-	echo "valgrind: $spec"
-	run_one "$spec" &
-	running=$((running + 1))
-done
-wait
+tl_pool "$jobs" valgrind run_one "$@"
 
 failed=0
 for spec in "$@"; do

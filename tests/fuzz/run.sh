@@ -18,24 +18,15 @@
 # DIR/artifacts/); exits 1 if any target failed. Reproduce with
 # BIN/TARGET DIR/artifacts/TARGET-crash-...
 set -uo pipefail
+. "$(dirname "$0")/../testlib.sh"
 
 seconds=60
 jobs=1
 src=.
 dir=.
 bin=
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--seconds) seconds="$2"; shift 2 ;;
-	--jobs) jobs="$2"; shift 2 ;;
-	--src) src="$2"; shift 2 ;;
-	--bin) bin="$2"; shift 2 ;;
-	--dir) dir="$2"; shift 2 ;;
-	--) shift; break ;;
-	-*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
-	*) break ;;
-	esac
-done
+tl_options run.sh seconds=seconds jobs=jobs src=src bin=bin dir=dir -- "$@"
+set -- "${REST[@]}"
 [ $# -gt 0 ] || { echo "run.sh: no target given" >&2; exit 2; }
 [ -n "$bin" ] || bin="$dir"
 
@@ -61,18 +52,7 @@ run_one() {
 	echo $? >"$dir/logs/$t.rc"
 }
 
-# A simple job pool: at most $jobs targets at once.
-running=0
-for t in "$@"; do
-	if [ "$running" -ge "$jobs" ]; then
-		wait -n
-		running=$((running - 1))
-	fi
-	echo "fuzz: $t (${seconds} s)"
-	run_one "$t" &
-	running=$((running + 1))
-done
-wait
+tl_pool "$jobs" "fuzz (${seconds} s)" run_one "$@"
 
 failed=0
 printf '%-12s %10s %8s %6s %7s %7s %5s  %s\n' target runs runs/s cov ft corpus new result
