@@ -172,7 +172,9 @@ ref_compressible(const struct mhdgz *gz, const char *ct, const uint8_t *body, si
 			return !hnd_typelist_match(&gz->skip_types, mt, l) &&
 			       hnd_typelist_match(&gz->compress_types, mt, l);
 	}
-	return ref_text(body, len);
+	/* Untyped: sniffed, and text goes through the lists as text/plain. */
+	return ref_text(body, len) && !hnd_typelist_match(&gz->skip_types, "text/plain", 10) &&
+	       hnd_typelist_match(&gz->compress_types, "text/plain", 10);
 }
 
 /* The documented order; *vary: the representation depends on
@@ -186,8 +188,11 @@ ref_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 		return MHDGZ_SKIP_OPT_OUT;
 	if ((status >= 100 && status <= 199) || status == 204)
 		return MHDGZ_SKIP_STATUS;
-	if (status == 206 || f->range)
+	if (status == 206 || f->range) {
+		/* The Vary its 200 would carry (RFC 9110 section 15.3.7). */
+		*vary = !f->encoded && !f->no_transform && ref_compressible(gz, f->ct, body, len);
 		return MHDGZ_SKIP_RANGE;
+	}
 	if (f->encoded)
 		return MHDGZ_SKIP_ENCODED;
 	if (f->no_transform)
@@ -431,7 +436,9 @@ select_once(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_request *
 		FZ_CHECK(q != r, "compressed, yet the response itself");
 		check_variant(gz, r, q, f, true);
 	} else if (q != r) {
-		FZ_CHECK(status == 304 && wants && f->etag, "a variant queued for %s, status %u",
+		/* Only the 304 of a 200 that would be gzip: it carries that
+		 * 200's fields (and length), with or without an ETag. */
+		FZ_CHECK(status == 304 && wants, "a variant queued for %s, status %u",
 			 mhdgz_reason_name(why), status);
 		check_variant(gz, r, q, f, count_hdr(q, "Content-Encoding").n > 0);
 	}

@@ -148,8 +148,17 @@ def demo(base, ref_dir):
                 if hres.status != gres.status:
                     bad.append(f"{ae}: status HEAD {hres.status} GET {gres.status}")
                 # /stats: its counters, so its length, change between requests.
+                # /events has no length: its HEAD carries no framing field
+                # (Transfer-Encoding is fixed only while generating, RFC 9110
+                # section 9.3.2) and closes the connection (libmicrohttpd
+                # 0.9.75 cannot frame it otherwise).
+                no_len = path == "/events"
+                if no_len and hh.get("connection", "").lower() != "close":
+                    bad.append(f"{ae}: HEAD of a stream: Connection {hh.get('connection')!r}")
                 bad += [f"{ae}: {k}: HEAD {hh.get(k)!r} GET {gh.get(k)!r}" for k in PARITY
-                        if hh.get(k) != gh.get(k) and not (path == "/stats" and k == "content-length")]
+                        if hh.get(k) != gh.get(k)
+                        and not (path == "/stats" and k == "content-length")
+                        and not (no_len and k == "transfer-encoding" and hh.get(k) is None)]
             return "; ".join(bad) or None
         check(f"HEAD/GET parity {path} (gzip and identity)", parity)
 
