@@ -1,4 +1,4 @@
-/* fuzz_stream.c: libFuzzer target for the compressors: streams under adversarial chunking, flushing and output windows, and one-shot compress(). */
+/* fuzz_stream.c: libFuzzer target for the compressors and the stream pump: adversarial chunking, flushing, stalls and output windows, and one-shot compress(). */
 /*
  * Input: two bytes choose a streaming backend and its level, then a
  * program of operations, each an opcode byte and its operands:
@@ -40,6 +40,7 @@
 #include "gz_error.h"
 #include "gz_backend.h"
 #include "gz_pool.h"
+#include "gz_stream.h"
 #include "fuzz_util.h"
 
 #define FZ_MAX_BACKENDS 4
@@ -309,6 +310,93 @@ oneshot(const uint8_t *data, size_t len, uint8_t lv, uint16_t short_cap)
 	}
 }
 
+/*
+ * The stream pump (gz_stream.c) over the last member's bytes: a source that
+ * cuts them as the input's own bytes say (a 0 byte: "no data now", at most
+ * 64 times), low-latency or not, an output window from the input. Checked:
+ * the pump never fails on a good source and always makes progress; after
+ * a read that returned with the source stalled, the output so far decodes
+ * to every byte given (the stall flush); the whole output is one member
+ * decoding to exactly the bytes; the compressor is back in its pool once
+ * the trailer is written, before gz_pump_fini.
+ */
+struct pump_src {
+	const uint8_t *p;
+	size_t n, pos;
+	const uint8_t *script;
+	size_t slen, si;
+	unsigned int stalls;
+};
+
+static ssize_t
+pump_src_read(void *cls, uint8_t *buf, size_t max)
+{
+	struct pump_src *s = cls;
+	uint8_t b = s->slen ? s->script[s->si++ % s->slen] : 1;
+	size_t want;
+
+	if (s->pos == s->n)
+		return GZ_SOURCE_END;
+	if (b == 0 && s->stalls < 64) {
+		s->stalls++;
+		return 0;
+	}
+	want = 1 + (size_t)b * 31;
+	if (want > max)
+		want = max;
+	if (want > s->n - s->pos)
+		want = s->n - s->pos;
+	memcpy(buf, s->p + s->pos, want);
+	s->pos += want;
+	return (ssize_t)want;
+}
+
+static void
+pump_pass(struct gz_pool *pool, const uint8_t *p, size_t n, const uint8_t *script, size_t slen,
+	  bool low_latency, size_t win)
+{
+	struct pump_src s = {.p = p, .n = n, .script = script, .slen = slen};
+	struct gz_pump pump;
+	z_stream zs;
+	uint8_t *out = malloc(win), *dec = malloc(n + 1);
+	size_t dec_len = 0, rounds = 0;
+	bool end = false;
+	int zrc = Z_OK;
+
+	if (!out || !dec)
+		abort();
+	memset(&zs, 0, sizeof zs);
+	if (inflateInit2(&zs, 31) != Z_OK)
+		abort();
+	FZ_CHECK(gz_pump_init(&pump, pool, 1024, low_latency) == 0, "gz_pump_init failed");
+	while (!end) {
+		ssize_t k = gz_pump_read(&pump, pump_src_read, &s, out, win, &end);
+
+		FZ_CHECK(k >= 0, "gz_pump_read: %zd", k);
+		FZ_CHECK(++rounds < 16 * (n + 64) + 4096, "the pump makes no progress");
+		zs.next_in = out;
+		zs.avail_in = (uInt)k;
+		while (zs.avail_in > 0 && zrc == Z_OK) {
+			zs.next_out = dec + dec_len;
+			zs.avail_out = (uInt)(n + 1 - dec_len);
+			zrc = inflate(&zs, Z_SYNC_FLUSH);
+			dec_len = n + 1 - zs.avail_out;
+			FZ_CHECK(zrc == Z_OK || zrc == Z_STREAM_END, "inflate: %d", zrc);
+		}
+		if (k == 0 && !end)
+			FZ_CHECK(dec_len == s.pos && memcmp(dec, p, dec_len) == 0,
+				 "stalled: %zu decoded bytes, %zu given", dec_len, s.pos);
+	}
+	FZ_CHECK(zrc == Z_STREAM_END && zs.avail_in == 0, "the member is not complete");
+	FZ_CHECK(dec_len == n && (n == 0 || memcmp(dec, p, n) == 0),
+		 "the pump's member decodes to %zu bytes, not the %zu given", dec_len, n);
+	FZ_CHECK(pump.c == NULL, "the compressor was not returned at the trailer");
+	gz_pump_fini(&pump);
+	inflateEnd(&zs);
+	free(out);
+	free(dec);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -387,6 +475,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FZ_CHECK(m.in.len == all.len && (all.len == 0 || memcmp(m.in.p, all.p, all.len) == 0),
 		 "consumed bytes differ from the bytes given");
 	member_end(&m);
+	pump_pass(m.pool, all.p ? all.p : (const uint8_t *)"", all.len, data, size > 64 ? 64 : size,
+		  sel & 0x80, lv & 1 ? 1 + lv % 17 : 4096);
 	oneshot(all.p ? all.p : (const uint8_t *)"", all.len, lv, (uint16_t)(sel << 8 | lv));
 	free(all.p);
 	free(m.in.p);
