@@ -383,6 +383,11 @@ END_TEST
 #else
 #define TH_HAVE_ISAL 0
 #endif
+#ifdef HAVE_LIBDEFLATE
+#define TH_HAVE_LIBDEFLATE 1
+#else
+#define TH_HAVE_LIBDEFLATE 0
+#endif
 
 START_TEST(test_backends)
 {
@@ -391,7 +396,7 @@ START_TEST(test_backends)
 
 	ck_assert_int_eq(mhdgz_backend_available(MHDGZ_BACKEND_DEFAULT), 1);
 	ck_assert_int_eq(mhdgz_backend_available(MHDGZ_BACKEND_ZLIB), 1);
-	ck_assert_int_eq(mhdgz_backend_available(MHDGZ_BACKEND_LIBDEFLATE), 1);
+	ck_assert_int_eq(mhdgz_backend_available(MHDGZ_BACKEND_LIBDEFLATE), TH_HAVE_LIBDEFLATE);
 	ck_assert_int_eq(mhdgz_backend_available(MHDGZ_BACKEND_ISAL), TH_HAVE_ISAL);
 	ck_assert_int_eq(mhdgz_backend_available((enum mhdgz_backend)4), 0);
 	ck_assert_int_eq(mhdgz_backend_available((enum mhdgz_backend)-1), 0);
@@ -405,8 +410,12 @@ START_TEST(test_backends)
 	b = (enum mhdgz_backend)77;
 	ck_assert_int_eq(mhdgz_backend_from_name("zlib", &b), 0);
 	ck_assert_int_eq(b, MHDGZ_BACKEND_ZLIB);
-	ck_assert_int_eq(mhdgz_backend_from_name("LibDeflate", &b), 0);
-	ck_assert_int_eq(b, MHDGZ_BACKEND_LIBDEFLATE);
+	if (TH_HAVE_LIBDEFLATE) {
+		ck_assert_int_eq(mhdgz_backend_from_name("LibDeflate", &b), 0);
+		ck_assert_int_eq(b, MHDGZ_BACKEND_LIBDEFLATE);
+	} else {
+		ck_assert_int_eq(mhdgz_backend_from_name("LibDeflate", &b), MHDGZ_ENOTSUP);
+	}
 	ck_assert_int_eq(mhdgz_backend_from_name("ZLIB", &b), 0);
 	ck_assert_int_eq(b, MHDGZ_BACKEND_ZLIB);
 	b = (enum mhdgz_backend)77;
@@ -439,16 +448,25 @@ START_TEST(test_backends)
 	ck_assert_int_eq(mn, 1);
 	ck_assert_int_eq(mx, 9);
 	ck_assert_int_eq(df, 6);
-	ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_LIBDEFLATE, &mn, &mx, &df), 0);
-	ck_assert_int_eq(mn, 1);
-	ck_assert_int_eq(mx, 12);
-	ck_assert_int_eq(df, 6);
-	/* DEFAULT is libdeflate. */
-	mn = mx = df = -100;
-	ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_DEFAULT, &mn, &mx, &df), 0);
-	ck_assert_int_eq(mn, 1);
-	ck_assert_int_eq(mx, 12);
-	ck_assert_int_eq(df, 6);
+	if (TH_HAVE_LIBDEFLATE) {
+		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_LIBDEFLATE, &mn, &mx, &df), 0);
+		ck_assert_int_eq(mn, 1);
+		ck_assert_int_eq(mx, 12);
+		ck_assert_int_eq(df, 6);
+		/* DEFAULT is libdeflate. */
+		mn = mx = df = -100;
+		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_DEFAULT, &mn, &mx, &df), 0);
+		ck_assert_int_eq(mn, 1);
+		ck_assert_int_eq(mx, 12);
+		ck_assert_int_eq(df, 6);
+		ck_assert_str_eq(mhdgz_backend_name(MHDGZ_BACKEND_DEFAULT), "libdeflate");
+	} else {
+		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_LIBDEFLATE, &mn, &mx, &df),
+				 MHDGZ_ENOTSUP);
+		/* DEFAULT is the next in preference: ISA-L, else zlib. */
+		ck_assert_str_eq(mhdgz_backend_name(MHDGZ_BACKEND_DEFAULT),
+				 TH_HAVE_ISAL ? "isal" : "zlib");
+	}
 	ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_ZLIB, NULL, NULL, NULL), 0);
 	mx = -100;
 	ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_ZLIB, NULL, &mx, NULL), 0);
@@ -476,13 +494,13 @@ struct new_case {
 	int level;
 	unsigned int flags;
 	int etag_policy;
-	int isal_only; /* 1: only when ISA-L is compiled in; -1: only when not */
+	int needs; /* 1 / -1: only when ISA-L is / is not compiled in; 2 / -2: libdeflate */
 	int want;
 };
 
 static const struct new_case new_cases[] = {
 	{ MHDGZ_BACKEND_DEFAULT, 0, 0, 0, 0, 0 },
-	{ MHDGZ_BACKEND_DEFAULT, 12, 0, 0, 0, 0 },
+	{ MHDGZ_BACKEND_DEFAULT, 12, 0, 0, 2, 0 },
 	{ MHDGZ_BACKEND_DEFAULT, 13, 0, 0, 0, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_DEFAULT, -1, 0, 0, 0, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_ZLIB, 0, 0, 0, 0, 0 },
@@ -490,11 +508,12 @@ static const struct new_case new_cases[] = {
 	{ MHDGZ_BACKEND_ZLIB, 9, 0, 0, 0, 0 },
 	{ MHDGZ_BACKEND_ZLIB, 10, 0, 0, 0, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_ZLIB, -1, 0, 0, 0, MHDGZ_EINVAL },
-	{ MHDGZ_BACKEND_LIBDEFLATE, 0, 0, 0, 0, 0 },
-	{ MHDGZ_BACKEND_LIBDEFLATE, 1, 0, 0, 0, 0 },
-	{ MHDGZ_BACKEND_LIBDEFLATE, 12, 0, 0, 0, 0 },
-	{ MHDGZ_BACKEND_LIBDEFLATE, 13, 0, 0, 0, MHDGZ_EINVAL },
-	{ MHDGZ_BACKEND_LIBDEFLATE, -5, 0, 0, 0, MHDGZ_EINVAL },
+	{ MHDGZ_BACKEND_LIBDEFLATE, 0, 0, 0, 2, 0 },
+	{ MHDGZ_BACKEND_LIBDEFLATE, 1, 0, 0, 2, 0 },
+	{ MHDGZ_BACKEND_LIBDEFLATE, 12, 0, 0, 2, 0 },
+	{ MHDGZ_BACKEND_LIBDEFLATE, 13, 0, 0, 2, MHDGZ_EINVAL },
+	{ MHDGZ_BACKEND_LIBDEFLATE, -5, 0, 0, 2, MHDGZ_EINVAL },
+	{ MHDGZ_BACKEND_LIBDEFLATE, 0, 0, 0, -2, MHDGZ_ENOTSUP },
 	{ MHDGZ_BACKEND_ISAL, 0, 0, 0, 1, 0 },
 	{ MHDGZ_BACKEND_ISAL, 1, 0, 0, 1, 0 },
 	{ MHDGZ_BACKEND_ISAL, 4, 0, 0, 1, 0 },
@@ -518,7 +537,8 @@ START_TEST(test_new_table)
 	struct mhdgz *gz = (struct mhdgz *)&o; /* sentinel: untouched on error */
 	int rc;
 
-	if ((c->isal_only == 1 && !TH_HAVE_ISAL) || (c->isal_only == -1 && TH_HAVE_ISAL))
+	if ((c->needs == 1 && !TH_HAVE_ISAL) || (c->needs == -1 && TH_HAVE_ISAL) ||
+	    (c->needs == 2 && !TH_HAVE_LIBDEFLATE) || (c->needs == -2 && TH_HAVE_LIBDEFLATE))
 		return;
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
@@ -694,6 +714,8 @@ START_TEST(test_new_faults)
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
 	o.backend = (enum mhdgz_backend)_i; /* loop 0..2: default, zlib, libdeflate */
+	if (!mhdgz_backend_available(o.backend)) /* configure --without-<lib> */
+		return;
 	for (k = 1; k <= 10000; k++) {
 		struct mhdgz *gz = NULL;
 		int rc, fired;
@@ -1262,6 +1284,10 @@ START_TEST(test_select_faults)
 	o.size = sizeof o;
 	o.backend = (enum mhdgz_backend)(_i % 3);
 	o.flags = _i >= 3 ? MHDGZ_F_NO_POOL : 0;
+	if (!mhdgz_backend_available(o.backend)) { /* configure --without-<lib> */
+		free(body);
+		return;
+	}
 	tu_alloc_install(0);
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	for (k = 1; k <= 5000; k++) {
