@@ -56,10 +56,10 @@ struct bh_cfg {
 	const struct gz_backend *be;
 	int level;
 	int size_idx;
-	int threads;    /* 0 = S (main thread), else P with this many threads */
-	char name[160]; /* without the -N suffix */
+	int threads;          /* 0 = S (main thread), else P with this many threads */
+	char name[160];       /* without the -N suffix */
 	struct bh_handler *h; /* NULL for K_RAW and K_SMALLWIN */
-	uint64_t n;     /* calibrated iterations (total over threads) */
+	uint64_t n;           /* calibrated iterations (total over threads) */
 	double sample[BH_MAX_COUNT][M_NMETRICS];
 	int nsamples;
 	double med[M_NMETRICS];
@@ -97,8 +97,8 @@ struct bh_worker {
 	struct MHD_Response *cached; /* K_CACHED */
 	z_stream zs;                 /* K_SMALLWIN */
 	bool zs_live;
-	uint64_t out_bytes;          /* compressed bytes produced (Raw) */
-	int bad;                     /* an op did not compress */
+	uint64_t out_bytes; /* compressed bytes produced (Raw) */
+	int bad;            /* an op did not compress */
 };
 
 /* bench_handler.c: the rows. */

@@ -82,17 +82,14 @@
 #endif
 
 const char *const bh_kind_name[K_COUNT] = {
-	[K_HANDLER] = "GzipHandler",
-	[K_RAW] = "Raw",
-	[K_CACHED] = "Cached",
-	[K_UNPOOLED] = "Unpooled",
-	[K_SMALLWIN] = "RawSmallWindow",
-	[K_IDENTITY] = "Identity",
+	[K_HANDLER] = "GzipHandler",     [K_RAW] = "Raw",
+	[K_CACHED] = "Cached",           [K_UNPOOLED] = "Unpooled",
+	[K_SMALLWIN] = "RawSmallWindow", [K_IDENTITY] = "Identity",
 	[K_PLAIN] = "PlainMHD",
 };
 
-const size_t bh_size[BH_NSIZES] = {PAYLOAD_JSON_2K, PAYLOAD_JSON_20K, PAYLOAD_JSON_100K};
-const char *const bh_size_name[BH_NSIZES] = {"2k", "20k", "100k"};
+const size_t bh_size[BH_NSIZES] = { PAYLOAD_JSON_2K, PAYLOAD_JSON_20K, PAYLOAD_JSON_100K };
+const char *const bh_size_name[BH_NSIZES] = { "2k", "20k", "100k" };
 
 /* The payload slices, one per size. */
 uint8_t *bh_body[BH_NSIZES];
@@ -182,7 +179,7 @@ add_rows(enum bh_kind kind, const struct gz_backend *be, int level, int size_idx
 static int
 full_levels(const struct gz_backend *be, int *lv)
 {
-	static const int want[] = {1, 4, 6, 7, 9, 12};
+	static const int want[] = { 1, 4, 6, 7, 9, 12 };
 	int n = 0, l;
 	size_t i;
 

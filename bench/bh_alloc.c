@@ -29,7 +29,7 @@
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define BA_INTERPOSE 0 /* the sanitizer owns malloc: no counting */
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
 	__has_feature(memory_sanitizer)
 #define BA_INTERPOSE 0
 #endif
@@ -54,7 +54,7 @@ struct ba_slot {
 } __attribute__((aligned(64)));
 
 static struct ba_slot ba_slot[BA_SLOTS];
-static struct ba_slot ba_shared; /* atomic adds */
+static struct ba_slot ba_shared;  /* atomic adds */
 static struct ba_slot ba_retired; /* atomic adds */
 /* Initial-exec TLS of the executable: reading it never allocates. */
 static __thread struct ba_slot *ba_mine;

@@ -21,8 +21,8 @@
 static inline enum mhdgz_reason
 bh_select(struct mhdgz *gz, struct MHD_Response *r, bool gzip)
 {
-	static const char *const ae_gzip[] = {"gzip"};
-	struct hnd_request rq = {.head = false, .flags = 0};
+	static const char *const ae_gzip[] = { "gzip" };
+	struct hnd_request rq = { .head = false, .flags = 0 };
 	struct hnd_result res;
 	struct MHD_Response *q;
 
@@ -171,8 +171,8 @@ worker_setup(struct bh_worker *w)
 		int wb, ml;
 		nginx_params(len, &wb, &ml);
 		memset(&w->zs, 0, sizeof w->zs);
-		if (deflateInit2(&w->zs, c->level, Z_DEFLATED, 16 + wb, ml,
-				 Z_DEFAULT_STRATEGY) != Z_OK)
+		if (deflateInit2(&w->zs, c->level, Z_DEFLATED, 16 + wb, ml, Z_DEFAULT_STRATEGY) !=
+		    Z_OK)
 			die("%s: deflateInit2 failed", c->name);
 		w->zs_live = true;
 		w->zout_cap = deflateBound(&w->zs, (uLong)len);
@@ -304,7 +304,7 @@ run_once(struct bh_cfg *c, uint64_t n, double *m)
 	struct bh_worker ws[BH_MAX_CPUS > 64 ? BH_MAX_CPUS : 64];
 	int t, nt = c->threads ? c->threads : 1;
 	struct ba_counts a0, a1;
-	struct mhdgz_stats st0 = {.size = sizeof st0}, st1 = {.size = sizeof st1};
+	struct mhdgz_stats st0 = { .size = sizeof st0 }, st1 = { .size = sizeof st1 };
 	uint64_t out_bytes = 0;
 	pthread_barrier_t bar;
 	double t0, t1, c0, c1, secs;
@@ -446,7 +446,8 @@ print_row(const struct bh_cfg *c)
 	out("%-52s %8llu %12.0f ns/op %9.2f MB/s %8.0f out-B/op %8.0f B/op %6.0f allocs/op"
 	    " %12.0f cpu-ns/op %4.1f mhdgz-allocs/op %8.0f mhdgz-B/op\n",
 	    name, (unsigned long long)c->n, c->med[M_NS], c->med[M_MBS], c->med[M_OUTB],
-	    c->med[M_BOP], c->med[M_ALLOCS], c->med[M_CPU], c->med[M_OWN_ALLOCS], c->med[M_OWN_BOP]);
+	    c->med[M_BOP], c->med[M_ALLOCS], c->med[M_CPU], c->med[M_OWN_ALLOCS],
+	    c->med[M_OWN_BOP]);
 }
 
 /* --count passes over every row in turn (interleaved: drift on the machine
@@ -461,8 +462,8 @@ bh_run_all(void)
 		int k = 0;
 		for (c = bh_cfgs; c; c = c->next, k++) {
 			if (bh_opt.verbose)
-				fprintf(stderr, "\rpass %d/%d row %d %-60s", pass + 1,
-					bh_opt.count, k + 1, c->name);
+				fprintf(stderr, "\rpass %d/%d row %d %-60s", pass + 1, bh_opt.count,
+					k + 1, c->name);
 			if (pass == 0) {
 				calibrate_and_run(c);
 			} else {
@@ -479,4 +480,3 @@ bh_run_all(void)
 		print_row(c);
 	}
 }
-

@@ -55,8 +55,8 @@ verify_ahc(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	if (bh_v.keep)
 		return mhdgz_queue_response(bh_v.gz, conn, MHD_HTTP_OK, bh_v.keep);
 	/* Exactly the op of the GzipHandler rows, queued for real. */
-	r = mhdgz_response_from_buffer(bh_v.gz, bh_body_len[bh_v.size_idx],
-				       bh_body[bh_v.size_idx], MHD_RESPMEM_PERSISTENT);
+	r = mhdgz_response_from_buffer(bh_v.gz, bh_body_len[bh_v.size_idx], bh_body[bh_v.size_idx],
+				       MHD_RESPMEM_PERSISTENT);
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
@@ -167,8 +167,8 @@ verify_raw(const struct bh_cfg *c)
 	memset(&w, 0, sizeof w);
 	w.cfg = c;
 	worker_setup(&w); /* compresses once into w.zout */
-	if (w.bad || !gunzip_equal(w.zout, w.zout_len, bh_body[c->size_idx],
-				   bh_body_len[c->size_idx]))
+	if (w.bad ||
+	    !gunzip_equal(w.zout, w.zout_len, bh_body[c->size_idx], bh_body_len[c->size_idx]))
 		die("verify %s: raw output does not inflate to the payload", c->name);
 	worker_teardown(&w);
 }
@@ -219,7 +219,8 @@ bh_verify_all(void)
 		bh_v.size_idx = c->size_idx;
 		bh_v.keep = NULL;
 		if (c->kind == K_CACHED) {
-			struct mhdgz_stats st0 = {.size = sizeof st0}, st1 = {.size = sizeof st1};
+			struct mhdgz_stats st0 = { .size = sizeof st0 },
+					   st1 = { .size = sizeof st1 };
 			bh_v.keep = mhdgz_response_from_buffer(c->h->gz, bh_body_len[c->size_idx],
 							       bh_body[c->size_idx],
 							       MHD_RESPMEM_PERSISTENT);
@@ -245,4 +246,3 @@ bh_verify_all(void)
 	fprintf(stderr, "verified %u configurations (gzip output inflates to the input)\n",
 		nverified);
 }
-

@@ -52,7 +52,7 @@ ticker(void *arg)
 
 	(void)arg;
 	while (!last) {
-		nanosleep(&(struct timespec){.tv_nsec = INTERVAL_MS * 1000000L}, NULL);
+		nanosleep(&(struct timespec){ .tv_nsec = INTERVAL_MS * 1000000L }, NULL);
 		pthread_mutex_lock(&lock);
 		last = stopping;
 		ticks++;
@@ -91,8 +91,9 @@ read_events(void *cls, uint64_t pos, char *buf, size_t max)
 		if (wait)
 			return 0; /* nothing yet; asked again after the resume */
 		st->sent++;
-		st->len = (size_t)snprintf(st->ev, sizeof st->ev, "id: %u\ndata: event %u of %u\n\n",
-					   st->sent, st->sent, NEVENTS);
+		st->len = (size_t)snprintf(st->ev, sizeof st->ev,
+					   "id: %u\ndata: event %u of %u\n\n", st->sent, st->sent,
+					   NEVENTS);
 		st->off = 0;
 	}
 	n = st->len - st->off < max ? st->len - st->off : max;
@@ -139,7 +140,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 int
 main(int argc, char **argv)
 {
-	struct sockaddr_in sin = {.sin_family = AF_INET};
+	struct sockaddr_in sin = { .sin_family = AF_INET };
 	long port = argc > 1 ? strtol(argv[1], NULL, 10) : 8080;
 	struct mhdgz *gz;
 	struct MHD_Daemon *d;

@@ -11,9 +11,10 @@
 #include <microhttpd.h>
 #include <mhdgz.h>
 
-static const char page[] = "<!doctype html><title>mhdgz</title><p>"
-			   "Hello, compressed world. Hello, compressed world. Hello, compressed world."
-			   "</p>\n";
+static const char page[] =
+	"<!doctype html><title>mhdgz</title><p>"
+	"Hello, compressed world. Hello, compressed world. Hello, compressed world."
+	"</p>\n";
 
 static enum MHD_Result
 on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -52,8 +53,8 @@ int
 main(int argc, char **argv)
 {
 	/* min_nbytes 1: the page is below the default 1 KiB threshold. */
-	struct mhdgz_options opts = {.size = sizeof opts, .min_nbytes = 1};
-	struct sockaddr_in sin = {.sin_family = AF_INET};
+	struct mhdgz_options opts = { .size = sizeof opts, .min_nbytes = 1 };
+	struct sockaddr_in sin = { .sin_family = AF_INET };
 	long port = argc > 1 ? strtol(argv[1], NULL, 10) : 8080;
 	struct mhdgz *gz;
 	struct MHD_Daemon *d;

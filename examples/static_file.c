@@ -56,7 +56,8 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		if (!r)
 			return MHD_NO;
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-		ret = mhdgz_queue_response_ex(gz, conn, method, MHD_HTTP_METHOD_NOT_ALLOWED, r, NULL);
+		ret = mhdgz_queue_response_ex(gz, conn, method, MHD_HTTP_METHOD_NOT_ALLOWED, r,
+					      NULL);
 		MHD_destroy_response(r);
 		return ret;
 	}
@@ -67,8 +68,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		return MHD_NO; /* this example has no error pages */
 	}
 	/* Inode, size and mtime in ns: it changes whenever the bytes may have. */
-	snprintf(etag, sizeof etag, "\"%jx-%jx-%jx\"", (uintmax_t)st.st_ino,
-		 (uintmax_t)st.st_size,
+	snprintf(etag, sizeof etag, "\"%jx-%jx-%jx\"", (uintmax_t)st.st_ino, (uintmax_t)st.st_size,
 		 (uintmax_t)st.st_mtim.tv_sec * 1000000000u + (uintmax_t)st.st_mtim.tv_nsec);
 	/* 0 to go on, 304 (GET/HEAD whose If-None-Match matches) or 412. */
 	status = mhdgz_evaluate_preconditions(conn, method, etag);
@@ -97,7 +97,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 int
 main(int argc, char **argv)
 {
-	struct sockaddr_in sin = {.sin_family = AF_INET};
+	struct sockaddr_in sin = { .sin_family = AF_INET };
 	long port = argc > 2 ? strtol(argv[1], NULL, 10) : -1;
 	struct mhdgz *gz;
 	struct MHD_Daemon *d;

@@ -43,10 +43,10 @@ read_lines(void *cls, uint64_t pos, char *buf, size_t max)
 		/* Waiting here holds only this connection's own thread
 		 * (MHD_USE_THREAD_PER_CONNECTION below). */
 		if (st->n > 0)
-			nanosleep(&(struct timespec){.tv_nsec = INTERVAL_MS * 1000000L}, NULL);
+			nanosleep(&(struct timespec){ .tv_nsec = INTERVAL_MS * 1000000L }, NULL);
 		st->n++;
-		st->len = (size_t)snprintf(st->line, sizeof st->line,
-					   "{\"line\":%u,\"of\":%u}\n", st->n, NLINES);
+		st->len = (size_t)snprintf(st->line, sizeof st->line, "{\"line\":%u,\"of\":%u}\n",
+					   st->n, NLINES);
 		st->off = 0;
 	}
 	n = st->len - st->off < max ? st->len - st->off : max;
@@ -97,7 +97,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 int
 main(int argc, char **argv)
 {
-	struct sockaddr_in sin = {.sin_family = AF_INET};
+	struct sockaddr_in sin = { .sin_family = AF_INET };
 	long port = argc > 1 ? strtol(argv[1], NULL, 10) : 8080;
 	struct mhdgz *gz;
 	struct MHD_Daemon *d;
@@ -115,7 +115,8 @@ main(int argc, char **argv)
 	if (mhdgz_new(NULL, &gz) != 0)
 		return 1;
 	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0,
-			     NULL, NULL, on_request, gz, MHD_OPTION_SOCK_ADDR, &sin, MHD_OPTION_END);
+			     NULL, NULL, on_request, gz, MHD_OPTION_SOCK_ADDR, &sin,
+			     MHD_OPTION_END);
 	if (!d)
 		return 1;
 	printf("listening on http://127.0.0.1:%u/\n",

@@ -152,7 +152,9 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 			       o.skip_types ? o.skip_types : hnd_default_skip_types);
 	if (rc < 0)
 		goto fail;
-	cap = (o.flags & MHDGZ_F_NO_POOL) ? 0 : o.pool_idle_cap ? o.pool_idle_cap : HND_POOL_IDLE_CAP;
+	cap = (o.flags & MHDGZ_F_NO_POOL) ? 0
+	      : o.pool_idle_cap           ? o.pool_idle_cap
+					  : HND_POOL_IDLE_CAP;
 	rc = gz_pool_pair_new(gz->be, gz->level, cap, &gz->pool, &gz->stream_pool);
 	if (rc < 0)
 		goto fail;

@@ -74,7 +74,8 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	}
 	if (gzip) { /* a stream: its gzip length, where a file gives it */
 		if (!e->rep_304) {
-			if (hnd_gzip_stream_length(gz, e, f->etag, hnd_low_latency(e, f), &len) != 0)
+			if (hnd_gzip_stream_length(gz, e, f->etag, hnd_low_latency(e, f), &len) !=
+			    0)
 				len = MHD_SIZE_UNKNOWN;
 			e->rep_304 = hnd_fields_response(gz, e->response, f, len, HND_REP_GZIP_304);
 			if (!e->rep_304)
@@ -124,7 +125,7 @@ MHDGZ_API unsigned int
 mhdgz_evaluate_preconditions(struct MHD_Connection *connection, const char *method,
 			     const char *etag)
 {
-	struct precond_ctx c = {.etag = etag};
+	struct precond_ctx c = { .etag = etag };
 
 	if (!connection || !method)
 		return 0;

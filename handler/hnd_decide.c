@@ -63,9 +63,9 @@ type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_
  * MHD_SIZE_UNKNOWN for a stream of unknown length (never small or empty).
  */
 void
-hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
-	   const struct hnd_facts *f, const uint8_t *sniff, size_t sniff_len, uint64_t body_len,
-	   const struct hnd_accept *acc, struct hnd_decision *d)
+hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const struct hnd_facts *f,
+	   const uint8_t *sniff, size_t sniff_len, uint64_t body_len, const struct hnd_accept *acc,
+	   struct hnd_decision *d)
 {
 	bool is_304 = status == 304;
 	bool encoded;
@@ -98,7 +98,8 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
 		return;
 	}
 	if (is_304) {
-		if (f->content_type && !type_compressible(gz, f->content_type, (const uint8_t *)"", 0)) {
+		if (f->content_type &&
+		    !type_compressible(gz, f->content_type, (const uint8_t *)"", 0)) {
 			d->reason = MHDGZ_SKIP_STATUS;
 			return;
 		}

@@ -68,7 +68,8 @@ hnd_merge_vary(struct MHD_Response *r, const struct hnd_facts *f, const struct h
 	if (f->vary_has_ae)
 		return 0;
 	if (n == 0 || n > HND_VARY_MAX)
-		return MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding") == MHD_YES
+		return MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding") ==
+				       MHD_YES
 			       ? 0
 			       : MHDGZ_EMHD;
 	/* Copy the old fields first: deleting a field frees its strings, and
@@ -117,7 +118,8 @@ out:
 	/* No tidy merge (out of memory, or libmicrohttpd refused): a Vary
 	 * field of its own means the same (RFC 9110 section 5.3), as for the
 	 * variants; never an identity response without it. */
-	if (rc < 0 && MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding") == MHD_YES)
+	if (rc < 0 &&
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding") == MHD_YES)
 		rc = 0;
 	return rc;
 }
@@ -132,7 +134,7 @@ out:
  */
 void
 hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, char *buf, size_t cap,
-		 char **heap)
+		     char **heap)
 {
 	size_t i, len = sizeof "Accept-Encoding";
 	char *out = buf;
@@ -223,7 +225,9 @@ int
 hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
 		 const struct hnd_facts *f, bool coded)
 {
-	struct copy_ctx c = {.to = v, .coded = coded, .skip_vary = f->vary_add && f->vary_replace};
+	struct copy_ctx c = { .to = v,
+			      .coded = coded,
+			      .skip_vary = f->vary_add && f->vary_replace };
 	char buf[HND_ETAG_MAX];
 	const char *etag;
 

@@ -258,17 +258,17 @@ struct hnd_entry {
 	pthread_mutex_t lock;      /* guards everything below */
 	bool opt_out;
 	bool low_latency;
-	bool response_queued; /* queued itself: its fields are now read-only */
+	bool response_queued;             /* queued itself: its fields are now read-only */
 	enum MHD_ResponseFlags mhd_flags; /* mhdgz_response_set_options: every variant gets them */
-	bool vary_done;   /* Vary: Accept-Encoding merged into the response */
-	bool not_smaller; /* gzip was tried and did not shrink the body */
-	int sniffed;      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
-	struct MHD_Response *gzip_rep;     /* the gzip representation: body, headers */
-	size_t gzip_rep_len;               /* its body length in bytes */
-	struct hnd_body *gzip_body;        /* its body (gzip_rep holds the reference) */
-	struct MHD_Response *rep_304;      /* the 304 response: no body sent, gzip ETag */
+	bool vary_done;                   /* Vary: Accept-Encoding merged into the response */
+	bool not_smaller;                 /* gzip was tried and did not shrink the body */
+	int sniffed;                      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
+	struct MHD_Response *gzip_rep;    /* the gzip representation: body, headers */
+	size_t gzip_rep_len;              /* its body length in bytes */
+	struct hnd_body *gzip_body;       /* its body (gzip_rep holds the reference) */
+	struct MHD_Response *rep_304;     /* the 304 response: no body sent, gzip ETag */
 	struct MHD_Response *rep_304_identity; /* the 304 of an unknown-size identity 200 */
-	struct MHD_Response *sendfile_rep; /* HND_FD: the sendfile identity response */
+	struct MHD_Response *sendfile_rep;     /* HND_FD: the sendfile identity response */
 };
 
 /* hnd_table.c: a new entry holding one reference (its response's), or
@@ -297,8 +297,8 @@ int hnd_merge_vary(struct MHD_Response *r, const struct hnd_facts *f,
 		   const struct hnd_facts_ctx *c);
 /* Set f->vary_add/vary_replace: the Vary a variant carries (in buf of cap
  * bytes, or in *heap, which the caller gz_frees). */
-void hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, char *buf,
-			  size_t cap, char **heap);
+void hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, char *buf, size_t cap,
+			  char **heap);
 /* Copy the fields of r to v; coded: a gzip variant (Content-Encoding set,
  * Content-Length and Accept-Ranges dropped, ETag per policy). Returns 0 or
  * MHDGZ_EMHD (v is left for the caller to destroy). */
@@ -323,11 +323,7 @@ struct hnd_body {
  * representation (header fields rewritten for the coding, Content-Encoding
  * set), a 304 for it (the same fields without Content-Encoding), or the
  * identity representation (the fields as they are). */
-enum hnd_rep {
-	HND_REP_GZIP,
-	HND_REP_GZIP_304,
-	HND_REP_IDENTITY
-};
+enum hnd_rep { HND_REP_GZIP, HND_REP_GZIP_304, HND_REP_IDENTITY };
 
 void hnd_body_unref(void *cls);
 /* A buffer response of body b (one reference passes in; NULL for none) with
@@ -344,7 +340,8 @@ int hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hn
  * and sends a Content-Length with every other 304. NULL on failure.
  */
 struct MHD_Response *hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r,
-				       const struct hnd_facts *f, uint64_t size, enum hnd_rep rep);
+					 const struct hnd_facts *f, uint64_t size,
+					 enum hnd_rep rep);
 /* The gzip representation of a whole-body entry, built or reused: returns
  * MHDGZ_COMPRESSED and *v_ret, or why not (NOT_SMALLER, ERROR). e->lock held. */
 enum mhdgz_reason hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e,
@@ -453,8 +450,8 @@ struct hnd_facts {
 /* The outcome: a reason, plus what the headers of either variant need. */
 struct hnd_decision {
 	enum mhdgz_reason reason;
-	bool vary;      /* the representation depends on Accept-Encoding */
-	bool gzip_304;  /* a 304 standing for a 200 that would be gzip for this
+	bool vary;     /* the representation depends on Accept-Encoding */
+	bool gzip_304; /* a 304 standing for a 200 that would be gzip for this
 			 * client (as far as the header fields tell) */
 };
 

@@ -44,7 +44,7 @@ identity_of_prefix(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts
 	if (!pre->eof || pre->failed) {
 		if (head)
 			return hnd_fields_response(gz, e->response, f, MHD_SIZE_UNKNOWN,
-						 HND_REP_IDENTITY);
+						   HND_REP_IDENTITY);
 		v = hnd_identity_stream_new(gz, e, pre);
 		if (v && hnd_copy_headers(gz, e->response, v, f, false) < 0) {
 			MHD_destroy_response(v);
@@ -74,15 +74,14 @@ identity_of_prefix(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts
  */
 int
 hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
-	   struct MHD_Response *response, struct MHD_Response **queue_ret,
-	   struct hnd_result *res)
+	   struct MHD_Response *response, struct MHD_Response **queue_ret, struct hnd_result *res)
 {
 	struct hnd_entry *e;
 	struct hnd_facts f;
 	struct hnd_facts_ctx fc;
 	struct hnd_decision d;
 	struct MHD_Response *v = NULL;
-	struct hnd_prefix pre = {.buf = NULL};
+	struct hnd_prefix pre = { .buf = NULL };
 	bool peeked = false;
 	uint8_t sniff_buf[HND_SNIFF_NBYTES];
 	const uint8_t *sniff = NULL;
@@ -110,8 +109,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	}
 	hnd_decide(gz, e->opt_out, status, &f, sniff, sniff_len, e->body_len, &rq->acc, &d);
 	if ((e->kind == HND_CALLBACK || e->kind == HND_PIPE) && e->body_len == MHD_SIZE_UNKNOWN &&
-	    !no_content(status) &&
-	    !rq->head &&
+	    !no_content(status) && !rq->head &&
 	    (d.reason == MHDGZ_COMPRESSED ||
 	     (d.reason == MHDGZ_SKIP_TYPE && !f.content_type && hnd_accept_wants_gzip(&rq->acc)))) {
 		/* A stream of unknown size is decided on its first bytes: empty
@@ -185,10 +183,12 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	} else if (d.reason == MHDGZ_COMPRESSED) {
 		/* Streams: a fresh gzip stream per queue (per connection); the
 		 * bytes are counted as they are produced. */
-		v = hnd_gzip_stream_new(gz, e, f.etag, hnd_low_latency(e, &f), peeked ? &pre : NULL);
+		v = hnd_gzip_stream_new(gz, e, f.etag, hnd_low_latency(e, &f),
+					peeked ? &pre : NULL);
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		if (v && hnd_copy_headers(gz, response, v, &f, true) == 0 &&
-		    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") == MHD_YES) {
+		    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") ==
+			    MHD_YES) {
 			*queue_ret = v;
 			/* Our creation reference goes to the caller, who drops it
 			 * after queueing (libmicrohttpd then holds its own). */
@@ -271,7 +271,7 @@ accept_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *val
 {
 	struct hnd_accept *acc = cls;
 	struct hnd_accept one;
-	const char *lines[1] = {value};
+	const char *lines[1] = { value };
 
 	(void)kind;
 	if (!value || strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_ENCODING) != 0)
@@ -292,10 +292,10 @@ mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, con
 			unsigned int status_code, struct MHD_Response *response,
 			struct mhdgz_outcome *outcome)
 {
-	struct hnd_request rq = {.flags = 0};
-	struct hnd_result res = {.reason = MHDGZ_SKIP_UNTRACKED,
-				 .body_nbytes = MHDGZ_NBYTES_UNKNOWN,
-				 .coded_nbytes = MHDGZ_NBYTES_UNKNOWN};
+	struct hnd_request rq = { .flags = 0 };
+	struct hnd_result res = { .reason = MHDGZ_SKIP_UNTRACKED,
+				  .body_nbytes = MHDGZ_NBYTES_UNKNOWN,
+				  .coded_nbytes = MHDGZ_NBYTES_UNKNOWN };
 	struct MHD_Response *q = response;
 	enum MHD_Result ret;
 	int release = 0;
@@ -321,8 +321,8 @@ mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, con
 }
 
 MHDGZ_API enum MHD_Result
-mhdgz_queue_response(struct mhdgz *gz, struct MHD_Connection *connection,
-		     unsigned int status_code, struct MHD_Response *response)
+mhdgz_queue_response(struct mhdgz *gz, struct MHD_Connection *connection, unsigned int status_code,
+		     struct MHD_Response *response)
 {
 	return mhdgz_queue_response_ex(gz, connection, NULL, status_code, response, NULL);
 }

@@ -177,7 +177,8 @@ mhdgz_response_from_callback(struct mhdgz *gz, uint64_t size, size_t block_size,
 	e->block_size = block_size;
 	/* Our reader forwards to the user's, so the free callback gets the
 	 * entry; the user's crfc runs when the entry's last reference goes. */
-	r = MHD_create_response_from_callback(size, block_size, hnd_entry_read, e, hnd_entry_release);
+	r = MHD_create_response_from_callback(size, block_size, hnd_entry_read, e,
+					      hnd_entry_release);
 	if (!r) {
 		hnd_entry_free(e); /* crfc not set yet: not called, as documented */
 		return NULL;

@@ -16,9 +16,9 @@
  */
 struct hnd_stream {
 	struct mhdgz *gz;
-	struct hnd_entry *e; /* holds a reference */
-	int fd;              /* HND_FD: our own duplicate; else -1 */
-	bool failed;         /* counted once */
+	struct hnd_entry *e;   /* holds a reference */
+	int fd;                /* HND_FD: our own duplicate; else -1 */
+	bool failed;           /* counted once */
 	struct hnd_prefix pre; /* bytes read at queue time, sent first */
 	size_t pre_off;        /* of them, bytes given to the pump */
 	struct gz_pump pump;
@@ -50,8 +50,9 @@ source_read(struct hnd_entry *e, int fd, uint64_t pos, char *buf, size_t max)
 		if (n == 0)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		if (n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK ? 0
-								       : MHD_CONTENT_READER_END_WITH_ERROR;
+			return errno == EAGAIN || errno == EWOULDBLOCK
+				       ? 0
+				       : MHD_CONTENT_READER_END_WITH_ERROR;
 		return n;
 	}
 	if (e->kind == HND_CALLBACK) {
@@ -234,7 +235,8 @@ hnd_prefix_read(struct hnd_entry *e, size_t want, bool one_call, struct hnd_pref
 	 * now, or the one call of a low-latency stream), and stops once want
 	 * bytes are held. */
 	while (px->len < want) {
-		ssize_t n = source_read(e, e->fd, px->len, (char *)px->buf + px->len, e->block_size);
+		ssize_t n = source_read(e, e->fd, px->len, (char *)px->buf + px->len,
+					e->block_size);
 
 		if (n == MHD_CONTENT_READER_END_OF_STREAM) {
 			px->eof = true;
@@ -328,7 +330,7 @@ static int
 stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t *len_ret)
 {
 	struct gz_pump pump;
-	struct count_src cs = {.e = e, .pump = &pump};
+	struct count_src cs = { .e = e, .pump = &pump };
 	uint8_t out[HND_FD_BLOCK / 2];
 	uint64_t total = 0;
 	bool end = false;

@@ -34,8 +34,9 @@ hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_fa
 {
 	struct MHD_Response *v;
 
-	v = MHD_create_response_from_buffer_with_free_callback_cls(
-		b ? b->len : 0, b ? b->data : NULL, b ? hnd_body_unref : NULL, b);
+	v = MHD_create_response_from_buffer_with_free_callback_cls(b ? b->len : 0,
+								   b ? b->data : NULL,
+								   b ? hnd_body_unref : NULL, b);
 	if (!v) {
 		if (b)
 			hnd_body_unref(b);
@@ -64,9 +65,10 @@ head_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 struct MHD_Response *
 hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
-		  uint64_t size, enum hnd_rep rep)
+		    uint64_t size, enum hnd_rep rep)
 {
-	struct MHD_Response *v = MHD_create_response_from_callback(size, 1024, head_read, NULL, NULL);
+	struct MHD_Response *v = MHD_create_response_from_callback(size, 1024, head_read, NULL,
+								   NULL);
 
 	if (!v)
 		return NULL;
@@ -154,8 +156,8 @@ read_file(struct hnd_entry *e, uint8_t **buf_ret)
 /* The gzip variant of e, built or reused. Returns 0 and the variant, or the
  * reason it could not be had (NOT_SMALLER, ERROR). Called with e->lock. */
 enum mhdgz_reason
-hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, bool no_cache,
-	     struct MHD_Response **v_ret)
+hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
+			bool no_cache, struct MHD_Response **v_ret)
 {
 	struct hnd_body *out = NULL;
 	struct MHD_Response *v = NULL;

@@ -141,8 +141,8 @@ MHDGZ_API int mhdgz_backend_from_name(const char *name, enum mhdgz_backend *back
  * @param default_ret receives the default level; may be NULL.
  * @return 0, or MHDGZ_ENOTSUP if the backend is not compiled in. Thread-safe.
  */
-MHDGZ_API int mhdgz_backend_levels(enum mhdgz_backend backend, int *min_ret,
-				   int *max_ret, int *default_ret);
+MHDGZ_API int mhdgz_backend_levels(enum mhdgz_backend backend, int *min_ret, int *max_ret,
+				   int *default_ret);
 
 /**
  * What happens to a strong ETag on a gzip-coded response. A strong
@@ -265,9 +265,9 @@ MHDGZ_API void mhdgz_free(struct mhdgz *gz);
  *         libmicrohttpd, the caller still owns a MUST_FREE buffer.
  * @note Thread-safe.
  */
-MHDGZ_API struct MHD_Response *
-mhdgz_response_from_buffer(struct mhdgz *gz, size_t size, void *buffer,
-			   enum MHD_ResponseMemoryMode mode);
+MHDGZ_API struct MHD_Response *mhdgz_response_from_buffer(struct mhdgz *gz, size_t size,
+							  void *buffer,
+							  enum MHD_ResponseMemoryMode mode);
 
 /**
  * Same as MHD_queue_response(), choosing the content coding first.
@@ -307,9 +307,9 @@ mhdgz_response_from_buffer(struct mhdgz *gz, size_t size, void *buffer,
  *         response is queued.
  * @note Thread-safe; call from the access handler as libmicrohttpd requires.
  */
-MHDGZ_API enum MHD_Result
-mhdgz_queue_response(struct mhdgz *gz, struct MHD_Connection *connection,
-		     unsigned int status_code, struct MHD_Response *response);
+MHDGZ_API enum MHD_Result mhdgz_queue_response(struct mhdgz *gz, struct MHD_Connection *connection,
+					       unsigned int status_code,
+					       struct MHD_Response *response);
 
 /**
  * Same as MHD_set_response_options(response, flags, MHD_RO_END), and
@@ -346,19 +346,19 @@ MHDGZ_API int mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response 
  * early-outs in this order; each is counted in struct mhdgz_stats.
  */
 enum mhdgz_reason {
-	MHDGZ_COMPRESSED = 0,        /**< gzip variant queued */
-	MHDGZ_SKIP_UNTRACKED,        /**< response not created by this handler */
-	MHDGZ_SKIP_OPT_OUT,          /**< mhdgz_response_set_identity() */
-	MHDGZ_SKIP_STATUS,           /**< 1xx, 204, 304: no content (RFC 9110 6.4.1) */
-	MHDGZ_SKIP_RANGE,            /**< 206 or a Content-Range header */
-	MHDGZ_SKIP_ENCODED,          /**< already has a Content-Encoding */
-	MHDGZ_SKIP_NO_TRANSFORM,     /**< Cache-Control: no-transform (RFC 9111 5.2.2.6) */
-	MHDGZ_SKIP_EMPTY,            /**< empty body */
-	MHDGZ_SKIP_TYPE,             /**< media type not compressible */
-	MHDGZ_SKIP_NOT_ACCEPTED,     /**< client does not accept gzip */
-	MHDGZ_SKIP_SMALL,            /**< body below min_nbytes */
-	MHDGZ_SKIP_NOT_SMALLER,      /**< gzip output not smaller than the body */
-	MHDGZ_SKIP_ERROR,            /**< allocation or compressor failure */
+	MHDGZ_COMPRESSED = 0,    /**< gzip variant queued */
+	MHDGZ_SKIP_UNTRACKED,    /**< response not created by this handler */
+	MHDGZ_SKIP_OPT_OUT,      /**< mhdgz_response_set_identity() */
+	MHDGZ_SKIP_STATUS,       /**< 1xx, 204, 304: no content (RFC 9110 6.4.1) */
+	MHDGZ_SKIP_RANGE,        /**< 206 or a Content-Range header */
+	MHDGZ_SKIP_ENCODED,      /**< already has a Content-Encoding */
+	MHDGZ_SKIP_NO_TRANSFORM, /**< Cache-Control: no-transform (RFC 9111 5.2.2.6) */
+	MHDGZ_SKIP_EMPTY,        /**< empty body */
+	MHDGZ_SKIP_TYPE,         /**< media type not compressible */
+	MHDGZ_SKIP_NOT_ACCEPTED, /**< client does not accept gzip */
+	MHDGZ_SKIP_SMALL,        /**< body below min_nbytes */
+	MHDGZ_SKIP_NOT_SMALLER,  /**< gzip output not smaller than the body */
+	MHDGZ_SKIP_ERROR,        /**< allocation or compressor failure */
 	MHDGZ_REASON_COUNT
 };
 
@@ -424,10 +424,11 @@ struct mhdgz_outcome {
  *         or response or an unknown outcome->size (nothing queued then).
  * @note Thread-safe; call from the access handler as libmicrohttpd requires.
  */
-MHDGZ_API enum MHD_Result
-mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, const char *method,
-			unsigned int status_code, struct MHD_Response *response,
-			struct mhdgz_outcome *outcome);
+MHDGZ_API enum MHD_Result mhdgz_queue_response_ex(struct mhdgz *gz,
+						  struct MHD_Connection *connection,
+						  const char *method, unsigned int status_code,
+						  struct MHD_Response *response,
+						  struct mhdgz_outcome *outcome);
 
 /* ===================================================================== */
 /*                              Streaming                                */
@@ -482,10 +483,11 @@ mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, con
  *         is not called).
  * @note Thread-safe.
  */
-MHDGZ_API struct MHD_Response *
-mhdgz_response_from_callback(struct mhdgz *gz, uint64_t size, size_t block_size,
-			     MHD_ContentReaderCallback crc, void *crc_cls,
-			     MHD_ContentReaderFreeCallback crfc);
+MHDGZ_API struct MHD_Response *mhdgz_response_from_callback(struct mhdgz *gz, uint64_t size,
+							    size_t block_size,
+							    MHD_ContentReaderCallback crc,
+							    void *crc_cls,
+							    MHD_ContentReaderFreeCallback crfc);
 
 /**
  * Same as MHD_create_response_from_fd_at_offset64(): a file body. The
@@ -508,8 +510,8 @@ mhdgz_response_from_callback(struct mhdgz *gz, uint64_t size, size_t block_size,
  * @return a response owned by the caller, or NULL on failure.
  * @note Thread-safe.
  */
-MHDGZ_API struct MHD_Response *
-mhdgz_response_from_fd_at_offset64(struct mhdgz *gz, uint64_t size, int fd, uint64_t offset);
+MHDGZ_API struct MHD_Response *mhdgz_response_from_fd_at_offset64(struct mhdgz *gz, uint64_t size,
+								  int fd, uint64_t offset);
 
 /**
  * Same as MHD_create_response_from_fd(): mhdgz_response_from_fd_at_offset64()
@@ -656,17 +658,18 @@ MHDGZ_API unsigned int mhdgz_evaluate_preconditions(struct MHD_Connection *conne
 struct mhdgz_stats {
 	/** sizeof(struct mhdgz_stats), set by the caller. */
 	size_t size;
-	uint64_t responses;   /**< decisions made (queues and selects) */
-	uint64_t compressed;  /**< gzip variants queued (cache hits included) */
+	uint64_t responses;                   /**< decisions made (queues and selects) */
+	uint64_t compressed;                  /**< gzip variants queued (cache hits included) */
 	uint64_t reasons[MHDGZ_REASON_COUNT]; /**< per enum mhdgz_reason */
-	uint64_t bytes_in;    /**< body bytes of the responses decided, in bytes */
-	uint64_t bytes_out;   /**< body bytes of what was queued, in bytes */
-	uint64_t compressions; /**< gzip bodies built (buffer cache misses) and gzip streams started */
+	uint64_t bytes_in;                    /**< body bytes of the responses decided, in bytes */
+	uint64_t bytes_out;                   /**< body bytes of what was queued, in bytes */
+	uint64_t
+		compressions; /**< gzip bodies built (buffer cache misses) and gzip streams started */
 	uint64_t failures;    /**< compressions that failed (served identity) */
-	uint64_t cache_hits;  /**< gzip variants reused */
-	uint64_t pool_gets;   /**< compressor pools: compressors taken */
-	uint64_t pool_misses; /**< compressor pools: compressors created */
-	uint64_t pool_idle;   /**< compressor pools: compressors idle now (the
+	uint64_t cache_hits;      /**< gzip variants reused */
+	uint64_t pool_gets;       /**< compressor pools: compressors taken */
+	uint64_t pool_misses;     /**< compressor pools: compressors created */
+	uint64_t pool_idle;       /**< compressor pools: compressors idle now (the
 			       *   one-shot pool plus the streams' pool) */
 	uint64_t digests_dropped; /**< integrity fields (Content-MD5, Digest,
 				   *   Content-Digest, Repr-Digest) left out of
@@ -732,7 +735,7 @@ MHDGZ_API int mhdgz_set_allocator(const struct mhdgz_allocator *alloc);
 /*                              Errors                                   */
 /* ===================================================================== */
 
-#define MHDGZ_OK 0 /**< success */
+#define MHDGZ_OK 0          /**< success */
 #define MHDGZ_ENOMEM (-1)   /**< an allocation failed */
 #define MHDGZ_EINVAL (-2)   /**< an argument is invalid (level out of range, ...) */
 #define MHDGZ_EBACKEND (-3) /**< the compression library reported an error */

@@ -64,7 +64,9 @@ gz_stream_level(const struct gz_backend *be, int level)
 {
 	const struct gz_backend *sb = gz_stream_backend(be);
 
-	return level > sb->level_max ? sb->level_max : level < sb->level_min ? sb->level_min : level;
+	return level > sb->level_max   ? sb->level_max
+	       : level < sb->level_min ? sb->level_min
+				       : level;
 }
 
 int

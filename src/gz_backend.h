@@ -11,8 +11,8 @@
 
 /* Flush modes for stream(). */
 enum gz_flush {
-	GZ_FLUSH_NONE = 0, /* compress as input allows; output may lag input */
-	GZ_FLUSH_SYNC = 1, /* emit all input so far, ending on a byte boundary */
+	GZ_FLUSH_NONE = 0,  /* compress as input allows; output may lag input */
+	GZ_FLUSH_SYNC = 1,  /* emit all input so far, ending on a byte boundary */
 	GZ_FLUSH_FINISH = 2 /* no more input: emit everything and the gzip trailer */
 };
 
@@ -70,13 +70,13 @@ struct gz_io {
  * shifted up by one (1-4) in its backend file.
  */
 struct gz_backend {
-	int id;              /* GZ_ID_* */
-	const char *name;    /* "zlib", "libdeflate", "isal" */
-	unsigned int caps;   /* GZ_CAP_* */
-	int level_min;       /* level range, inclusive (see above), >= 1 */
+	int id;            /* GZ_ID_* */
+	const char *name;  /* "zlib", "libdeflate", "isal" */
+	unsigned int caps; /* GZ_CAP_* */
+	int level_min;     /* level range, inclusive (see above), >= 1 */
 	int level_max;
 	int level_default;
-	size_t inst_nbytes;  /* sizeof the backend's instance struct */
+	size_t inst_nbytes; /* sizeof the backend's instance struct */
 
 	/* Per-backend global set-up, or NULL: route the library's process-wide
 	 * allocator (libdeflate's) through the given functions. Run once per
@@ -100,8 +100,8 @@ struct gz_backend {
 	 * allocates nothing. Leaves the compressor ready for another compress();
 	 * any stream in progress is abandoned, and stream() returns
 	 * GZ_EINVAL until reset() is called. */
-	int (*compress)(struct gz_compressor *c, const void *in, size_t in_len,
-			void *out, size_t out_cap, size_t *out_len_ret);
+	int (*compress)(struct gz_compressor *c, const void *in, size_t in_len, void *out,
+			size_t out_cap, size_t *out_len_ret);
 
 	/* GZ_CAP_STREAM: start a new gzip member (discarding any stream state).
 	 * A compressor fresh from gz_compressor_new is already at the start of

@@ -49,7 +49,7 @@
 #define GZ_ISAL_LEVEL_MIN (ISAL_DEF_MIN_LEVEL + 1)
 #define GZ_ISAL_LEVEL_MAX (ISAL_DEF_MAX_LEVEL + 1)
 #define GZ_ISAL_LEVEL_DEFAULT 2
-#define GZ_ISAL_NATIVE(level) ((level) - 1)
+#define GZ_ISAL_NATIVE(level) ((level)-1)
 
 /* RFC 1952 wrapper sizes and the stored-block format ISA-L falls back to
  * (RFC 1951 section 3.2.4): 5 header bytes per block of at most 65535. */
@@ -157,8 +157,8 @@ gz_isal_bound(const struct gz_compressor *c, size_t in_len)
 }
 
 static int
-gz_isal_compress(struct gz_compressor *c, const void *in, size_t in_len, void *out,
-		 size_t out_cap, size_t *out_len_ret)
+gz_isal_compress(struct gz_compressor *c, const void *in, size_t in_len, void *out, size_t out_cap,
+		 size_t *out_len_ret)
 {
 	struct gz_isal *z = (struct gz_isal *)c;
 	int rc;

@@ -163,8 +163,8 @@ gz_zlib_deflate_buf(struct gz_zlib *z, const void *in, size_t in_len, void *out,
 }
 
 static int
-gz_zlib_compress(struct gz_compressor *c, const void *in, size_t in_len, void *out,
-		 size_t out_cap, size_t *out_len_ret)
+gz_zlib_compress(struct gz_compressor *c, const void *in, size_t in_len, void *out, size_t out_cap,
+		 size_t *out_len_ret)
 {
 	struct gz_zlib *z = (struct gz_zlib *)c;
 	int rc;

@@ -92,7 +92,9 @@ START_TEST(test_set_allocator_hook)
 		for (i = 0; gz_backends[i]; i++) {
 			uint64_t before = my_mallocs;
 
-			ck_assert_int_eq(gz_compressor_new(gz_backends[i], gz_backends[i]->level_default, &c), 0);
+			ck_assert_int_eq(gz_compressor_new(gz_backends[i],
+							   gz_backends[i]->level_default, &c),
+					 0);
 			ck_assert_uint_gt(my_mallocs, before);
 			gz_compressor_free(c);
 			ck_assert_uint_eq(my_frees, my_mallocs);
@@ -239,7 +241,9 @@ do_work(struct gz_compressor *c, const uint8_t *body, uint8_t *out, size_t out_c
 	if (tu_check_member(out, out_len, body, WORK_LEN) != 0)
 		return -100;
 	if (c->be->caps & GZ_CAP_STREAM) {
-		struct gz_io io = { .in = body, .in_len = WORK_LEN / 2, .out = out, .out_cap = out_cap };
+		struct gz_io io = {
+			.in = body, .in_len = WORK_LEN / 2, .out = out, .out_cap = out_cap
+		};
 
 		rc = c->be->reset(c);
 		if (rc < 0)
@@ -355,7 +359,9 @@ START_TEST(test_warm_no_alloc)
 	if (c->be->caps & GZ_CAP_STREAM) {
 		for (i = 0; i < 100; i++) {
 			size_t len = (size_t)i * 1009 % max_len;
-			struct gz_io io = { .in = body, .in_len = len / 3, .out = out, .out_cap = out_cap };
+			struct gz_io io = {
+				.in = body, .in_len = len / 3, .out = out, .out_cap = out_cap
+			};
 			int rc;
 
 			ck_assert_int_eq(c->be->reset(c), 0);
@@ -366,7 +372,8 @@ START_TEST(test_warm_no_alloc)
 				rc = c->be->stream(c, &io, GZ_FLUSH_FINISH);
 			while (rc == 0);
 			ck_assert_int_eq(rc, GZ_STREAM_END);
-			ck_assert_int_eq(tu_check_member(out, (size_t)(io.out - out), body, len), 0);
+			ck_assert_int_eq(tu_check_member(out, (size_t)(io.out - out), body, len),
+					 0);
 		}
 		ck_assert_uint_eq(tu_alloc_count(), warm);
 	}
@@ -404,13 +411,18 @@ alloc_suite(void)
 {
 	int nb = (int)tu_backend_count();
 	const struct ck_case cases[] = {
-		{"hook", 0, {
-			{test_set_allocator_einval, 0, 0}, {test_set_allocator_hook, 0, 0},
-			{test_set_allocator_ebusy, 0, nb}, {test_alloc_helpers, 0, 0}}},
-		{"faults", 60, {
-			{test_create_counts, 0, nb * 3}, {test_fault_injection, 0, nb * 3},
-			{test_scratch_enomem, 0, 0}}},
-		{"warm", 60, {{test_warm_no_alloc, 0, nb * 3}}},
+		{ "hook",
+		  0,
+		  { { test_set_allocator_einval, 0, 0 },
+		    { test_set_allocator_hook, 0, 0 },
+		    { test_set_allocator_ebusy, 0, nb },
+		    { test_alloc_helpers, 0, 0 } } },
+		{ "faults",
+		  60,
+		  { { test_create_counts, 0, nb * 3 },
+		    { test_fault_injection, 0, nb * 3 },
+		    { test_scratch_enomem, 0, 0 } } },
+		{ "warm", 60, { { test_warm_no_alloc, 0, nb * 3 } } },
 	};
 
 	return ck_suite("alloc", cases, sizeof cases / sizeof cases[0]);

@@ -189,7 +189,8 @@ START_TEST(test_enospc)
 	first = malloc(n);
 	ck_assert_ptr_nonnull(first);
 	ck_assert_int_eq(c->be->compress(c, body, len, first, n + 64 <= bound ? n + 64 : bound,
-					 &n2), 0);
+					 &n2),
+			 0);
 	ck_assert_uint_eq(n2, n);
 
 	{
@@ -287,7 +288,8 @@ START_TEST(test_reuse)
 		ck_assert_ptr_nonnull(body);
 		roundtrip(c, body, len);
 		if (i % 7 == 0 && len > 0)
-			ck_assert_int_eq(c->be->compress(c, body, len, small, sizeof small, &out_len),
+			ck_assert_int_eq(c->be->compress(c, body, len, small, sizeof small,
+							 &out_len),
 					 GZ_ENOSPC);
 		free(body);
 	}
@@ -385,7 +387,9 @@ START_TEST(test_scratch)
 	struct gz_compressor *c = NULL;
 	uint8_t *p;
 
-	ck_assert_int_eq(gz_compressor_new(gz_backend_default(), gz_backend_default()->level_default, &c), 0);
+	ck_assert_int_eq(gz_compressor_new(gz_backend_default(),
+					   gz_backend_default()->level_default, &c),
+			 0);
 	ck_assert_int_eq(gz_compressor_scratch(c, 1000), 0);
 	ck_assert_ptr_nonnull(c->scratch);
 	ck_assert_uint_eq(c->scratch_cap, 1000);
@@ -428,12 +432,13 @@ backend_suite(void)
 	const struct ck_case cases[] = {
 		/* Generous: the slowest pair (libdeflate 12 on 1 MiB) takes a few
 		 * hundred milliseconds; sanitizer builds slow the test code. */
-		{"roundtrip", 120, {{test_roundtrip, 0, (int)pair_count()}}},
-		{"levels", 0, {{test_level_range, 0, nb}, {test_new_bad_args, 0, 0}}},
-		{"space", 60, {{test_enospc, 0, nb * 3}, {test_bound_random, 0, nb}}},
-		{"reuse", 60, {{test_reuse, 0, nb}}},
-		{"registry", 0, {
-			{test_registry, 0, 0}, {test_scratch, 0, 0}, {test_strerror, 0, 0}}},
+		{ "roundtrip", 120, { { test_roundtrip, 0, (int)pair_count() } } },
+		{ "levels", 0, { { test_level_range, 0, nb }, { test_new_bad_args, 0, 0 } } },
+		{ "space", 60, { { test_enospc, 0, nb * 3 }, { test_bound_random, 0, nb } } },
+		{ "reuse", 60, { { test_reuse, 0, nb } } },
+		{ "registry",
+		  0,
+		  { { test_registry, 0, 0 }, { test_scratch, 0, 0 }, { test_strerror, 0, 0 } } },
 	};
 
 	return ck_suite("backend", cases, sizeof cases / sizeof cases[0]);

@@ -75,8 +75,8 @@ static const char *const vary_lines[] = {
 };
 
 struct fix {
-	uint8_t *data; /* the body of every path, cut to its length */
-	int fd;        /* the file of /file and /big (dup'd per request) */
+	uint8_t *data;                /* the body of every path, cut to its length */
+	int fd;                       /* the file of /file and /big (dup'd per request) */
 	_Atomic unsigned int refused; /* responses the library could not create */
 	_Atomic unsigned int made;
 };
@@ -110,7 +110,8 @@ route(struct th_server *s, struct MHD_Connection *c, const char *url, const char
 		int fd = dup(f->fd);
 		ck_assert_int_ge(fd, 0);
 		/* Ownership of fd passes to the library, on failure too. */
-		r = mhdgz_response_from_fd(s->gz, strcmp(url, "/file") == 0 ? FILE_LEN : BIG_LEN, fd);
+		r = mhdgz_response_from_fd(s->gz, strcmp(url, "/file") == 0 ? FILE_LEN : BIG_LEN,
+					   fd);
 	} else if (strcmp(url, "/buf") == 0) {
 		r = mhdgz_response_from_buffer(s->gz, BUF_LEN, f->data, MHD_RESPMEM_PERSISTENT);
 		type = "text/html; charset=utf-8";
@@ -140,14 +141,14 @@ route(struct th_server *s, struct MHD_Connection *c, const char *url, const char
 /* The client                                                               */
 
 enum kind { K_GZIP, K_IDENTITY, K_NOT_MODIFIED, K_COUNT };
-static const char *const kind_names[K_COUNT] = {"gzip", "identity", "304"};
+static const char *const kind_names[K_COUNT] = { "gzip", "identity", "304" };
 
 /* A connection per request: on a reused one, libcurl would silently retry
  * a request the server refused (closed) and hide the refusal. */
 static void
 fetch(CURL *h, uint16_t port, const char *path, enum kind k, struct th_reply *r)
 {
-	static const char *const inm[] = {"If-None-Match: " ETAG_GZIP, NULL};
+	static const char *const inm[] = { "If-None-Match: " ETAG_GZIP, NULL };
 
 	th_fetch_ex(h, port, path, TH_FRESH | (k != K_IDENTITY ? TH_GZIP : 0),
 		    k == K_NOT_MODIFIED ? inm : NULL, r);
@@ -170,20 +171,20 @@ static const struct {
 	enum mhdgz_backend be;
 	unsigned int flags;
 } cfgs[] = {
-	{MHDGZ_BACKEND_DEFAULT, 0},
-	{MHDGZ_BACKEND_DEFAULT, MHDGZ_F_NO_POOL},
-	{MHDGZ_BACKEND_ZLIB, MHDGZ_F_NO_POOL},
-	{MHDGZ_BACKEND_ISAL, MHDGZ_F_NO_POOL},
+	{ MHDGZ_BACKEND_DEFAULT, 0 },
+	{ MHDGZ_BACKEND_DEFAULT, MHDGZ_F_NO_POOL },
+	{ MHDGZ_BACKEND_ZLIB, MHDGZ_F_NO_POOL },
+	{ MHDGZ_BACKEND_ISAL, MHDGZ_F_NO_POOL },
 };
 
 static const struct {
 	const char *path;
 	size_t len;
 } paths[] = {
-	{"/file", FILE_LEN},
-	{"/big", BIG_LEN},
-	{"/buf", BUF_LEN},
-	{"/cb", CB_LEN},
+	{ "/file", FILE_LEN },
+	{ "/big", BIG_LEN },
+	{ "/buf", BUF_LEN },
+	{ "/cb", CB_LEN },
 };
 
 static bool
@@ -200,11 +201,11 @@ START_TEST(test_request_faults)
 	size_t want_len = paths[pi].len;
 	struct mhdgz_options o;
 	struct mhdgz *gz = NULL;
-	struct th_server s = {0};
+	struct th_server s = { 0 };
 	struct fix f;
-	struct th_reply r = {0};
+	struct th_reply r = { 0 };
 	CURL *h;
-	unsigned int counts[K_COUNT][4] = {{0}}; /* refused, gzip, identity, 304 */
+	unsigned int counts[K_COUNT][4] = { { 0 } }; /* refused, gzip, identity, 304 */
 	int64_t live0;
 
 	if (!mhdgz_backend_available(cfgs[ci].be))
@@ -259,21 +260,25 @@ START_TEST(test_request_faults)
 			etag = th_header(&r, "ETag", NULL);
 			if (atomic_load(&f.refused) > refused0) {
 				ck_assert_msg(fired, "%s: refused without a failure", ctx);
-				ck_assert_msg(r.rc != CURLE_OK, "%s: a refused request answered", ctx);
+				ck_assert_msg(r.rc != CURLE_OK, "%s: a refused request answered",
+					      ctx);
 				counts[k][0]++;
 			} else if (r.status == MHD_HTTP_NOT_MODIFIED) {
 				ck_assert_msg(k == K_NOT_MODIFIED, "%s: unexpected 304", ctx);
-				ck_assert_msg(r.rc == CURLE_OK && r.body_len == 0, "%s: 304 with a body", ctx);
-				ck_assert_msg(etag && (!strcmp(etag, ETAG) || !strcmp(etag, ETAG_GZIP)),
+				ck_assert_msg(r.rc == CURLE_OK && r.body_len == 0,
+					      "%s: 304 with a body", ctx);
+				ck_assert_msg(etag && (!strcmp(etag, ETAG) ||
+						       !strcmp(etag, ETAG_GZIP)),
 					      "%s: 304 ETag '%s'", ctx, etag ? etag : "");
-				ck_assert_msg(vary_ae(&r),
-					      "%s: 304 without Vary: Accept-Encoding", ctx);
+				ck_assert_msg(vary_ae(&r), "%s: 304 without Vary: Accept-Encoding",
+					      ctx);
 				counts[k][3]++;
 			} else {
 				ck_assert_msg(r.rc == CURLE_OK && r.status == 200,
 					      "%s: curl %d (%s), status %ld", ctx, r.rc,
 					      curl_easy_strerror(r.rc), r.status);
-				ck_assert_msg(k != K_NOT_MODIFIED, "%s: 200 to a matching ETag", ctx);
+				ck_assert_msg(k != K_NOT_MODIFIED, "%s: 200 to a matching ETag",
+					      ctx);
 				if (ce) {
 					uint8_t *dec = NULL;
 					size_t dec_len = 0;
@@ -281,16 +286,21 @@ START_TEST(test_request_faults)
 					ck_assert_msg(k == K_GZIP && !strcmp(ce, "gzip"),
 						      "%s: Content-Encoding '%s'", ctx, ce);
 					ck_assert_msg(vary_ae(&r),
-						      "%s: gzip without Vary: Accept-Encoding", ctx);
-					ck_assert_msg(tu_gunzip(r.body, r.body_len, &dec, &dec_len) == 0 &&
+						      "%s: gzip without Vary: Accept-Encoding",
+						      ctx);
+					ck_assert_msg(tu_gunzip(r.body, r.body_len, &dec,
+								&dec_len) == 0 &&
 							      dec_len == want_len &&
 							      memcmp(dec, want, want_len) == 0,
-						      "%s: gzip body does not decode to the body", ctx);
+						      "%s: gzip body does not decode to the body",
+						      ctx);
 					free(dec);
 					counts[k][1]++;
 				} else {
-					ck_assert_msg(r.body_len == want_len && !memcmp(r.body, want, want_len),
-						      "%s: identity body of %zu bytes", ctx, r.body_len);
+					ck_assert_msg(r.body_len == want_len &&
+							      !memcmp(r.body, want, want_len),
+						      "%s: identity body of %zu bytes", ctx,
+						      r.body_len);
 					ck_assert_msg(k == K_IDENTITY || fired,
 						      "%s: identity without a failure", ctx);
 					/* Every path is compressible: the identity
@@ -335,8 +345,9 @@ Suite *
 faults_suite(void)
 {
 	const struct ck_case cases[] = {
-		{"requests", CK_CASE_TIMEOUT, {
-			{test_request_faults, 0, (int)(N_ELEMS(cfgs) * N_ELEMS(paths))}}},
+		{ "requests",
+		  CK_CASE_TIMEOUT,
+		  { { test_request_faults, 0, (int)(N_ELEMS(cfgs) * N_ELEMS(paths)) } } },
 	};
 
 	return ck_suite("faults", cases, sizeof cases / sizeof cases[0]);

@@ -83,7 +83,7 @@ server_start(struct server *s, const char *extra)
 	}
 	close(fds[1]);
 	while (len < sizeof line - 1 && !memchr(line, '\n', len)) {
-		struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
 		ssize_t n;
 
 		ck_assert_msg(poll(&pfd, 1, 10000) == 1, "gzserve did not start within 10 s");
@@ -143,10 +143,10 @@ hdr(const struct th_reply *r, const char *name)
  * and so does the identity body. */
 START_TEST(test_payloads_keepalive)
 {
-	static const size_t sizes[3] = {PAYLOAD_JSON_2K, PAYLOAD_JSON_20K, PAYLOAD_JSON_100K};
-	static const char *const paths[3] = {"/2k.json", "/20k.json", "/100k.json"};
+	static const size_t sizes[3] = { PAYLOAD_JSON_2K, PAYLOAD_JSON_20K, PAYLOAD_JSON_100K };
+	static const char *const paths[3] = { "/2k.json", "/20k.json", "/100k.json" };
 	struct server s;
-	struct th_reply x = {0};
+	struct th_reply x = { 0 };
 	CURL *h = th_curl_new();
 	unsigned int i;
 
@@ -186,7 +186,7 @@ END_TEST
 START_TEST(test_conditional_sequence)
 {
 	struct server s;
-	struct th_reply x = {0};
+	struct th_reply x = { 0 };
 	CURL *h = th_curl_new();
 	char etag[128], inm[192];
 
@@ -250,7 +250,7 @@ START_TEST(test_events_incremental)
 {
 	struct server s;
 	struct events_seen e;
-	struct th_reply r = {0};
+	struct th_reply r = { 0 };
 	CURLcode rc;
 
 	memset(&e, 0, sizeof e);
@@ -323,7 +323,7 @@ END_TEST
 START_TEST(test_sigterm_in_flight)
 {
 	struct server s;
-	struct th_reply b = {0};
+	struct th_reply b = { 0 };
 	CURLM *m;
 	CURL *h;
 	int running = 1, msgs, st = -1;
@@ -371,10 +371,13 @@ Suite *
 gzserve_suite(void)
 {
 	const struct ck_case cases[] = {
-		{"libcurl", 60, {
-			{test_payloads_keepalive, 0, 0}, {test_conditional_sequence, 0, 0},
-			{test_events_incremental, 0, 0}, {test_concurrent_16, 0, 0},
-			{test_sigterm_in_flight, 0, 0}}},
+		{ "libcurl",
+		  60,
+		  { { test_payloads_keepalive, 0, 0 },
+		    { test_conditional_sequence, 0, 0 },
+		    { test_events_incremental, 0, 0 },
+		    { test_concurrent_16, 0, 0 },
+		    { test_sigterm_in_flight, 0, 0 } } },
 	};
 
 	return ck_suite("gzserve", cases, sizeof cases / sizeof cases[0]);

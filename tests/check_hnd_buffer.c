@@ -18,8 +18,12 @@ START_TEST(test_shared_1000)
 	enum { N = 1000, LEN = 32768 };
 	uint8_t *body = tu_payload(LEN, TU_JSON, 26);
 	struct th_route rt[] = {
-		{ .path = "/s", .status = 200, .body = body, .body_len = LEN,
-		  .hdr = { "Content-Type", "application/json" }, .flags = TH_RT_SHARED },
+		{ .path = "/s",
+		  .status = 200,
+		  .body = body,
+		  .body_len = LEN,
+		  .hdr = { "Content-Type", "application/json" },
+		  .flags = TH_RT_SHARED },
 	};
 	struct th_site s;
 	CURL *h = th_curl_new();
@@ -57,19 +61,36 @@ END_TEST
 /* MHD_RESPMEM_PERSISTENT, MUST_COPY and MUST_FREE, per-request and shared (loop over modes). */
 START_TEST(test_memory_modes)
 {
-	static const enum MHD_ResponseMemoryMode modes[] = {
-		MHD_RESPMEM_PERSISTENT, MHD_RESPMEM_MUST_COPY, MHD_RESPMEM_MUST_FREE
-	};
+	static const enum MHD_ResponseMemoryMode modes[] = { MHD_RESPMEM_PERSISTENT,
+							     MHD_RESPMEM_MUST_COPY,
+							     MHD_RESPMEM_MUST_FREE };
 	uint8_t *body = tu_payload(10000, TU_TEXT, 27);
 	uint8_t *small = tu_payload(500, TU_TEXT, 28);
 	struct th_route rt[] = {
-		{ .path = "/m", .status = 200, .body = body, .body_len = 10000, .mode = modes[_i],
+		{ .path = "/m",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 10000,
+		  .mode = modes[_i],
 		  .hdr = { "Content-Type", "text/plain" } },
-		{ .path = "/ms", .status = 200, .body = body, .body_len = 10000, .mode = modes[_i],
-		  .hdr = { "Content-Type", "text/plain" }, .flags = TH_RT_SHARED },
-		{ .path = "/small", .status = 200, .body = small, .body_len = 500,
-		  .mode = modes[_i], .hdr = { "Content-Type", "text/plain" } },
-		{ .path = "/empty", .status = 200, .body = NULL, .body_len = 0, .mode = modes[_i],
+		{ .path = "/ms",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 10000,
+		  .mode = modes[_i],
+		  .hdr = { "Content-Type", "text/plain" },
+		  .flags = TH_RT_SHARED },
+		{ .path = "/small",
+		  .status = 200,
+		  .body = small,
+		  .body_len = 500,
+		  .mode = modes[_i],
+		  .hdr = { "Content-Type", "text/plain" } },
+		{ .path = "/empty",
+		  .status = 200,
+		  .body = NULL,
+		  .body_len = 0,
+		  .mode = modes[_i],
 		  .hdr = { "Content-Type", "text/plain" } },
 	};
 	struct th_site s;
@@ -111,26 +132,58 @@ START_TEST(test_stats_sequence)
 	uint8_t *text = tu_payload(5000, TU_TEXT, 30);
 	uint8_t *rnd = tu_payload(6000, TU_RANDOM, 30);
 	struct th_route rt[] = {
-		{ .path = "/g", .status = 200, .body = text, .body_len = 5000,
+		{ .path = "/g",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 5000,
 		  .hdr = { "Content-Type", "text/plain" } },
-		{ .path = "/sm", .status = 200, .body = text, .body_len = 500,
+		{ .path = "/sm",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 500,
 		  .hdr = { "Content-Type", "text/plain" } },
-		{ .path = "/png", .status = 200, .body = text, .body_len = 4000,
+		{ .path = "/png",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 4000,
 		  .hdr = { "Content-Type", "image/png" } },
-		{ .path = "/nt", .status = 200, .body = text, .body_len = 4000,
+		{ .path = "/nt",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 4000,
 		  .hdr = { "Content-Type", "text/plain", "Cache-Control", "no-transform" } },
-		{ .path = "/rnd", .status = 200, .body = rnd, .body_len = 6000,
+		{ .path = "/rnd",
+		  .status = 200,
+		  .body = rnd,
+		  .body_len = 6000,
 		  .hdr = { "Content-Type", "text/plain" } },
 		{ .path = "/204", .status = 204, .body = NULL, .body_len = 0 },
-		{ .path = "/br", .status = 200, .body = text, .body_len = 3000,
+		{ .path = "/br",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 3000,
 		  .hdr = { "Content-Type", "text/plain", "Content-Encoding", "br" } },
-		{ .path = "/206", .status = 206, .body = text, .body_len = 3000,
+		{ .path = "/206",
+		  .status = 206,
+		  .body = text,
+		  .body_len = 3000,
 		  .hdr = { "Content-Type", "text/plain", "Content-Range", "bytes 0-2999/5000" } },
-		{ .path = "/opt", .status = 200, .body = text, .body_len = 3000,
-		  .hdr = { "Content-Type", "text/plain" }, .flags = TH_RT_IDENTITY },
-		{ .path = "/u", .status = 200, .body = text, .body_len = 3000,
-		  .hdr = { "Content-Type", "text/plain" }, .flags = TH_RT_UNTRACKED },
-		{ .path = "/e", .status = 200, .body = NULL, .body_len = 0,
+		{ .path = "/opt",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 3000,
+		  .hdr = { "Content-Type", "text/plain" },
+		  .flags = TH_RT_IDENTITY },
+		{ .path = "/u",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 3000,
+		  .hdr = { "Content-Type", "text/plain" },
+		  .flags = TH_RT_UNTRACKED },
+		{ .path = "/e",
+		  .status = 200,
+		  .body = NULL,
+		  .body_len = 0,
 		  .hdr = { "Content-Type", "text/plain" } },
 	};
 	static const struct {
@@ -138,20 +191,13 @@ START_TEST(test_stats_sequence)
 		int ae;
 		enum mhdgz_reason why;
 	} seq[] = {
-		{ "/g", 1, MHDGZ_COMPRESSED },
-		{ "/g", 1, MHDGZ_COMPRESSED },
-		{ "/g", 1, MHDGZ_COMPRESSED },
-		{ "/g", 0, MHDGZ_SKIP_NOT_ACCEPTED },
-		{ "/g", 0, MHDGZ_SKIP_NOT_ACCEPTED },
-		{ "/sm", 1, MHDGZ_SKIP_SMALL },
-		{ "/png", 1, MHDGZ_SKIP_TYPE },
-		{ "/nt", 1, MHDGZ_SKIP_NO_TRANSFORM },
-		{ "/rnd", 1, MHDGZ_SKIP_NOT_SMALLER },
-		{ "/204", 1, MHDGZ_SKIP_STATUS },
-		{ "/br", 1, MHDGZ_SKIP_ENCODED },
-		{ "/206", 1, MHDGZ_SKIP_RANGE },
-		{ "/opt", 1, MHDGZ_SKIP_OPT_OUT },
-		{ "/u", 1, MHDGZ_SKIP_UNTRACKED },
+		{ "/g", 1, MHDGZ_COMPRESSED },         { "/g", 1, MHDGZ_COMPRESSED },
+		{ "/g", 1, MHDGZ_COMPRESSED },         { "/g", 0, MHDGZ_SKIP_NOT_ACCEPTED },
+		{ "/g", 0, MHDGZ_SKIP_NOT_ACCEPTED },  { "/sm", 1, MHDGZ_SKIP_SMALL },
+		{ "/png", 1, MHDGZ_SKIP_TYPE },        { "/nt", 1, MHDGZ_SKIP_NO_TRANSFORM },
+		{ "/rnd", 1, MHDGZ_SKIP_NOT_SMALLER }, { "/204", 1, MHDGZ_SKIP_STATUS },
+		{ "/br", 1, MHDGZ_SKIP_ENCODED },      { "/206", 1, MHDGZ_SKIP_RANGE },
+		{ "/opt", 1, MHDGZ_SKIP_OPT_OUT },     { "/u", 1, MHDGZ_SKIP_UNTRACKED },
 		{ "/e", 1, MHDGZ_SKIP_EMPTY },
 	};
 	struct th_site s;
@@ -211,13 +257,17 @@ END_TEST
  */
 START_TEST(test_faults)
 {
-	static const enum MHD_ResponseMemoryMode modes[] = {
-		MHD_RESPMEM_PERSISTENT, MHD_RESPMEM_MUST_COPY, MHD_RESPMEM_MUST_FREE
-	};
+	static const enum MHD_ResponseMemoryMode modes[] = { MHD_RESPMEM_PERSISTENT,
+							     MHD_RESPMEM_MUST_COPY,
+							     MHD_RESPMEM_MUST_FREE };
 	uint8_t *body = tu_payload(30000, TU_TEXT, 31);
 	struct th_route rt[] = {
-		{ .path = "/f", .status = 200, .body = body, .body_len = 30000,
-		  .mode = modes[_i % 3], .hdr = { "Content-Type", "text/plain", "ETag", "\"f\"" } },
+		{ .path = "/f",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 30000,
+		  .mode = modes[_i % 3],
+		  .hdr = { "Content-Type", "text/plain", "ETag", "\"f\"" } },
 	};
 	struct mhdgz_options o = th_opts();
 	struct th_site s;
@@ -230,8 +280,10 @@ START_TEST(test_faults)
 		enum mhdgz_backend be;
 		unsigned int flags;
 	} cfg[] = {
-		{ MHDGZ_BACKEND_DEFAULT, 0 }, { MHDGZ_BACKEND_DEFAULT, MHDGZ_F_NO_POOL },
-		{ MHDGZ_BACKEND_ZLIB, 0 },    { MHDGZ_BACKEND_ZLIB, MHDGZ_F_NO_POOL },
+		{ MHDGZ_BACKEND_DEFAULT, 0 },
+		{ MHDGZ_BACKEND_DEFAULT, MHDGZ_F_NO_POOL },
+		{ MHDGZ_BACKEND_ZLIB, 0 },
+		{ MHDGZ_BACKEND_ZLIB, MHDGZ_F_NO_POOL },
 		{ MHDGZ_BACKEND_ISAL, MHDGZ_F_NO_POOL },
 	};
 
@@ -257,7 +309,8 @@ START_TEST(test_faults)
 		st1 = th_stats(s.gz);
 		fired_count += fired != 0;
 		if (s.create_failures != cf0) {
-			ck_assert_msg(fired, "%s: creation failed without an injected failure", ctx);
+			ck_assert_msg(fired, "%s: creation failed without an injected failure",
+				      ctx);
 			ck_assert_int_eq(rs.status, 500);
 			ck_assert_uint_eq(st1.responses, st0.responses);
 		} else if (th_header(&rs, "Content-Encoding", NULL)) {
@@ -308,11 +361,14 @@ static const struct {
 	int level;
 	unsigned int flags;
 } be_cfg[] = {
-	{ MHDGZ_BACKEND_ZLIB, 1, 0 },       { MHDGZ_BACKEND_ZLIB, 6, 0 },
+	{ MHDGZ_BACKEND_ZLIB, 1, 0 },
+	{ MHDGZ_BACKEND_ZLIB, 6, 0 },
 	{ MHDGZ_BACKEND_ZLIB, 9, MHDGZ_F_NO_POOL },
-	{ MHDGZ_BACKEND_LIBDEFLATE, 1, 0 }, { MHDGZ_BACKEND_LIBDEFLATE, 6, 0 },
+	{ MHDGZ_BACKEND_LIBDEFLATE, 1, 0 },
+	{ MHDGZ_BACKEND_LIBDEFLATE, 6, 0 },
 	{ MHDGZ_BACKEND_LIBDEFLATE, 12, MHDGZ_F_NO_POOL },
-	{ MHDGZ_BACKEND_ISAL, 1, 0 }, { MHDGZ_BACKEND_ISAL, 2, 0 },
+	{ MHDGZ_BACKEND_ISAL, 1, 0 },
+	{ MHDGZ_BACKEND_ISAL, 2, 0 },
 	{ MHDGZ_BACKEND_ISAL, 4, MHDGZ_F_NO_POOL },
 };
 
@@ -353,8 +409,8 @@ START_TEST(test_backends)
 	h = th_curl_new();
 	for (int n = 0; n < 2; n++) {
 		for (size_t i = 0; i < N_ELEMS(rt); i++) {
-			snprintf(ctx, sizeof ctx, "%s level %d %s #%d", mhdgz_backend_name(o.backend),
-				 o.level, rt[i].path, n);
+			snprintf(ctx, sizeof ctx, "%s level %d %s #%d",
+				 mhdgz_backend_name(o.backend), o.level, rt[i].path, n);
 			TH_REQ(h, &s, 0, rt[i].path, th_h_gzip, &rs);
 			TH_OK(ctx, th_v_gzip(&rs, 200, rt[i].body, rt[i].body_len, TH_E));
 			th_reply_free(&rs);
@@ -443,8 +499,12 @@ END_TEST
 struct ck_case
 hnd_buffer_case(void)
 {
-	return (struct ck_case){"lifecycle", CK_CASE_TIMEOUT, {
-		{test_shared_1000, 0, 0}, {test_memory_modes, 0, 3}, {test_stats_sequence, 0, 0},
-		{test_faults, 0, 15}, {test_backends, 0, (int)N_ELEMS(be_cfg)},
-		{test_handle_outlived, 0, 0}}};
+	return (struct ck_case){ "lifecycle",
+				 CK_CASE_TIMEOUT,
+				 { { test_shared_1000, 0, 0 },
+				   { test_memory_modes, 0, 3 },
+				   { test_stats_sequence, 0, 0 },
+				   { test_faults, 0, 15 },
+				   { test_backends, 0, (int)N_ELEMS(be_cfg) },
+				   { test_handle_outlived, 0, 0 } } };
 }

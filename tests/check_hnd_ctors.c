@@ -21,8 +21,8 @@
 
 enum ct_kind { CT_FREE_CB, CT_FREE_CB_CLS, CT_IOVEC, CT_FD64, CT_PIPE, CT_NKINDS };
 
-static const char *const ct_name[] = {"buffer_with_free_callback",
-				      "buffer_with_free_callback_cls", "iovec", "fd64", "pipe"};
+static const char *const ct_name[] = { "buffer_with_free_callback", "buffer_with_free_callback_cls",
+				       "iovec", "fd64", "pipe" };
 
 /* One case: the response made per request, the free callback counted. */
 struct ct_fix {
@@ -101,10 +101,10 @@ ct_route(struct th_server *s, struct MHD_Connection *c, const char *url, const c
  * once libmicrohttpd is done with it. */
 START_TEST(test_twins)
 {
-	struct ct_fix f = {.kind = (enum ct_kind)(_i / 2)};
+	struct ct_fix f = { .kind = (enum ct_kind)(_i / 2) };
 	bool gzip = _i % 2 == 0;
 	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct th_server s = {0};
+	struct th_server s = { 0 };
 	struct th_reply r;
 	struct mhdgz_stats st;
 	char err[512], ctx[96];
@@ -158,14 +158,14 @@ END_TEST
  * still the caller's to close. */
 START_TEST(test_twins_fail)
 {
-	struct ct_fix f = {.kind = CT_FREE_CB};
-	struct MHD_IoVec iov = {.iov_base = NULL, .iov_len = 5};
+	struct ct_fix f = { .kind = CT_FREE_CB };
+	struct MHD_IoVec iov = { .iov_base = NULL, .iov_len = 5 };
 	int p[2];
 
 	ct_current = &f;
 	ck_assert_ptr_null(mhdgz_response_from_buffer_with_free_callback(NULL, 3, "abc", ct_free));
-	ck_assert_ptr_null(
-		mhdgz_response_from_buffer_with_free_callback_cls(NULL, 3, "abc", ct_free, &f));
+	ck_assert_ptr_null(mhdgz_response_from_buffer_with_free_callback_cls(NULL, 3, "abc",
+									     ct_free, &f));
 	ck_assert_ptr_null(mhdgz_response_from_iovec(NULL, &iov, 1, ct_free, &f));
 	ck_assert_int_eq(atomic_load(&f.frees), 0);
 	{
@@ -188,6 +188,7 @@ END_TEST
 struct ck_case
 hnd_ctors_case(void)
 {
-	return (struct ck_case){"ctors", CK_CASE_TIMEOUT, {
-		{test_twins, 0, 2 * CT_NKINDS}, {test_twins_fail, 0, 0}}};
+	return (struct ck_case){ "ctors",
+				 CK_CASE_TIMEOUT,
+				 { { test_twins, 0, 2 * CT_NKINDS }, { test_twins_fail, 0, 0 } } };
 }

@@ -18,15 +18,30 @@ START_TEST(test_never_compressed)
 {
 	uint8_t *body = tu_payload(8192, TU_TEXT, 19);
 	struct th_route rt[] = {
-		{ .path = "/206", .status = 206, .body = body, .body_len = 8192,
+		{ .path = "/206",
+		  .status = 206,
+		  .body = body,
+		  .body_len = 8192,
 		  .hdr = { "Content-Type", "text/plain", "Content-Range", "bytes 0-8191/20000" } },
-		{ .path = "/cr", .status = 200, .body = body, .body_len = 8192,
+		{ .path = "/cr",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
 		  .hdr = { "Content-Type", "text/plain", "Content-Range", "bytes 0-8191/8192" } },
-		{ .path = "/br", .status = 200, .body = body, .body_len = 8192,
+		{ .path = "/br",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
 		  .hdr = { "Content-Type", "text/plain", "Content-Encoding", "br" } },
-		{ .path = "/nt", .status = 200, .body = body, .body_len = 8192,
+		{ .path = "/nt",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
 		  .hdr = { "Content-Type", "text/plain", "Cache-Control", "no-transform" } },
-		{ .path = "/nt2", .status = 200, .body = body, .body_len = 8192,
+		{ .path = "/nt2",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
 		  .hdr = { "Content-Type", "text/plain", "Cache-Control",
 			   "public, No-Transform, max-age=10" } },
 	};
@@ -79,13 +94,25 @@ START_TEST(test_min_size)
 	uint8_t *text = tu_payload(1024, TU_TEXT, 20);
 	uint8_t rep[200];
 	struct th_route rt[] = {
-		{ .path = "/1023", .status = 200, .body = text, .body_len = 1023,
+		{ .path = "/1023",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 1023,
 		  .hdr = { "Content-Type", "text/plain" } },
-		{ .path = "/1024", .status = 200, .body = text, .body_len = 1024,
+		{ .path = "/1024",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 1024,
 		  .hdr = { "Content-Type", "text/plain" } },
-		{ .path = "/99", .status = 200, .body = rep, .body_len = 99,
+		{ .path = "/99",
+		  .status = 200,
+		  .body = rep,
+		  .body_len = 99,
 		  .hdr = { "Content-Type", "text/plain" } },
-		{ .path = "/100", .status = 200, .body = rep, .body_len = 100,
+		{ .path = "/100",
+		  .status = 200,
+		  .body = rep,
+		  .body_len = 100,
 		  .hdr = { "Content-Type", "text/plain" } },
 	};
 	struct mhdgz_options o = th_opts();
@@ -133,10 +160,17 @@ START_TEST(test_incompressible)
 {
 	uint8_t *body = tu_payload(16384, TU_RANDOM, 21);
 	struct th_route rt[] = {
-		{ .path = "/r", .status = 200, .body = body, .body_len = 16384,
+		{ .path = "/r",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 16384,
 		  .hdr = { "Content-Type", "text/plain" } },
-		{ .path = "/rs", .status = 200, .body = body, .body_len = 16384,
-		  .hdr = { "Content-Type", "text/plain" }, .flags = TH_RT_SHARED },
+		{ .path = "/rs",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 16384,
+		  .hdr = { "Content-Type", "text/plain" },
+		  .flags = TH_RT_SHARED },
 	};
 	struct th_site s;
 	CURL *h = th_curl_new();
@@ -267,12 +301,16 @@ START_TEST(test_content_types_custom)
 	};
 	static const char *const all[] = { "*/*", NULL };
 	static const struct type_case tc3[] = {
-		{ "application/octet-stream", 1 }, { "text/x-foo", 1 },  { "application/x-bar", 1 },
-		{ "image/png", 0 },                { "video/mp4", 0 },   { "application/zip", 0 },
+		{ "application/octet-stream", 1 },
+		{ "text/x-foo", 1 },
+		{ "application/x-bar", 1 },
+		{ "image/png", 0 },
+		{ "video/mp4", 0 },
+		{ "application/zip", 0 },
 	};
 	static const char *const skip_images[] = { "image/*", NULL };
 	static const struct type_case tc2[] = {
-		{ "image/svg+xml", 0 }, { "text/html", 1 },  { "application/json", 1 },
+		{ "image/svg+xml", 0 }, { "text/html", 1 }, { "application/json", 1 },
 		{ "image/png", 0 },     { "video/mp4", 0 }, { "application/zip", 0 },
 	};
 	struct mhdgz_options o = th_opts();
@@ -359,10 +397,18 @@ START_TEST(test_opt_out)
 {
 	uint8_t *body = tu_payload(8192, TU_TEXT, 24);
 	struct th_route rt[] = {
-		{ .path = "/o", .status = 200, .body = body, .body_len = 8192,
-		  .hdr = { "Content-Type", "text/plain", "ETag", "\"o\"" }, .flags = TH_RT_IDENTITY },
-		{ .path = "/os", .status = 200, .body = body, .body_len = 8192,
-		  .hdr = { "Content-Type", "text/plain" }, .flags = TH_RT_IDENTITY | TH_RT_SHARED },
+		{ .path = "/o",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
+		  .hdr = { "Content-Type", "text/plain", "ETag", "\"o\"" },
+		  .flags = TH_RT_IDENTITY },
+		{ .path = "/os",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
+		  .hdr = { "Content-Type", "text/plain" },
+		  .flags = TH_RT_IDENTITY | TH_RT_SHARED },
 	};
 	struct th_site s;
 	CURL *h = th_curl_new();
@@ -390,8 +436,12 @@ START_TEST(test_untracked)
 {
 	uint8_t *body = tu_payload(8192, TU_TEXT, 25);
 	struct th_route rt[] = {
-		{ .path = "/u", .status = 200, .body = body, .body_len = 8192,
-		  .hdr = { "Content-Type", "text/plain", "ETag", "\"u\"" }, .flags = TH_RT_UNTRACKED },
+		{ .path = "/u",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
+		  .hdr = { "Content-Type", "text/plain", "ETag", "\"u\"" },
+		  .flags = TH_RT_UNTRACKED },
 	};
 	struct th_site s;
 	CURL *h = th_curl_new();
@@ -402,7 +452,8 @@ START_TEST(test_untracked)
 	TH_REQ(h, &s, 0, "/u", th_h_gzip, &rs);
 	TH_OK("untracked", th_v_identity(&rs, 200, body, 8192, TH_E));
 	TH_OK("untracked", th_v_etag(&rs, "\"u\"", TH_E));
-	ck_assert_msg(th_header(&rs, "Vary", NULL) == NULL, "untracked: Vary '%s'", th_header(&rs, "Vary", NULL));
+	ck_assert_msg(th_header(&rs, "Vary", NULL) == NULL, "untracked: Vary '%s'",
+		      th_header(&rs, "Vary", NULL));
 	th_reply_free(&rs);
 	ck_assert_uint_eq(th_stats(s.gz).reasons[MHDGZ_SKIP_UNTRACKED], 1);
 	ck_assert_uint_eq(th_stats(s.gz).responses, 1);
@@ -417,7 +468,10 @@ START_TEST(test_bad_accept_encoding)
 	char *commas = malloc(clen + 32);
 	uint8_t *body = tu_payload(8192, TU_TEXT, 29);
 	struct th_route rt[] = {
-		{ .path = "/t", .status = 200, .body = body, .body_len = 8192,
+		{ .path = "/t",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
 		  .hdr = { "Content-Type", "text/plain" } },
 	};
 	struct {
@@ -475,9 +529,15 @@ END_TEST
 struct ck_case
 hnd_decision_case(void)
 {
-	return (struct ck_case){"decision", CK_CASE_TIMEOUT, {
-		{test_never_compressed, 0, 0}, {test_min_size, 0, 0}, {test_incompressible, 0, 0},
-		{test_content_types_default, 0, 0}, {test_content_types_custom, 0, 0},
-		{test_sniff, 0, 0}, {test_opt_out, 0, 0}, {test_untracked, 0, 0},
-		{test_bad_accept_encoding, 0, 0}}};
+	return (struct ck_case){ "decision",
+				 CK_CASE_TIMEOUT,
+				 { { test_never_compressed, 0, 0 },
+				   { test_min_size, 0, 0 },
+				   { test_incompressible, 0, 0 },
+				   { test_content_types_default, 0, 0 },
+				   { test_content_types_custom, 0, 0 },
+				   { test_sniff, 0, 0 },
+				   { test_opt_out, 0, 0 },
+				   { test_untracked, 0, 0 },
+				   { test_bad_accept_encoding, 0, 0 } } };
 }

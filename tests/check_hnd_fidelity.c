@@ -38,8 +38,8 @@ enum fx_kind {
 	FX_NKINDS
 };
 
-static const char *const kind_name[FX_NKINDS] = { "buffer", "callback", "callback-unknown",
-						  "fd", "fd-big" };
+static const char *const kind_name[FX_NKINDS] = { "buffer", "callback", "callback-unknown", "fd",
+						  "fd-big" };
 
 /* A server answering every URL with one resource made as kind says; the
  * status is the URL's number ("/304"), 200 for "/". */
@@ -49,8 +49,8 @@ struct fx {
 	enum fx_kind kind;
 	const uint8_t *body; /* borrowed */
 	size_t len;
-	int file;            /* FX_FD*: the body in a temporary file, else -1 */
-	const char *hdr[17]; /* name, value pairs, NULL-terminated */
+	int file;                      /* FX_FD*: the body in a temporary file, else -1 */
+	const char *hdr[17];           /* name, value pairs, NULL-terminated */
 	enum MHD_ResponseFlags rflags; /* mhdgz_response_set_options when nonzero */
 	struct th_src src;
 	struct MHD_Response *shared; /* non-NULL: queued for every request */
@@ -72,8 +72,9 @@ fx_make(struct fx *x)
 		break;
 	case FX_CB:
 	case FX_CB_UNK:
-		r = mhdgz_response_from_callback(x->gz, x->kind == FX_CB ? x->len : MHD_SIZE_UNKNOWN,
-						 4096, th_src_read, &x->src, th_src_free);
+		r = mhdgz_response_from_callback(x->gz,
+						 x->kind == FX_CB ? x->len : MHD_SIZE_UNKNOWN, 4096,
+						 th_src_read, &x->src, th_src_free);
 		break;
 	case FX_FD:
 	case FX_FD_BIG:
@@ -271,9 +272,9 @@ struct head_case {
 };
 
 static const struct head_case head_cases[] = {
-	{ FX_BUF, false, false },    { FX_BUF, true, false },    { FX_CB, false, false },
-	{ FX_CB, true, true },       { FX_CB_UNK, false, true }, { FX_CB_UNK, true, true },
-	{ FX_FD, false, false },     { FX_FD, true, false },     { FX_FD_BIG, false, false },
+	{ FX_BUF, false, false },   { FX_BUF, true, false },    { FX_CB, false, false },
+	{ FX_CB, true, true },      { FX_CB_UNK, false, true }, { FX_CB_UNK, true, true },
+	{ FX_FD, false, false },    { FX_FD, true, false },     { FX_FD_BIG, false, false },
 	{ FX_FD_BIG, true, false },
 };
 
@@ -286,7 +287,8 @@ static const struct head_case head_cases[] = {
 START_TEST(test_head_every_kind)
 {
 	const struct head_case *hc = &head_cases[_i];
-	struct fx x = { .kind = hc->kind, .len = fx_len(hc->kind),
+	struct fx x = { .kind = hc->kind,
+			.len = fx_len(hc->kind),
 			.hdr = { "Content-Type", "text/plain; charset=utf-8", "ETag", "\"v1\"",
 				 "Last-Modified", "Tue, 01 Jul 2025 10:00:00 GMT", "X-App", "a" } };
 	uint8_t *body = fx_body(hc->kind, 101 + (uint32_t)_i);
@@ -368,10 +370,10 @@ END_TEST
 
 /* The ways a response without content is queued. */
 enum nb_variant {
-	NB_103,          /* 1xx (Early Hints) */
-	NB_204,          /* No Content */
-	NB_304_ETAG,     /* Not Modified, resource with an ETag */
-	NB_304_LASTMOD,  /* Not Modified, resource with Last-Modified only */
+	NB_103,         /* 1xx (Early Hints) */
+	NB_204,         /* No Content */
+	NB_304_ETAG,    /* Not Modified, resource with an ETag */
+	NB_304_LASTMOD, /* Not Modified, resource with Last-Modified only */
 	NB_NVARIANTS
 };
 
@@ -427,9 +429,9 @@ START_TEST(test_no_content_statuses)
 		 "GET / HTTP/1.1\r\nHost: t\r\n%s\r\n",
 		 status, gzip ? AE_GZIP : "",
 		 nv == NB_304_LASTMOD ? "If-Modified-Since: Tue, 01 Jul 2025 10:00:00 GMT\r\n"
-		 : nv == NB_304_ETAG  ? (gzip ? "If-None-Match: W/\"v1\"\r\n"
-					      : "If-None-Match: \"v1\"\r\n")
-				      : "",
+		 : nv == NB_304_ETAG
+			 ? (gzip ? "If-None-Match: W/\"v1\"\r\n" : "If-None-Match: \"v1\"\r\n")
+			 : "",
 		 gzip ? AE_GZIP : "");
 	th_raw_send(fd, req, strlen(req));
 	read_resp(fd, false, &nb, ctx);
@@ -467,7 +469,8 @@ START_TEST(test_no_content_statuses)
 		ck_assert_msg(get.chunked == (closes || (gzip && kind == FX_FD_BIG)),
 			      "%s: chunked 200 %d, closing 304 %d", ctx, get.chunked, closes);
 		if (gzip && !whole)
-			ck_assert_msg(get.chunked, "%s: the gzip 200 of a stream has a length", ctx);
+			ck_assert_msg(get.chunked, "%s: the gzip 200 of a stream has a length",
+				      ctx);
 		if (gzip && whole)
 			ck_assert_msg(coded < x.len, "%s: the gzip 200 is not smaller", ctx);
 		th_raw_expect_field(&nb, "Content-Length", cl_304, ctx);
@@ -501,16 +504,17 @@ START_TEST(test_304_length_of_gzip_200)
 {
 	enum { LEN = 5000 };
 	uint8_t *body = tu_payload(LEN, TU_TEXT, 7);
-	struct fx x = { .kind = FX_BUF, .body = body, .len = LEN,
+	struct fx x = { .kind = FX_BUF,
+			.body = body,
+			.len = LEN,
 			.hdr = { "Content-Type", "text/plain", "Last-Modified",
 				 "Tue, 01 Jul 2025 10:00:00 GMT" } };
-	static const char req[] =
-		"GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
-		"GET /304 HTTP/1.1\r\nHost: t\r\n" AE_GZIP
-		"If-Modified-Since: Tue, 01 Jul 2025 10:00:00 GMT\r\n\r\n"
-		"GET /304 HTTP/1.1\r\nHost: t\r\n"
-		"If-Modified-Since: Tue, 01 Jul 2025 10:00:00 GMT\r\n\r\n"
-		"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
+				  "GET /304 HTTP/1.1\r\nHost: t\r\n" AE_GZIP
+				  "If-Modified-Since: Tue, 01 Jul 2025 10:00:00 GMT\r\n\r\n"
+				  "GET /304 HTTP/1.1\r\nHost: t\r\n"
+				  "If-Modified-Since: Tue, 01 Jul 2025 10:00:00 GMT\r\n\r\n"
+				  "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 	struct th_raw_response r[4];
 	char num[32];
 	size_t coded;
@@ -542,7 +546,8 @@ START_TEST(test_304_length_of_gzip_200)
 	expect_outcome(fx_out(&x, 0), "gzip", MHDGZ_COMPRESSED, LEN, coded, "gzip 200");
 	expect_outcome(fx_out(&x, 1), "identity", MHDGZ_SKIP_STATUS, LEN, 0, "gzip 304");
 	expect_outcome(fx_out(&x, 2), "identity", MHDGZ_SKIP_STATUS, LEN, 0, "identity 304");
-	expect_outcome(fx_out(&x, 3), "identity", MHDGZ_SKIP_NOT_ACCEPTED, LEN, LEN, "identity 200");
+	expect_outcome(fx_out(&x, 3), "identity", MHDGZ_SKIP_NOT_ACCEPTED, LEN, LEN,
+		       "identity 200");
 	for (int i = 0; i < 4; i++)
 		th_raw_response_free(&r[i]);
 	ck_assert_uint_eq(th_stats(x.gz).compressions, 1);
@@ -563,8 +568,10 @@ struct range_case {
 };
 
 static const struct range_case range_cases[] = {
-	{ FX_BUF, "text/plain", "Accept-Encoding" }, { FX_CB, "text/plain", "Accept-Encoding" },
-	{ FX_FD, "text/plain", "Accept-Encoding" },  { FX_BUF, "image/png", NULL },
+	{ FX_BUF, "text/plain", "Accept-Encoding" },
+	{ FX_CB, "text/plain", "Accept-Encoding" },
+	{ FX_FD, "text/plain", "Accept-Encoding" },
+	{ FX_BUF, "image/png", NULL },
 	{ FX_FD, "image/png", NULL },
 };
 
@@ -577,7 +584,9 @@ START_TEST(test_206_vary)
 	const struct range_case *rc = &range_cases[_i];
 	enum { PART = 100 };
 	uint8_t *full = tu_payload(5000, TU_TEXT, 31);
-	struct fx x = { .kind = rc->kind, .body = full + 100, .len = PART,
+	struct fx x = { .kind = rc->kind,
+			.body = full + 100,
+			.len = PART,
 			.hdr = { "Content-Type", rc->type, "Content-Range", "bytes 100-199/5000",
 				 "ETag", "\"r\"" } };
 	static const char req[] = "GET /206 HTTP/1.1\r\nHost: t\r\n" AE_GZIP
@@ -602,8 +611,8 @@ START_TEST(test_206_vary)
 		th_raw_expect_field(&r[i], "Vary", rc->vary, ctx);
 		th_raw_expect_field(&r[i], "ETag", "\"r\"", ctx);
 		ck_assert_int_eq(th_raw_field_count(&r[i], "Vary"), rc->vary ? 1 : 0);
-		expect_outcome(fx_out(&x, (unsigned int)i), "identity", MHDGZ_SKIP_RANGE, PART, PART,
-			       ctx);
+		expect_outcome(fx_out(&x, (unsigned int)i), "identity", MHDGZ_SKIP_RANGE, PART,
+			       PART, ctx);
 		th_raw_response_free(&r[i]);
 	}
 	th_raw_expect_idle(fd, FX_IDLE_MS, "after the second 206");
@@ -674,7 +683,9 @@ static const struct opt_case opt_cases[] = {
 START_TEST(test_response_options)
 {
 	const struct opt_case *oc = &opt_cases[_i];
-	struct fx x = { .kind = oc->kind, .len = fx_len(oc->kind), .rflags = oc->flags,
+	struct fx x = { .kind = oc->kind,
+			.len = fx_len(oc->kind),
+			.rflags = oc->flags,
 			.hdr = { "Content-Type", "text/plain", "ETag", "\"o\"" } };
 	uint8_t *body = fx_body(oc->kind, 301 + (uint32_t)_i);
 	bool gzip_stream = oc->gzip && oc->status == 200 && !oc->head &&
@@ -729,8 +740,7 @@ START_TEST(test_response_options)
 	st = th_stats(x.gz);
 	ck_assert_uint_eq(st.responses, oc->close ? 1 : 2);
 	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_STATUS], oc->status == 304 ? 1 : 0);
-	ck_assert_uint_eq(st.reasons[reason],
-			  (oc->status == 304 ? 0 : 1) + (oc->close ? 0 : 1));
+	ck_assert_uint_eq(st.reasons[reason], (oc->status == 304 ? 0 : 1) + (oc->close ? 0 : 1));
 	th_raw_response_free(&r);
 	fx_stop(&x);
 	free(body);
@@ -755,11 +765,11 @@ START_TEST(test_digests)
 	struct fx x = {
 		.kind = kind,
 		.len = fx_len(kind),
-		.hdr = { "Content-Type", "application/json",
-			 "Content-MD5", "Q2hlY2sgSW50ZWdyaXR5IQ==",
-			 "Digest", "sha-256=X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=",
-			 "Content-Digest", "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:",
-			 "Repr-Digest", "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:" },
+		.hdr = { "Content-Type", "application/json", "Content-MD5",
+			 "Q2hlY2sgSW50ZWdyaXR5IQ==", "Digest",
+			 "sha-256=X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=", "Content-Digest",
+			 "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:", "Repr-Digest",
+			 "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:" },
 	};
 	uint8_t *body = fx_body(kind, 401 + (uint32_t)_i);
 	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
@@ -913,8 +923,9 @@ START_TEST(test_dups_cloexec)
 {
 	enum { LEN = 12 * 1024 * 1024 };
 	uint8_t *body = tu_payload(LEN, TU_RANDOM, 9);
-	struct fx x = { .kind = FX_FD_BIG, .body = body, .len = LEN,
-			.hdr = { "Content-Type", "text/plain" } };
+	struct fx x = {
+		.kind = FX_FD_BIG, .body = body, .len = LEN, .hdr = { "Content-Type", "text/plain" }
+	};
 	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n\r\n"
 				  "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n";
 	struct th_raw_response r;
@@ -928,15 +939,17 @@ START_TEST(test_dups_cloexec)
 	for (int k = 0; k < 1024 && app_fd < 0; k++) {
 		struct stat st;
 
-		if (fstat(k, &st) == 0 && fcntl(k, F_GETFD) >= 0 && !(fcntl(k, F_GETFD) & FD_CLOEXEC) &&
-		    S_ISREG(st.st_mode) && st.st_nlink == 0 && (uint64_t)st.st_size == LEN)
+		if (fstat(k, &st) == 0 && fcntl(k, F_GETFD) >= 0 &&
+		    !(fcntl(k, F_GETFD) & FD_CLOEXEC) && S_ISREG(st.st_mode) && st.st_nlink == 0 &&
+		    (uint64_t)st.st_size == LEN)
 			app_fd = k;
 	}
 	ck_assert_msg(app_fd >= 0, "the response's descriptor not found");
 	ck_assert_uint_eq(count_dups(app_fd, "before any request"), 0);
 	fd = th_raw_connect(x.srv.port);
 	/* A small receive window: the stream cannot finish into buffers. */
-	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int){ 64 * 1024 }, sizeof(int)), 0);
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int){ 64 * 1024 }, sizeof(int)),
+			 0);
 	th_raw_send(fd, req, strlen(req));
 	read_resp(fd, false, &r, "identity");
 	expect_body(&r, false, body, LEN, "identity");
@@ -969,15 +982,18 @@ END_TEST
 Suite *
 fidelity_suite(void)
 {
-	const struct ck_case cases[] = {{"fidelity", CK_CASE_TIMEOUT, {
-		{test_head_every_kind, 0, (int)N_ELEMS(head_cases)},
-		{test_no_content_statuses, 0, FX_NKINDS * 2 * NB_NVARIANTS},
-		{test_304_length_of_gzip_200, 0, 0},
-		{test_206_vary, 0, (int)N_ELEMS(range_cases)},
-		{test_response_options, 0, (int)N_ELEMS(opt_cases)},
-		{test_digests, 0, (int)N_ELEMS(digest_kinds)},
-		{test_unknown_size_first_bytes, 0, (int)N_ELEMS(unk_cases)},
-		{test_dups_cloexec, 0, 0}}}};
+	const struct ck_case cases[] = {
+		{ "fidelity",
+		  CK_CASE_TIMEOUT,
+		  { { test_head_every_kind, 0, (int)N_ELEMS(head_cases) },
+		    { test_no_content_statuses, 0, FX_NKINDS * 2 * NB_NVARIANTS },
+		    { test_304_length_of_gzip_200, 0, 0 },
+		    { test_206_vary, 0, (int)N_ELEMS(range_cases) },
+		    { test_response_options, 0, (int)N_ELEMS(opt_cases) },
+		    { test_digests, 0, (int)N_ELEMS(digest_kinds) },
+		    { test_unknown_size_first_bytes, 0, (int)N_ELEMS(unk_cases) },
+		    { test_dups_cloexec, 0, 0 } } }
+	};
 
 	return ck_suite("fidelity", cases, 1);
 }

@@ -18,15 +18,25 @@ START_TEST(test_gzip_basic)
 {
 	uint8_t *body = tu_payload(8192, TU_TEXT, 11);
 	struct th_route rt[] = {
-		{ .path = "/t", .status = 200, .body = body, .body_len = 8192,
+		{ .path = "/t",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
 		  .hdr = { "Content-Type", "text/html; charset=utf-8", "Accept-Ranges", "bytes",
 			   "X-Custom", "kept", "Cache-Control", "max-age=60" } },
-		{ .path = "/many", .status = 200, .body = body, .body_len = 8192,
-		  .hdr = { "Content-Type", "text/plain", "Set-Cookie", "a=1", "X-H0", "v0", "X-H1",
-			   "v1", "Set-Cookie", "b=2; Path=/", "X-H2", "v2", "X-H3", "v3", "Link",
-			   "</a>; rel=preload", "X-H4", "v4", "X-H5", "v5", "X-H6", "v6", "Link",
-			   "</b>; rel=preload", "X-H7", "v7", "X-H8", "v8", "Set-Cookie", "c=3",
-			   "X-H9", "v9", "X-H10", "v10", "X-H11", "v11" } },
+		{ .path = "/many",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
+		  .hdr = { "Content-Type", "text/plain",  "Set-Cookie", "a=1",
+			   "X-H0",         "v0",          "X-H1",       "v1",
+			   "Set-Cookie",   "b=2; Path=/", "X-H2",       "v2",
+			   "X-H3",         "v3",          "Link",       "</a>; rel=preload",
+			   "X-H4",         "v4",          "X-H5",       "v5",
+			   "X-H6",         "v6",          "Link",       "</b>; rel=preload",
+			   "X-H7",         "v7",          "X-H8",       "v8",
+			   "Set-Cookie",   "c=3",         "X-H9",       "v9",
+			   "X-H10",        "v10",         "X-H11",      "v11" } },
 	};
 	struct th_site s;
 	CURL *h = th_curl_new();
@@ -97,20 +107,42 @@ START_TEST(test_vary_merge)
 {
 	uint8_t *body = tu_payload(6000, TU_TEXT, 12);
 	struct th_route rt[] = {
-		{ .path = "/o", .status = 200, .body = body, .body_len = 6000,
+		{ .path = "/o",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 6000,
 		  .hdr = { "Content-Type", "text/plain", "Vary", "Origin" } },
-		{ .path = "/so", .status = 200, .body = body, .body_len = 6000,
-		  .hdr = { "Content-Type", "text/plain", "Vary", "Origin" }, .flags = TH_RT_SHARED },
-		{ .path = "/ae", .status = 200, .body = body, .body_len = 6000,
+		{ .path = "/so",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 6000,
+		  .hdr = { "Content-Type", "text/plain", "Vary", "Origin" },
+		  .flags = TH_RT_SHARED },
+		{ .path = "/ae",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 6000,
 		  .hdr = { "Content-Type", "text/plain", "Vary", "accept-encoding" } },
-		{ .path = "/sae", .status = 200, .body = body, .body_len = 6000,
+		{ .path = "/sae",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 6000,
 		  .hdr = { "Content-Type", "text/plain", "Vary", "accept-encoding" },
 		  .flags = TH_RT_SHARED },
-		{ .path = "/two", .status = 200, .body = body, .body_len = 6000,
+		{ .path = "/two",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 6000,
 		  .hdr = { "Content-Type", "text/plain", "Vary", "Origin, Cookie" } },
-		{ .path = "/mix", .status = 200, .body = body, .body_len = 6000,
+		{ .path = "/mix",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 6000,
 		  .hdr = { "Content-Type", "text/plain", "Vary", "Origin, ACCEPT-ENCODING" } },
-		{ .path = "/lines", .status = 200, .body = body, .body_len = 6000,
+		{ .path = "/lines",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 6000,
 		  .hdr = { "Content-Type", "text/plain", "Vary", "Origin", "Vary", "Cookie" } },
 	};
 	static const char *const origin[] = { "Origin", NULL };
@@ -119,8 +151,12 @@ START_TEST(test_vary_merge)
 		const char *path;
 		const char *const *extra;
 	} cases[] = {
-		{ "/o", origin }, { "/so", origin }, { "/ae", NULL },
-		{ "/sae", NULL }, { "/two", origin_cookie }, { "/mix", origin },
+		{ "/o", origin },
+		{ "/so", origin },
+		{ "/ae", NULL },
+		{ "/sae", NULL },
+		{ "/two", origin_cookie },
+		{ "/mix", origin },
 		{ "/lines", origin_cookie }, /* two Vary lines become one field */
 	};
 	struct th_site s;
@@ -134,8 +170,8 @@ START_TEST(test_vary_merge)
 		for (int n = 0; n < 4; n++) {
 			int gz = (n % 2) == 0;
 
-			snprintf(ctx, sizeof ctx, "%s %s #%d", cases[i].path, gz ? "gzip" : "identity",
-				 n);
+			snprintf(ctx, sizeof ctx, "%s %s #%d", cases[i].path,
+				 gz ? "gzip" : "identity", n);
 			TH_REQ(h, &s, 0, cases[i].path, gz ? th_h_gzip : NULL, &rs);
 			if (gz)
 				TH_OK(ctx, th_v_gzip(&rs, 200, body, 6000, TH_E));
@@ -166,7 +202,10 @@ START_TEST(test_not_accepted)
 	};
 	uint8_t *body = tu_payload(9000, TU_TEXT, 14);
 	struct th_route rt[] = {
-		{ .path = "/t", .status = 200, .body = body, .body_len = 9000,
+		{ .path = "/t",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 9000,
 		  .hdr = { "Content-Type", "text/plain" } },
 	};
 	struct th_site s;
@@ -197,16 +236,32 @@ START_TEST(test_no_content_statuses)
 {
 	uint8_t *body = tu_payload(4096, TU_TEXT, 15);
 	struct th_route rt[] = {
-		{ .path = "/t", .status = 200, .body = body, .body_len = 4096,
+		{ .path = "/t",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 4096,
 		  .hdr = { "Content-Type", "text/plain" } },
-		{ .path = "/204", .status = 204, .body = body, .body_len = 4096,
+		{ .path = "/204",
+		  .status = 204,
+		  .body = body,
+		  .body_len = 4096,
 		  .hdr = { "Content-Type", "text/plain" } },
 		{ .path = "/204e", .status = 204, .body = NULL, .body_len = 0 },
-		{ .path = "/304", .status = 304, .body = body, .body_len = 4096,
+		{ .path = "/304",
+		  .status = 304,
+		  .body = body,
+		  .body_len = 4096,
 		  .hdr = { "Content-Type", "text/plain", "ETag", "\"n\"" } },
-		{ .path = "/304s", .status = 304, .body = body, .body_len = 4096,
-		  .hdr = { "Content-Type", "text/plain" }, .flags = TH_RT_SHARED },
-		{ .path = "/e", .status = 200, .body = NULL, .body_len = 0,
+		{ .path = "/304s",
+		  .status = 304,
+		  .body = body,
+		  .body_len = 4096,
+		  .hdr = { "Content-Type", "text/plain" },
+		  .flags = TH_RT_SHARED },
+		{ .path = "/e",
+		  .status = 200,
+		  .body = NULL,
+		  .body_len = 0,
 		  .hdr = { "Content-Type", "text/plain" } },
 	};
 	static const char *const seq[] = { "/204", "/204e", "/304", "/304s", "/e", "/304s" };
@@ -224,7 +279,8 @@ START_TEST(test_no_content_statuses)
 
 		snprintf(ctx, sizeof ctx, "%s", seq[i]);
 		TH_REQ(h, &s, 0, seq[i], th_h_gzip, &rs);
-		TH_OK(ctx, want == 304 ? th_v_no_body(&rs, 304, TH_E) : th_v_no_body(&rs, want, TH_E));
+		TH_OK(ctx,
+		      want == 304 ? th_v_no_body(&rs, 304, TH_E) : th_v_no_body(&rs, want, TH_E));
 		ck_assert_msg(rs.num_connects == 0, "%s: new connection", ctx);
 		th_reply_free(&rs);
 		snprintf(ctx, sizeof ctx, "request after %s", seq[i]);
@@ -254,11 +310,14 @@ expect_same_header(const struct th_reply *a, const struct th_reply *b, const cha
  * shared with HEAD first). */
 START_TEST(test_head)
 {
-	static const char *const names[] = { "Content-Encoding", "Vary", "ETag", "Content-Length",
-					     "Content-Type", "Accept-Ranges" };
+	static const char *const names[] = { "Content-Encoding", "Vary",         "ETag",
+					     "Content-Length",   "Content-Type", "Accept-Ranges" };
 	uint8_t *body = tu_payload(20000, TU_TEXT, 18);
 	struct th_route rt[] = {
-		{ .path = "/t", .status = 200, .body = body, .body_len = 20000,
+		{ .path = "/t",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 20000,
 		  .hdr = { "Content-Type", "text/css", "ETag", "\"h1\"", "Accept-Ranges", "bytes" },
 		  .flags = _i ? TH_RT_SHARED : 0 },
 	};
@@ -292,7 +351,8 @@ START_TEST(test_head)
 		if (ae)
 			TH_OK("GET gzip after HEAD", th_v_gzip(&get, 200, body, 20000, TH_E));
 		else
-			TH_OK("GET identity after HEAD", th_v_identity(&get, 200, body, 20000, TH_E));
+			TH_OK("GET identity after HEAD",
+			      th_v_identity(&get, 200, body, 20000, TH_E));
 		th_reply_free(&get);
 	}
 	th_site_done(&s, h, body);
@@ -305,16 +365,31 @@ START_TEST(test_header_case)
 {
 	uint8_t *body = tu_payload(8192, TU_TEXT, 33);
 	struct th_route rt[] = {
-		{ .path = "/lc", .status = 200, .body = body, .body_len = 8192,
+		{ .path = "/lc",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
 		  .hdr = { "content-type", "text/plain", "etag", "\"lc\"", "vary", "origin",
 			   "accept-ranges", "bytes" } },
-		{ .path = "/nt", .status = 200, .body = body, .body_len = 8192,
+		{ .path = "/nt",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
 		  .hdr = { "content-type", "text/plain", "cache-control", "NO-TRANSFORM" } },
-		{ .path = "/ce", .status = 200, .body = body, .body_len = 8192,
+		{ .path = "/ce",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
 		  .hdr = { "content-type", "text/plain", "content-encoding", "br" } },
-		{ .path = "/cr", .status = 200, .body = body, .body_len = 8192,
+		{ .path = "/cr",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
 		  .hdr = { "content-type", "text/plain", "content-range", "bytes 0-8191/9000" } },
-		{ .path = "/png", .status = 200, .body = body, .body_len = 8192,
+		{ .path = "/png",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 8192,
 		  .hdr = { "CONTENT-TYPE", "IMAGE/PNG" } },
 	};
 	static const char *const origin[] = { "origin", NULL };
@@ -363,7 +438,12 @@ END_TEST
 struct ck_case
 hnd_headers_case(void)
 {
-	return (struct ck_case){"headers", CK_CASE_TIMEOUT, {
-		{test_gzip_basic, 0, 0}, {test_vary_merge, 0, 0}, {test_not_accepted, 0, 0},
-		{test_no_content_statuses, 0, 0}, {test_head, 0, 2}, {test_header_case, 0, 0}}};
+	return (struct ck_case){ "headers",
+				 CK_CASE_TIMEOUT,
+				 { { test_gzip_basic, 0, 0 },
+				   { test_vary_merge, 0, 0 },
+				   { test_not_accepted, 0, 0 },
+				   { test_no_content_statuses, 0, 0 },
+				   { test_head, 0, 2 },
+				   { test_header_case, 0, 0 } } };
 }

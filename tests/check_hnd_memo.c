@@ -26,9 +26,9 @@
 struct mm_fix {
 	const uint8_t *body;
 	size_t len;
-	bool file;      /* from a temporary file, else a buffer */
+	bool file; /* from a temporary file, else a buffer */
 	const char *etag;
-	char path[64];  /* the file */
+	char path[64]; /* the file */
 };
 
 static enum MHD_Result
@@ -73,14 +73,15 @@ START_TEST(test_memo)
 	bool file = _i == 1, weak = _i == 2;
 	size_t len = file ? MM_BIG_LEN : MM_LEN;
 	uint8_t *body = tu_payload(len, TU_TEXT, 31 + (uint32_t)_i);
-	struct mm_fix f = {.body = body, .len = len, .file = file,
-			   .etag = weak ? "W/\"m1\"" : "\"m1\""};
+	struct mm_fix f = {
+		.body = body, .len = len, .file = file, .etag = weak ? "W/\"m1\"" : "\"m1\""
+	};
 	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct th_server s = {0};
+	struct th_server s = { 0 };
 	CURL *h = th_curl_new();
-	struct th_reply r = {0};
+	struct th_reply r = { 0 };
 	struct mhdgz_stats st;
-	const char *inm[] = {"Accept-Encoding: gzip", NULL, NULL};
+	const char *inm[] = { "Accept-Encoding: gzip", NULL, NULL };
 	char inm_line[64], num[32];
 	size_t gz_len;
 	uint8_t *dec = NULL;
@@ -137,5 +138,5 @@ END_TEST
 struct ck_case
 hnd_memo_case(void)
 {
-	return (struct ck_case){"memo", CK_CASE_TIMEOUT, {{test_memo, 0, 3}}};
+	return (struct ck_case){ "memo", CK_CASE_TIMEOUT, { { test_memo, 0, 3 } } };
 }

@@ -55,9 +55,9 @@ START_TEST(min_size_known_and_unknown)
 		bool known;
 		bool gzip;
 	} c[] = {
-		{1000, true, false}, {1023, true, false}, {1024, true, true},
-		{100, false, false}, {1, false, false},   {1023, false, false},
-		{1024, false, true}, {5000, false, true},
+		{ 1000, true, false }, { 1023, true, false }, { 1024, true, true },
+		{ 100, false, false }, { 1, false, false },   { 1023, false, false },
+		{ 1024, false, true }, { 5000, false, true },
 	};
 	size_t i;
 
@@ -102,12 +102,12 @@ static const struct {
 	bool gzip;
 } decide_cases[] = {
 	/* text: a sniff would say yes, the type says no */
-	{"image/png", BK_TEXT, MHDGZ_SKIP_TYPE, false},
-	{"application/zip", BK_TEXT, MHDGZ_SKIP_TYPE, false},
-	{"video/mp4", BK_TEXT, MHDGZ_SKIP_TYPE, false},
-	{NULL, BK_TEXT, MHDGZ_COMPRESSED, true},
-	{NULL, BK_BINARY, MHDGZ_SKIP_TYPE, false},
-	{NULL, BK_EMPTY, MHDGZ_SKIP_EMPTY, false},
+	{ "image/png", BK_TEXT, MHDGZ_SKIP_TYPE, false },
+	{ "application/zip", BK_TEXT, MHDGZ_SKIP_TYPE, false },
+	{ "video/mp4", BK_TEXT, MHDGZ_SKIP_TYPE, false },
+	{ NULL, BK_TEXT, MHDGZ_COMPRESSED, true },
+	{ NULL, BK_BINARY, MHDGZ_SKIP_TYPE, false },
+	{ NULL, BK_EMPTY, MHDGZ_SKIP_EMPTY, false },
 };
 
 static void
@@ -203,7 +203,8 @@ START_TEST(header_rules)
 	case 2:
 		expect_gzip(&t.r, data, len, "W/\"weak\"");
 		v = th_header(&t.r, "Vary", &n);
-		ck_assert_msg(n == 1 && th_has_token(v, "Cookie") && th_has_token(v, "Accept-Encoding"),
+		ck_assert_msg(n == 1 && th_has_token(v, "Cookie") &&
+				      th_has_token(v, "Accept-Encoding"),
 			      "Vary: %s (x%u)", v, n);
 		st_get(&t, 0);
 		expect_identity(&t.r, data, len, true, true, NULL);
@@ -272,8 +273,13 @@ END_TEST
 struct ck_case
 stream_decision_case(void)
 {
-	return (struct ck_case){"decision", CK_CASE_TIMEOUT, {
-		{identity_when_not_accepted, 0, (int)(2 * N_ELEMS(not_accepting))},
-		{min_size_known_and_unknown, 0, 0}, {untyped_or_skipped_type_identity, 0, 3},
-		{untyped_stream_sniffed, 0, 3}, {header_rules, 0, 7}, {stream_stats, 0, 0}}};
+	return (struct ck_case){ "decision",
+				 CK_CASE_TIMEOUT,
+				 { { identity_when_not_accepted, 0,
+				     (int)(2 * N_ELEMS(not_accepting)) },
+				   { min_size_known_and_unknown, 0, 0 },
+				   { untyped_or_skipped_type_identity, 0, 3 },
+				   { untyped_stream_sniffed, 0, 3 },
+				   { header_rules, 0, 7 },
+				   { stream_stats, 0, 0 } } };
 }

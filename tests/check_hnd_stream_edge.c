@@ -119,10 +119,10 @@ START_TEST(etag_policies)
 		enum mhdgz_etag_policy p;
 		const char *want;
 	} c[] = {
-		{MHDGZ_ETAG_WEAKEN, "W/\"x\""},
-		{MHDGZ_ETAG_SUFFIX, "\"x-gzip\""},
-		{MHDGZ_ETAG_DROP, NULL},
-		{MHDGZ_ETAG_KEEP, "\"x\""},
+		{ MHDGZ_ETAG_WEAKEN, "W/\"x\"" },
+		{ MHDGZ_ETAG_SUFFIX, "\"x-gzip\"" },
+		{ MHDGZ_ETAG_DROP, NULL },
+		{ MHDGZ_ETAG_KEEP, "\"x\"" },
 	};
 	size_t len = 100 * KIB;
 	uint8_t *data = tu_payload(len, TU_TEXT, 81);
@@ -194,7 +194,11 @@ END_TEST
 struct ck_case
 stream_edge_case(void)
 {
-	return (struct ck_case){"edge", CK_CASE_TIMEOUT, {
-		{known_size_reader_ends_early, 0, 0}, {empty_bodies, 0, 3}, {etag_policies, 0, 4},
-		{trailer_fields_kept, 0, 0}, {http10_client, 0, 2}}};
+	return (struct ck_case){ "edge",
+				 CK_CASE_TIMEOUT,
+				 { { known_size_reader_ends_early, 0, 0 },
+				   { empty_bodies, 0, 3 },
+				   { etag_policies, 0, 4 },
+				   { trailer_fields_kept, 0, 0 },
+				   { http10_client, 0, 2 } } };
 }

@@ -189,7 +189,11 @@ END_TEST
 struct ck_case
 stream_file_case(void)
 {
-	return (struct ck_case){"file", CK_CASE_TIMEOUT, {
-		{file_text, 0, 2}, {file_png_identity, 0, 2}, {file_truncated_gzip_errors, 0, 2},
-		{file_untyped_sniffed, 0, 2}, {file_small_whole, 0, 0}}};
+	return (struct ck_case){ "file",
+				 CK_CASE_TIMEOUT,
+				 { { file_text, 0, 2 },
+				   { file_png_identity, 0, 2 },
+				   { file_truncated_gzip_errors, 0, 2 },
+				   { file_untyped_sniffed, 0, 2 },
+				   { file_small_whole, 0, 0 } } };
 }

@@ -35,16 +35,16 @@
  * bulk_read.
  */
 struct sse {
-	struct th_src src;    /* frees */
+	struct th_src src; /* frees */
 	ssize_t (*read)(void *cls, uint64_t pos, char *buf, size_t max);
-	unsigned int next;    /* next event to produce (daemon thread only) */
-	unsigned int late;    /* waits that timed out */
-	unsigned int seen;    /* complete events received (client) */
-	size_t scan;          /* client: decoded bytes scanned */
+	unsigned int next; /* next event to produce (daemon thread only) */
+	unsigned int late; /* waits that timed out */
+	unsigned int seen; /* complete events received (client) */
+	size_t scan;       /* client: decoded bytes scanned */
 	size_t block_size;
-	size_t event_pad;     /* bytes of hex padding per event (0: a short event) */
+	size_t event_pad; /* bytes of hex padding per event (0: a short event) */
 	sem_t got;
-	char *expect;         /* every event, concatenated */
+	char *expect; /* every event, concatenated */
 	size_t expect_len;
 	const char *ctype;
 	const char *cache_control; /* NULL: none */
@@ -206,16 +206,16 @@ static const struct {
 	int level;
 	size_t pad;
 } ev_cases[] = {
-	{"text/event-stream", false, MHDGZ_BACKEND_DEFAULT, 0, 0},
-	{"Text/Event-Stream; charset=utf-8", false, MHDGZ_BACKEND_DEFAULT, 0, 0},
-	{"text/plain; charset=utf-8", true, MHDGZ_BACKEND_DEFAULT, 0, 0},
-	{"application/x-ndjson", true, MHDGZ_BACKEND_DEFAULT, 0, 0},
-	{"text/event-stream", false, MHDGZ_BACKEND_ZLIB, 9, 0},
-	{"text/event-stream", false, MHDGZ_BACKEND_ISAL, 1, 0},
-	{"text/event-stream", false, MHDGZ_BACKEND_ISAL, 4, 0},
-	{"text/event-stream", false, MHDGZ_BACKEND_DEFAULT, 0, 100 * KIB},
-	{"text/event-stream", false, MHDGZ_BACKEND_ISAL, 2, 100 * KIB},
-	{"text/plain", true, MHDGZ_BACKEND_ZLIB, 1, 100 * KIB},
+	{ "text/event-stream", false, MHDGZ_BACKEND_DEFAULT, 0, 0 },
+	{ "Text/Event-Stream; charset=utf-8", false, MHDGZ_BACKEND_DEFAULT, 0, 0 },
+	{ "text/plain; charset=utf-8", true, MHDGZ_BACKEND_DEFAULT, 0, 0 },
+	{ "application/x-ndjson", true, MHDGZ_BACKEND_DEFAULT, 0, 0 },
+	{ "text/event-stream", false, MHDGZ_BACKEND_ZLIB, 9, 0 },
+	{ "text/event-stream", false, MHDGZ_BACKEND_ISAL, 1, 0 },
+	{ "text/event-stream", false, MHDGZ_BACKEND_ISAL, 4, 0 },
+	{ "text/event-stream", false, MHDGZ_BACKEND_DEFAULT, 0, 100 * KIB },
+	{ "text/event-stream", false, MHDGZ_BACKEND_ISAL, 2, 100 * KIB },
+	{ "text/plain", true, MHDGZ_BACKEND_ZLIB, 1, 100 * KIB },
 };
 
 /* Each event through libcurl's gzip decoder before the next is made. */
@@ -285,7 +285,9 @@ bulk_read(void *cls, uint64_t pos, char *buf, size_t max)
 }
 
 static const enum mhdgz_backend fp_backends[] = {
-	MHDGZ_BACKEND_ZLIB, MHDGZ_BACKEND_DEFAULT, MHDGZ_BACKEND_ISAL,
+	MHDGZ_BACKEND_ZLIB,
+	MHDGZ_BACKEND_DEFAULT,
+	MHDGZ_BACKEND_ISAL,
 };
 
 START_TEST(flush_policy)
@@ -342,7 +344,7 @@ START_TEST(low_latency_api)
 {
 	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
 	struct mhdgz *other = th_gz_new(MHDGZ_BACKEND_ZLIB, 0, 0);
-	struct th_src src = {0};
+	struct th_src src = { 0 };
 	static char body[] = "hello";
 	struct MHD_Response *cb, *cb_other, *buf, *plain, *fdr;
 	int fd = th_temp_file("hello, file\n", 12);
@@ -391,9 +393,9 @@ START_TEST(fd_ownership)
 		uint64_t offset;
 		const char *why;
 	} fail[] = {
-		{true, 3, 0, "a NULL handler"},
-		{false, MHD_SIZE_UNKNOWN, 0, "an unknown size"},
-		{false, 3, (uint64_t)INT64_MAX, "an offset out of range"},
+		{ true, 3, 0, "a NULL handler" },
+		{ false, MHD_SIZE_UNKNOWN, 0, "an unknown size" },
+		{ false, 3, (uint64_t)INT64_MAX, "an offset out of range" },
 	};
 	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
 	size_t i;
@@ -416,8 +418,10 @@ END_TEST
 struct ck_case
 stream_latency_case(void)
 {
-	return (struct ck_case){"latency", CK_CASE_TIMEOUT, {
-		{events_arrive_one_by_one, 0, (int)N_ELEMS(ev_cases)},
-		{flush_policy, 0, (int)(3 * N_ELEMS(fp_backends))}, {low_latency_api, 0, 0},
-		{fd_ownership, 0, 0}}};
+	return (struct ck_case){ "latency",
+				 CK_CASE_TIMEOUT,
+				 { { events_arrive_one_by_one, 0, (int)N_ELEMS(ev_cases) },
+				   { flush_policy, 0, (int)(3 * N_ELEMS(fp_backends)) },
+				   { low_latency_api, 0, 0 },
+				   { fd_ownership, 0, 0 } } };
 }

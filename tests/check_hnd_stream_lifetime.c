@@ -23,9 +23,9 @@ static const struct {
 	enum mhdgz_backend be;
 	int level;
 } dc_backends[] = {
-	{MHDGZ_BACKEND_ZLIB, 6},
-	{MHDGZ_BACKEND_DEFAULT, 0}, /* libdeflate: streams go to zlib */
-	{MHDGZ_BACKEND_ISAL, 1},
+	{ MHDGZ_BACKEND_ZLIB, 6 },
+	{ MHDGZ_BACKEND_DEFAULT, 0 }, /* libdeflate: streams go to zlib */
+	{ MHDGZ_BACKEND_ISAL, 1 },
 };
 
 static bool
@@ -50,7 +50,7 @@ live_back_to(void *cls)
  */
 START_TEST(client_disconnects)
 {
-	static const size_t abort_after[] = {1, 64 * KIB, 1 * MIB};
+	static const size_t abort_after[] = { 1, 64 * KIB, 1 * MIB };
 	size_t be_i = (size_t)_i / 2, dlen = 256 * KIB, i;
 	bool no_pool = _i % 2;
 	uint8_t *data;
@@ -66,7 +66,8 @@ START_TEST(client_disconnects)
 		return;
 	if (no_pool)
 		tu_alloc_install(0);
-	gz = st_gz_new(dc_backends[be_i].be, dc_backends[be_i].level, no_pool ? MHDGZ_F_NO_POOL : 0);
+	gz = st_gz_new(dc_backends[be_i].be, dc_backends[be_i].level,
+		       no_pool ? MHDGZ_F_NO_POOL : 0);
 	data = tu_payload(dlen, TU_TEXT, 301);
 	/* 256 MiB at most: the stream outlasts any client here, and ends by
 	 * itself if a disconnect were never noticed. */
@@ -85,8 +86,7 @@ START_TEST(client_disconnects)
 		if (no_pool) {
 			ck_assert_msg(th_wait(live_back_to, &live0, RELEASE_WAIT_MS),
 				      "abort after %zu: %lld library blocks live, %lld before",
-				      abort_after[i], (long long)tu_alloc_live(),
-				      (long long)live0);
+				      abort_after[i], (long long)tu_alloc_live(), (long long)live0);
 			continue;
 		}
 		ck_assert_msg(th_wait(th_pool_back_pred, gz, RELEASE_WAIT_MS),
@@ -136,7 +136,7 @@ START_TEST(daemon_stops_mid_stream)
 	size_t dlen = 128 * KIB;
 	uint8_t *data = tu_payload(dlen, TU_TEXT, 303);
 	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0);
-	struct th_server s = {0};
+	struct th_server s = { 0 };
 	struct lfix f;
 	struct stop_mid m;
 	pthread_t t;
@@ -173,8 +173,8 @@ END_TEST
  * and the compressor back in the pool. _i: known size. */
 START_TEST(head_like_get)
 {
-	static const char *const same[] = {"Content-Encoding", "Content-Length", "Vary", "ETag",
-					   "Content-Type"};
+	static const char *const same[] = { "Content-Encoding", "Content-Length", "Vary", "ETag",
+					    "Content-Type" };
 	bool known = _i;
 	size_t len = 300 * KIB + 7, i;
 	uint8_t *data = tu_payload(len, TU_TEXT, 401);
@@ -207,8 +207,7 @@ START_TEST(head_like_get)
 	ck_assert_str_eq(th_header(&head, "Connection", NULL), "close");
 	ck_assert(th_has_token(th_header(&head, "Vary", NULL), "Accept-Encoding"));
 	expect_all_released(&t.s, &f);
-	ck_assert_msg(atomic_load(&f.calls) == calls_before,
-		      "HEAD called the reader %llu times",
+	ck_assert_msg(atomic_load(&f.calls) == calls_before, "HEAD called the reader %llu times",
 		      (unsigned long long)(atomic_load(&f.calls) - calls_before));
 	/* Identity HEAD: Content-Length of the known size. */
 	th_fetch(NULL, t.s.port, "/", TH_HEAD, &head);
@@ -312,8 +311,7 @@ big_route(struct th_server *s, struct MHD_Connection *c, const char *url, const 
 
 	(void)url;
 	(void)method;
-	r = mhdgz_response_from_callback(s->gz, MHD_SIZE_UNKNOWN, 64 * KIB, big_read, b,
-					 big_free);
+	r = mhdgz_response_from_callback(s->gz, MHD_SIZE_UNKNOWN, 64 * KIB, big_read, b, big_free);
 	ck_assert(r != NULL);
 	ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain") ==
 		  MHD_YES);
@@ -325,7 +323,7 @@ big_route(struct th_server *s, struct MHD_Connection *c, const char *url, const 
 START_TEST(one_gib_bounded_memory)
 {
 	struct mhdgz *gz;
-	struct th_server s = {0};
+	struct th_server s = { 0 };
 	struct th_reply r;
 	struct big *b;
 	size_t i;
@@ -339,7 +337,7 @@ START_TEST(one_gib_bounded_memory)
 	b = calloc(1, sizeof *b);
 	ck_assert(b != NULL);
 	for (i = 0; i < BIG_PAGE; i++)
-		b->page[i] = (uint8_t)"the quick brown fox jumps over the lazy dog; "[i % 45];
+		b->page[i] = (uint8_t) "the quick brown fox jumps over the lazy dog; "[i % 45];
 	b->page[BIG_PAGE - 1] = '\n';
 	b->crc = crc32(0L, Z_NULL, 0);
 	b->crc_client = crc32(0L, Z_NULL, 0);
@@ -380,13 +378,15 @@ END_TEST
 struct ck_case
 stream_lifetime_case(void)
 {
-	return (struct ck_case){"lifetime", CK_CASE_TIMEOUT, {
-		{client_disconnects, 0, (int)(2 * N_ELEMS(dc_backends))},
-		{daemon_stops_mid_stream, 0, 0}, {head_like_get, 0, 2}}};
+	return (struct ck_case){ "lifetime",
+				 CK_CASE_TIMEOUT,
+				 { { client_disconnects, 0, (int)(2 * N_ELEMS(dc_backends)) },
+				   { daemon_stops_mid_stream, 0, 0 },
+				   { head_like_get, 0, 2 } } };
 }
 
 struct ck_case
 stream_memory_case(void)
 {
-	return (struct ck_case){"memory", CK_CASE_TIMEOUT, {{one_gib_bounded_memory, 0, 0}}};
+	return (struct ck_case){ "memory", CK_CASE_TIMEOUT, { { one_gib_bounded_memory, 0, 0 } } };
 }

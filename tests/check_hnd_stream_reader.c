@@ -85,7 +85,8 @@ START_TEST(reader_zero_timed)
 	z_gzip = atomic_load(&f.zero_calls) - z_identity;
 	expect_dechunked(&t.r);
 	expect_gzip_body(&t.r, data, len);
-	fprintf(stderr, "reader_zero_timed: 0-returns identity %llu in %llu ms, gzip %llu in %llu ms\n",
+	fprintf(stderr,
+		"reader_zero_timed: 0-returns identity %llu in %llu ms, gzip %llu in %llu ms\n",
 		(unsigned long long)z_identity, (unsigned long long)ms_identity,
 		(unsigned long long)z_gzip, (unsigned long long)ms_gzip);
 	/* Generous: both are libmicrohttpd's polling rate over the same
@@ -141,7 +142,7 @@ END_TEST
 /* Responses made by alloc_route; creation may fail under injection. */
 struct afix {
 	struct lfix lf;
-	_Atomic unsigned int made;   /* responses created */
+	_Atomic unsigned int made;    /* responses created */
 	_Atomic unsigned int refused; /* creations that failed (connection closed) */
 };
 
@@ -228,7 +229,8 @@ START_TEST(alloc_failures_fall_back)
 			ck_assert_msg(r->rc == CURLE_OK, "fail at %zu: identity transfer: %s", k,
 				      curl_easy_strerror(r->rc));
 			ck_assert_msg(r->body_len == len && memcmp(r->body, data, len) == 0,
-				      "fail at %zu: identity body wrong (%zu bytes)", k, r->body_len);
+				      "fail at %zu: identity body wrong (%zu bytes)", k,
+				      r->body_len);
 		}
 		ck_assert_msg(tu_alloc_live() == live0,
 			      "fail at %zu: %lld blocks live after the request, %lld before", k,
@@ -258,12 +260,15 @@ END_TEST
 struct ck_case
 stream_reader_case(void)
 {
-	return (struct ck_case){"reader", CK_CASE_TIMEOUT, {
-		{reader_zero_counted, 0, 4}, {reader_zero_timed, 0, 0}, {reader_error, 0, 4}}};
+	return (struct ck_case){ "reader",
+				 CK_CASE_TIMEOUT,
+				 { { reader_zero_counted, 0, 4 },
+				   { reader_zero_timed, 0, 0 },
+				   { reader_error, 0, 4 } } };
 }
 
 struct ck_case
 stream_alloc_case(void)
 {
-	return (struct ck_case){"alloc", CK_CASE_TIMEOUT, {{alloc_failures_fall_back, 0, 2}}};
+	return (struct ck_case){ "alloc", CK_CASE_TIMEOUT, { { alloc_failures_fall_back, 0, 2 } } };
 }

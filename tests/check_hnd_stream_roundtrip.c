@@ -16,8 +16,8 @@ static const struct {
 	size_t chunk;
 	size_t len;
 } rt_cases[] = {
-	{1, 300 * KIB + 1},          {7, 600 * KIB + 3},       {100, 1 * MIB + 7},
-	{4096, 2 * MIB + 11},        {65536, 3 * MIB + 5},     {1 * MIB, 4 * MIB + 12345},
+	{ 1, 300 * KIB + 1 },   { 7, 600 * KIB + 3 },   { 100, 1 * MIB + 7 },
+	{ 4096, 2 * MIB + 11 }, { 65536, 3 * MIB + 5 }, { 1 * MIB, 4 * MIB + 12345 },
 };
 
 /* _i: case * 2 + known. */
@@ -59,10 +59,13 @@ static const struct {
 	int level;
 	unsigned int flags;
 } be_cases[] = {
-	{MHDGZ_BACKEND_ZLIB, 1, 0},       {MHDGZ_BACKEND_ZLIB, 9, 0},
-	{MHDGZ_BACKEND_LIBDEFLATE, 1, 0}, {MHDGZ_BACKEND_LIBDEFLATE, 12, 0},
-	{MHDGZ_BACKEND_ISAL, 1, 0}, {MHDGZ_BACKEND_ISAL, 4, 0},
-	{MHDGZ_BACKEND_ZLIB, 6, MHDGZ_F_NO_POOL},
+	{ MHDGZ_BACKEND_ZLIB, 1, 0 },
+	{ MHDGZ_BACKEND_ZLIB, 9, 0 },
+	{ MHDGZ_BACKEND_LIBDEFLATE, 1, 0 },
+	{ MHDGZ_BACKEND_LIBDEFLATE, 12, 0 },
+	{ MHDGZ_BACKEND_ISAL, 1, 0 },
+	{ MHDGZ_BACKEND_ISAL, 4, 0 },
+	{ MHDGZ_BACKEND_ZLIB, 6, MHDGZ_F_NO_POOL },
 };
 
 START_TEST(roundtrip_backends)
@@ -76,8 +79,8 @@ START_TEST(roundtrip_backends)
 		return;
 	data = tu_payload(len, TU_TEXT, 77);
 	bfix_callback(&f, data, len, _i % 2, 4096, 4096, "application/json");
-	st_begin(&t, st_gz_new(be_cases[ci].be, be_cases[ci].level, be_cases[ci].flags), data,
-		 len, body_route, &f);
+	st_begin(&t, st_gz_new(be_cases[ci].be, be_cases[ci].level, be_cases[ci].flags), data, len,
+		 body_route, &f);
 	st_get(&t, TH_GZIP);
 	expect_gzip(&t.r, t.data, len, NULL);
 	ck_assert_msg(t.r.body_len < len / 2, "%zu gzip bytes for %zu of text", t.r.body_len, len);
@@ -128,8 +131,9 @@ END_TEST
 struct ck_case
 stream_roundtrip_case(void)
 {
-	return (struct ck_case){"roundtrip", CK_CASE_TIMEOUT, {
-		{roundtrip_chunk_sizes, 0, (int)(2 * N_ELEMS(rt_cases))},
-		{roundtrip_backends, 0, (int)(2 * N_ELEMS(be_cases))},
-		{roundtrip_irregular_reads, 0, 2}}};
+	return (struct ck_case){ "roundtrip",
+				 CK_CASE_TIMEOUT,
+				 { { roundtrip_chunk_sizes, 0, (int)(2 * N_ELEMS(rt_cases)) },
+				   { roundtrip_backends, 0, (int)(2 * N_ELEMS(be_cases)) },
+				   { roundtrip_irregular_reads, 0, 2 } } };
 }

@@ -93,8 +93,8 @@ shared_make(struct shared *sh, struct mhdgz *gz, const uint8_t *data, size_t len
 	sh->src.data = data;
 	sh->src.len = len;
 	sh->src.chunk = 4096;
-	sh->r = mhdgz_response_from_callback(gz, known ? len : MHD_SIZE_UNKNOWN, 4096,
-					     shared_read, sh, shared_free);
+	sh->r = mhdgz_response_from_callback(gz, known ? len : MHD_SIZE_UNKNOWN, 4096, shared_read,
+					     sh, shared_free);
 	ck_assert(sh->r != NULL);
 	ck_assert(MHD_add_response_header(sh->r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain") ==
 		  MHD_YES);
@@ -255,7 +255,7 @@ START_TEST(shared_concurrent)
 	size_t len = 600 * KIB + 1;
 	uint8_t *data = tu_payload(len, TU_JSON, 203);
 	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct st_test t = {.gz = gz, .data = data, .len = len};
+	struct st_test t = { .gz = gz, .data = data, .len = len };
 	struct shared sh;
 
 	shared_make(&sh, gz, data, len, known);
@@ -280,7 +280,7 @@ START_TEST(shared_reader_calls_serialized)
 	size_t len = 256 * KIB;
 	uint8_t *data = tu_payload(len, TU_TEXT, 205);
 	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
-	struct th_server s = {0};
+	struct th_server s = { 0 };
 	struct shared sh;
 	unsigned int id_max, id_threads, gz_max, gz_threads, i;
 
@@ -327,7 +327,9 @@ END_TEST
 struct ck_case
 stream_shared_case(void)
 {
-	return (struct ck_case){"shared", CK_CASE_TIMEOUT, {
-		{shared_sequential, 0, 2}, {shared_concurrent, 0, 2},
-		{shared_reader_calls_serialized, 0, 0}}};
+	return (struct ck_case){ "shared",
+				 CK_CASE_TIMEOUT,
+				 { { shared_sequential, 0, 2 },
+				   { shared_concurrent, 0, 2 },
+				   { shared_reader_calls_serialized, 0, 0 } } };
 }

@@ -96,8 +96,8 @@ client_main(void *arg)
 			break;
 		}
 		if (rc) {
-			snprintf(c->err, sizeof c->err, "thread %d request %d kind %d: %s", c->id, i,
-				 kind, e);
+			snprintf(c->err, sizeof c->err, "thread %d request %d kind %d: %s", c->id,
+				 i, kind, e);
 			c->failed = 1;
 		}
 		th_reply_free(&rs);
@@ -112,24 +112,52 @@ START_TEST(test_threads)
 	uint8_t *json = tu_payload(24000, TU_JSON, 32);
 	uint8_t *small = tu_payload(300, TU_TEXT, 32);
 	struct th_route rt[] = {
-		{ .path = "/t", .status = 200, .body = text, .body_len = 12000,
+		{ .path = "/t",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 12000,
 		  .hdr = { "Content-Type", "text/plain" } },
-		{ .path = "/s", .status = 200, .body = json, .body_len = 24000,
+		{ .path = "/s",
+		  .status = 200,
+		  .body = json,
+		  .body_len = 24000,
 		  .hdr = { "Content-Type", "application/json", "ETag", "\"s\"" },
 		  .flags = TH_RT_SHARED },
-		{ .path = "/png", .status = 200, .body = text, .body_len = 12000,
+		{ .path = "/png",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 12000,
 		  .hdr = { "Content-Type", "image/png" } },
-		{ .path = "/small", .status = 200, .body = small, .body_len = 300,
+		{ .path = "/small",
+		  .status = 200,
+		  .body = small,
+		  .body_len = 300,
 		  .hdr = { "Content-Type", "text/plain" } },
-		{ .path = "/p", .status = 200, .body = text, .body_len = 12000,
-		  .hdr = { "Content-Type", "text/plain", "ETag", "\"p\"" }, .flags = TH_RT_PRECOND,
+		{ .path = "/p",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 12000,
+		  .hdr = { "Content-Type", "text/plain", "ETag", "\"p\"" },
+		  .flags = TH_RT_PRECOND,
 		  .etag = "\"p\"" },
-		{ .path = "/c", .status = 200, .body = text, .body_len = 12000,
-		  .mode = MHD_RESPMEM_MUST_COPY, .hdr = { "Content-Type", "text/plain" } },
-		{ .path = "/f", .status = 200, .body = json, .body_len = 24000,
-		  .mode = MHD_RESPMEM_MUST_FREE, .hdr = { "Content-Type", "application/json" } },
-		{ .path = "/race", .status = 200, .body = json, .body_len = 24000,
-		  .hdr = { "Content-Type", "application/json" }, .flags = TH_RT_SHARED },
+		{ .path = "/c",
+		  .status = 200,
+		  .body = text,
+		  .body_len = 12000,
+		  .mode = MHD_RESPMEM_MUST_COPY,
+		  .hdr = { "Content-Type", "text/plain" } },
+		{ .path = "/f",
+		  .status = 200,
+		  .body = json,
+		  .body_len = 24000,
+		  .mode = MHD_RESPMEM_MUST_FREE,
+		  .hdr = { "Content-Type", "application/json" } },
+		{ .path = "/race",
+		  .status = 200,
+		  .body = json,
+		  .body_len = 24000,
+		  .hdr = { "Content-Type", "application/json" },
+		  .flags = TH_RT_SHARED },
 	};
 	struct client_ctx ctx[NT_THREADS];
 	pthread_t tid[NT_THREADS];
@@ -171,8 +199,8 @@ START_TEST(test_threads)
 		total += kinds[k];
 	ck_assert_uint_eq(total, NT_THREADS * NT_REQS);
 	/* prefetch + /race + the gzip kinds */
-	want[MHDGZ_COMPRESSED] =
-		1 + NT_THREADS + kinds[0] + kinds[2] + kinds[3] + kinds[7] + kinds[8];
+	want[MHDGZ_COMPRESSED] = 1 + NT_THREADS + kinds[0] + kinds[2] + kinds[3] + kinds[7] +
+				 kinds[8];
 	want[MHDGZ_SKIP_NOT_ACCEPTED] = kinds[1];
 	want[MHDGZ_SKIP_TYPE] = kinds[4];
 	want[MHDGZ_SKIP_SMALL] = kinds[5];
@@ -188,11 +216,10 @@ START_TEST(test_threads)
 	 * compresses, and the handle remembers the length under the strong
 	 * ETag "p", so the others do not; threads that miss at once may each
 	 * compress (at most one per thread). */
-	ck_assert_uint_ge(st.compressions,
-			  2 + kinds[0] + (kinds[6] > 0) + kinds[7] + kinds[8]);
-	ck_assert_uint_le(st.compressions,
-			  1 + NT_THREADS + kinds[0] + (kinds[6] > 0 ? NT_THREADS : 0) + kinds[7] +
-				  kinds[8]);
+	ck_assert_uint_ge(st.compressions, 2 + kinds[0] + (kinds[6] > 0) + kinds[7] + kinds[8]);
+	ck_assert_uint_le(st.compressions, 1 + NT_THREADS + kinds[0] +
+						   (kinds[6] > 0 ? NT_THREADS : 0) + kinds[7] +
+						   kinds[8]);
 	ck_assert_uint_ge(st.cache_hits, kinds[2] + kinds[3]);
 	ck_assert_uint_le(st.cache_hits, kinds[2] + kinds[3] + NT_THREADS - 1);
 	ck_assert_uint_eq(st.failures, 0);
@@ -209,5 +236,5 @@ END_TEST
 struct ck_case
 hnd_threads_case(void)
 {
-	return (struct ck_case){"threads", CK_CASE_TIMEOUT, {{test_threads, 0, 0}}};
+	return (struct ck_case){ "threads", CK_CASE_TIMEOUT, { { test_threads, 0, 0 } } };
 }

@@ -52,9 +52,13 @@ START_TEST(test_pipelined)
 	enum { LEN = 8192 };
 	uint8_t *body = tu_payload(LEN, TU_TEXT, 61);
 	struct th_route rt[] = {
-		{ .path = "/t", .status = 200, .body = body, .body_len = LEN,
+		{ .path = "/t",
+		  .status = 200,
+		  .body = body,
+		  .body_len = LEN,
 		  .hdr = { "Content-Type", "text/plain", "ETag", "\"w\"" },
-		  .flags = TH_RT_PRECOND | (_i ? TH_RT_SHARED : 0), .etag = "\"w\"" },
+		  .flags = TH_RT_PRECOND | (_i ? TH_RT_SHARED : 0),
+		  .etag = "\"w\"" },
 	};
 	static const struct wire_case cases[] = {
 		{ "GET /t HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n", false, 200, true,
@@ -142,5 +146,5 @@ END_TEST
 struct ck_case
 hnd_wire_case(void)
 {
-	return (struct ck_case){"wire", CK_CASE_TIMEOUT, {{test_pipelined, 0, 2}}};
+	return (struct ck_case){ "wire", CK_CASE_TIMEOUT, { { test_pipelined, 0, 2 } } };
 }

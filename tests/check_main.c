@@ -44,17 +44,18 @@ struct composed {
 static const struct composed composed[] = {
 #ifdef CHECK_BIN_HANDLER
 	/* buffer responses through a real daemon and libcurl */
-	{"e2e", {hnd_headers_case, hnd_etag_case, hnd_decision_case, hnd_buffer_case,
-		 hnd_threads_case, hnd_wire_case, hnd_ctors_case, hnd_memo_case}},
+	{ "e2e",
+	  { hnd_headers_case, hnd_etag_case, hnd_decision_case, hnd_buffer_case, hnd_threads_case,
+	    hnd_wire_case, hnd_ctors_case, hnd_memo_case } },
 #endif
 #ifdef CHECK_BIN_STREAMING
-	{"streaming_body",
-	 {stream_roundtrip_case, stream_decision_case, stream_file_case, stream_edge_case}},
-	{"streaming_live",
-	 {stream_reader_case, stream_latency_case,
-	  stream_shared_case, stream_lifetime_case, stream_alloc_case, stream_memory_case}},
+	{ "streaming_body",
+	  { stream_roundtrip_case, stream_decision_case, stream_file_case, stream_edge_case } },
+	{ "streaming_live",
+	  { stream_reader_case, stream_latency_case, stream_shared_case, stream_lifetime_case,
+	    stream_alloc_case, stream_memory_case } },
 #endif
-	{NULL, {NULL}},
+	{ NULL, { NULL } },
 };
 
 static Suite *
@@ -72,10 +73,15 @@ composed_suite(const struct composed *c)
 
 static Suite *(*const suites[])(void) = {
 #ifdef CHECK_BIN_CORE
-	backend_suite, stream_suite, alloc_suite, pool_suite, pump_suite,
+	backend_suite,
+	stream_suite,
+	alloc_suite,
+	pool_suite,
+	pump_suite,
 #endif
 #ifdef CHECK_BIN_HANDLER
-	negotiate_suite, fidelity_suite,
+	negotiate_suite,
+	fidelity_suite,
 #endif
 #ifdef CHECK_BIN_FAULTS
 	faults_suite,

@@ -139,9 +139,10 @@ START_TEST(test_ae_table)
 	unsigned int q = mhdgz_accept_gzip_q(c->count ? c->lines : (_i == 0 ? NULL : c->lines),
 					     c->count);
 
-	ck_assert_msg(q == c->q, "case %d: lines[0]=\"%s\" lines[1]=\"%s\" count=%zu: want %u got %u",
-		      _i, c->lines[0] ? c->lines[0] : "(null)",
-		      c->lines[1] ? c->lines[1] : "(null)", c->count, c->q, q);
+	ck_assert_msg(q == c->q,
+		      "case %d: lines[0]=\"%s\" lines[1]=\"%s\" count=%zu: want %u got %u", _i,
+		      c->lines[0] ? c->lines[0] : "(null)", c->lines[1] ? c->lines[1] : "(null)",
+		      c->count, c->q, q);
 }
 END_TEST
 
@@ -323,8 +324,8 @@ START_TEST(test_reason_names)
 		ck_assert_msg(names[r][0] != '\0', "reason %d has an empty name", r);
 		ck_assert_msg(strcmp(names[r], "unknown") != 0, "reason %d is 'unknown'", r);
 		for (const char *p = names[r]; *p; p++)
-			ck_assert_msg(!(*p >= 'A' && *p <= 'Z'), "reason %d name '%s' not lowercase",
-				      r, names[r]);
+			ck_assert_msg(!(*p >= 'A' && *p <= 'Z'),
+				      "reason %d name '%s' not lowercase", r, names[r]);
 		for (int o = 0; o < r; o++)
 			ck_assert_msg(strcmp(names[r], names[o]) != 0,
 				      "reasons %d and %d share the name '%s'", o, r, names[r]);
@@ -335,13 +336,13 @@ START_TEST(test_reason_names)
 	ck_assert_str_eq(mhdgz_reason_name(MHDGZ_REASON_COUNT), "unknown");
 	ck_assert_str_eq(mhdgz_reason_name((enum mhdgz_reason)(MHDGZ_REASON_COUNT + 100)),
 			 "unknown");
-	ck_assert_str_eq(mhdgz_reason_name((enum mhdgz_reason)-1), "unknown");
+	ck_assert_str_eq(mhdgz_reason_name((enum mhdgz_reason) - 1), "unknown");
 }
 END_TEST
 
 START_TEST(test_strerror)
 {
-	static const int codes[] = { MHDGZ_ENOMEM, MHDGZ_EINVAL, MHDGZ_EBACKEND, MHDGZ_ENOSPC,
+	static const int codes[] = { MHDGZ_ENOMEM,  MHDGZ_EINVAL, MHDGZ_EBACKEND, MHDGZ_ENOSPC,
 				     MHDGZ_ENOTSUP, MHDGZ_EMHD,   MHDGZ_EBUSY };
 	const char *msgs[N_ELEMS(codes)];
 
@@ -351,8 +352,8 @@ START_TEST(test_strerror)
 		ck_assert_msg(msgs[i] != NULL, "code %d: NULL", codes[i]);
 		ck_assert_msg(msgs[i][0] != '\0', "code %d: empty", codes[i]);
 		ck_assert_msg(strcmp(msgs[i], "unknown error") != 0, "code %d: unknown", codes[i]);
-		ck_assert_msg(strcmp(msgs[i], mhdgz_strerror(MHDGZ_OK)) != 0,
-			      "code %d: same as OK", codes[i]);
+		ck_assert_msg(strcmp(msgs[i], mhdgz_strerror(MHDGZ_OK)) != 0, "code %d: same as OK",
+			      codes[i]);
 		for (size_t j = 0; j < i; j++)
 			ck_assert_msg(strcmp(msgs[i], msgs[j]) != 0, "codes %d and %d: same text",
 				      codes[i], codes[j]);
@@ -399,13 +400,13 @@ START_TEST(test_backends)
 	ck_assert_int_eq(mhdgz_backend_available(MHDGZ_BACKEND_LIBDEFLATE), TH_HAVE_LIBDEFLATE);
 	ck_assert_int_eq(mhdgz_backend_available(MHDGZ_BACKEND_ISAL), TH_HAVE_ISAL);
 	ck_assert_int_eq(mhdgz_backend_available((enum mhdgz_backend)4), 0);
-	ck_assert_int_eq(mhdgz_backend_available((enum mhdgz_backend)-1), 0);
+	ck_assert_int_eq(mhdgz_backend_available((enum mhdgz_backend) - 1), 0);
 
 	ck_assert_str_eq(mhdgz_backend_name(MHDGZ_BACKEND_ZLIB), "zlib");
 	ck_assert_str_eq(mhdgz_backend_name(MHDGZ_BACKEND_LIBDEFLATE), "libdeflate");
 	ck_assert_str_eq(mhdgz_backend_name(MHDGZ_BACKEND_ISAL), "isal");
 	ck_assert_ptr_null(mhdgz_backend_name((enum mhdgz_backend)4));
-	ck_assert_ptr_null(mhdgz_backend_name((enum mhdgz_backend)-1));
+	ck_assert_ptr_null(mhdgz_backend_name((enum mhdgz_backend) - 1));
 
 	b = (enum mhdgz_backend)77;
 	ck_assert_int_eq(mhdgz_backend_from_name("zlib", &b), 0);
@@ -521,7 +522,7 @@ static const struct new_case new_cases[] = {
 	{ MHDGZ_BACKEND_ISAL, -1, 0, 0, 1, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_ISAL, 0, 0, 0, -1, MHDGZ_ENOTSUP },
 	{ (enum mhdgz_backend)4, 0, 0, 0, 0, MHDGZ_EINVAL },
-	{ (enum mhdgz_backend)-1, 0, 0, 0, 0, MHDGZ_EINVAL },
+	{ (enum mhdgz_backend) - 1, 0, 0, 0, 0, MHDGZ_EINVAL },
 	{ MHDGZ_BACKEND_ZLIB, 0, MHDGZ_F_NO_POOL, 0, 0, 0 },
 	{ MHDGZ_BACKEND_DEFAULT, 0, 0, MHDGZ_ETAG_SUFFIX, 0, 0 },
 	{ MHDGZ_BACKEND_DEFAULT, 0, 0, MHDGZ_ETAG_DROP, 0, 0 },
@@ -547,8 +548,9 @@ START_TEST(test_new_table)
 	o.flags = c->flags;
 	o.etag_policy = (enum mhdgz_etag_policy)c->etag_policy;
 	rc = mhdgz_new(&o, &gz);
-	ck_assert_msg(rc == c->want, "case %d (backend %d level %d flags %u etag %d): want %d got %d",
-		      _i, c->backend, c->level, c->flags, c->etag_policy, c->want, rc);
+	ck_assert_msg(rc == c->want,
+		      "case %d (backend %d level %d flags %u etag %d): want %d got %d", _i,
+		      c->backend, c->level, c->flags, c->etag_policy, c->want, rc);
 	if (rc == 0) {
 		ck_assert_ptr_nonnull(gz);
 		ck_assert_ptr_ne(gz, (struct mhdgz *)&o);
@@ -564,9 +566,15 @@ START_TEST(test_new_misc)
 	struct mhdgz_options o;
 	struct mhdgz *gz = NULL;
 	static const char *const bad_types[][2] = {
-		{ "text", NULL }, { "", NULL }, { "/json", NULL }, { "text/", NULL }, { "*/json", NULL },
+		{ "text", NULL },
+		{ "", NULL },
+		{ "/json", NULL },
+		{ "text/", NULL },
+		{ "*/json", NULL },
 		/* found by tests/fuzz/fuzz_types: a second slash was accepted */
-		{ "A.A//", NULL }, { "text/plain/x", NULL }, { "*/*+a/b", NULL },
+		{ "A.A//", NULL },
+		{ "text/plain/x", NULL },
+		{ "*/*+a/b", NULL },
 	};
 	static const char *const good_types[] = { "text/*", "*/*+json", "application/x-a", "*/*",
 						  NULL };
@@ -713,7 +721,7 @@ START_TEST(test_new_faults)
 
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
-	o.backend = (enum mhdgz_backend)_i; /* loop 0..2: default, zlib, libdeflate */
+	o.backend = (enum mhdgz_backend)_i;      /* loop 0..2: default, zlib, libdeflate */
 	if (!mhdgz_backend_available(o.backend)) /* configure --without-<lib> */
 		return;
 	for (k = 1; k <= 10000; k++) {
@@ -727,7 +735,8 @@ START_TEST(test_new_faults)
 			ck_assert_ptr_nonnull(gz);
 			mhdgz_free(gz);
 		} else {
-			ck_assert_msg(rc == MHDGZ_ENOMEM, "k=%llu: rc %d", (unsigned long long)k, rc);
+			ck_assert_msg(rc == MHDGZ_ENOMEM, "k=%llu: rc %d", (unsigned long long)k,
+				      rc);
 			ck_assert_msg(fired, "k=%llu: failed without an injected failure",
 				      (unsigned long long)k);
 			ck_assert_ptr_null(gz);
@@ -789,16 +798,16 @@ struct sel_req {
 static struct sel_req
 req_of(const char *const *lines, size_t count)
 {
-	return (struct sel_req){.ae = lines, .n = count, .flags = 0};
+	return (struct sel_req){ .ae = lines, .n = count, .flags = 0 };
 }
 
 /* The selection without a connection: hnd_select(), what
  * mhdgz_queue_response_ex() runs before MHD_queue_response(). */
 static int
-select_of(struct mhdgz *gz, const struct sel_req *rq, unsigned int status,
-	  struct MHD_Response *r, struct MHD_Response **q, enum mhdgz_reason *why)
+select_of(struct mhdgz *gz, const struct sel_req *rq, unsigned int status, struct MHD_Response *r,
+	  struct MHD_Response **q, enum mhdgz_reason *why)
 {
-	struct hnd_request hr = {.head = false, .flags = rq->flags};
+	struct hnd_request hr = { .head = false, .flags = rq->flags };
 	struct hnd_result res;
 	int rc;
 
@@ -916,7 +925,7 @@ START_TEST(test_select_bad_args)
 	struct mhdgz *gz;
 	uint8_t *body = tu_payload(4096, TU_TEXT, 2);
 	struct MHD_Response *r;
-	struct mhdgz_outcome o = {.size = sizeof o - 1};
+	struct mhdgz_outcome o = { .size = sizeof o - 1 };
 
 	ck_assert_int_eq(mhdgz_new(NULL, &gz), 0);
 	r = mhdgz_response_from_buffer(gz, 4096, body, MHD_RESPMEM_PERSISTENT);
@@ -1000,78 +1009,277 @@ struct sel_case {
 	const char *name;
 	unsigned int status;
 	size_t len;
-	int kind; /* SB_* */
+	int kind;           /* SB_* */
 	const char *hdr[7]; /* name, value pairs, NULL-terminated */
-	int ae; /* 1: Accept-Encoding: gzip */
+	int ae;             /* 1: Accept-Encoding: gzip */
 	int untracked, opt_out;
 	enum mhdgz_reason want;
 	int vary;
 };
 
 static const struct sel_case sel_cases[] = {
-	{ "plain", 200, 4096, SB_TEXT, { "Content-Type", "text/plain" }, 1, 0, 0,
-	  MHDGZ_COMPRESSED, 1 },
-	{ "cache-control other", 200, 4096, SB_TEXT,
-	  { "Content-Type", "text/plain", "Cache-Control", "public, max-age=60" }, 1, 0, 0,
-	  MHDGZ_COMPRESSED, 1 },
-	{ "content-encoding identity", 200, 4096, SB_TEXT,
-	  { "Content-Type", "text/plain", "Content-Encoding", "identity" }, 1, 0, 0,
-	  MHDGZ_COMPRESSED, 1 },
-	{ "not smaller", 200, 4096, SB_RANDOM, { "Content-Type", "text/plain" }, 1, 0, 0,
-	  MHDGZ_SKIP_NOT_SMALLER, -1 },
-	{ "small", 200, 1023, SB_RANDOM, { "Content-Type", "text/plain" }, 1, 0, 0,
-	  MHDGZ_SKIP_SMALL, 1 },
-	{ "small text", 200, 1023, SB_TEXT, { "Content-Type", "text/plain" }, 1, 0, 0,
-	  MHDGZ_SKIP_SMALL, 1 },
-	{ "exactly min_size", 200, 1024, SB_TEXT, { "Content-Type", "text/plain" }, 1, 0, 0,
-	  MHDGZ_COMPRESSED, 1 },
-	{ "not accepted", 200, 1023, SB_TEXT, { "Content-Type", "text/plain" }, 0, 0, 0,
-	  MHDGZ_SKIP_NOT_ACCEPTED, 1 },
-	{ "type", 200, 1023, SB_TEXT, { "Content-Type", "image/png" }, 0, 0, 0, MHDGZ_SKIP_TYPE,
-	  0 },
-	{ "empty", 200, 0, SB_TEXT, { "Content-Type", "image/png" }, 0, 0, 0, MHDGZ_SKIP_EMPTY,
+	{ "plain",
+	  200,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_COMPRESSED,
+	  1 },
+	{ "cache-control other",
+	  200,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain", "Cache-Control", "public, max-age=60" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_COMPRESSED,
+	  1 },
+	{ "content-encoding identity",
+	  200,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain", "Content-Encoding", "identity" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_COMPRESSED,
+	  1 },
+	{ "not smaller",
+	  200,
+	  4096,
+	  SB_RANDOM,
+	  { "Content-Type", "text/plain" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_NOT_SMALLER,
 	  -1 },
-	{ "no-transform", 200, 0, SB_TEXT,
-	  { "Content-Type", "text/plain", "Cache-Control", "no-transform" }, 1, 0, 0,
-	  MHDGZ_SKIP_NO_TRANSFORM, 0 },
-	{ "no-transform in a list, any case", 200, 4096, SB_TEXT,
-	  { "Content-Type", "text/plain", "Cache-Control", "public, No-Transform, max-age=5" }, 1,
-	  0, 0, MHDGZ_SKIP_NO_TRANSFORM, 0 },
-	{ "encoded", 200, 4096, SB_TEXT,
+	{ "small",
+	  200,
+	  1023,
+	  SB_RANDOM,
+	  { "Content-Type", "text/plain" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_SMALL,
+	  1 },
+	{ "small text",
+	  200,
+	  1023,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_SMALL,
+	  1 },
+	{ "exactly min_size",
+	  200,
+	  1024,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_COMPRESSED,
+	  1 },
+	{ "not accepted",
+	  200,
+	  1023,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain" },
+	  0,
+	  0,
+	  0,
+	  MHDGZ_SKIP_NOT_ACCEPTED,
+	  1 },
+	{ "type",
+	  200,
+	  1023,
+	  SB_TEXT,
+	  { "Content-Type", "image/png" },
+	  0,
+	  0,
+	  0,
+	  MHDGZ_SKIP_TYPE,
+	  0 },
+	{ "empty",
+	  200,
+	  0,
+	  SB_TEXT,
+	  { "Content-Type", "image/png" },
+	  0,
+	  0,
+	  0,
+	  MHDGZ_SKIP_EMPTY,
+	  -1 },
+	{ "no-transform",
+	  200,
+	  0,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain", "Cache-Control", "no-transform" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_NO_TRANSFORM,
+	  0 },
+	{ "no-transform in a list, any case",
+	  200,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain", "Cache-Control", "public, No-Transform, max-age=5" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_NO_TRANSFORM,
+	  0 },
+	{ "encoded",
+	  200,
+	  4096,
+	  SB_TEXT,
 	  { "Content-Type", "text/plain", "Content-Encoding", "br", "Cache-Control",
 	    "no-transform" },
-	  1, 0, 0, MHDGZ_SKIP_ENCODED, 0 },
-	{ "encoded gzip", 200, 4096, SB_TEXT,
-	  { "Content-Type", "text/plain", "Content-Encoding", "gzip" }, 1, 0, 0,
-	  MHDGZ_SKIP_ENCODED, 0 },
-	{ "range 206", 206, 4096, SB_TEXT,
-	  { "Content-Type", "text/plain", "Content-Encoding", "br" }, 1, 0, 0, MHDGZ_SKIP_RANGE,
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_ENCODED,
+	  0 },
+	{ "encoded gzip",
+	  200,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain", "Content-Encoding", "gzip" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_ENCODED,
+	  0 },
+	{ "range 206",
+	  206,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain", "Content-Encoding", "br" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_RANGE,
 	  -1 },
-	{ "content-range on 200", 200, 4096, SB_TEXT,
-	  { "Content-Type", "text/plain", "Content-Range", "bytes 0-4095/8000" }, 1, 0, 0,
-	  MHDGZ_SKIP_RANGE, -1 },
-	{ "status 204", 204, 4096, SB_TEXT, { "Content-Type", "text/plain" }, 1, 0, 0,
-	  MHDGZ_SKIP_STATUS, -1 },
-	{ "status 304", 304, 4096, SB_TEXT, { "Content-Type", "text/plain" }, 1, 0, 0,
-	  MHDGZ_SKIP_STATUS, -1 },
-	{ "status 101", 101, 4096, SB_TEXT, { "Content-Type", "text/plain" }, 1, 0, 0,
-	  MHDGZ_SKIP_STATUS, -1 },
-	{ "status 199 before range", 199, 4096, SB_TEXT,
-	  { "Content-Type", "text/plain", "Content-Range", "bytes 0-1/2" }, 1, 0, 0,
-	  MHDGZ_SKIP_STATUS, -1 },
-	{ "opt-out", 204, 4096, SB_TEXT, { "Content-Type", "text/plain" }, 1, 0, 1,
-	  MHDGZ_SKIP_OPT_OUT, 0 },
-	{ "opt-out of a compressible one", 200, 4096, SB_TEXT, { "Content-Type", "text/plain" },
-	  1, 0, 1, MHDGZ_SKIP_OPT_OUT, 0 },
-	{ "untracked", 200, 4096, SB_TEXT, { "Content-Type", "text/plain" }, 1, 1, 0,
-	  MHDGZ_SKIP_UNTRACKED, 0 },
+	{ "content-range on 200",
+	  200,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain", "Content-Range", "bytes 0-4095/8000" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_RANGE,
+	  -1 },
+	{ "status 204",
+	  204,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_STATUS,
+	  -1 },
+	{ "status 304",
+	  304,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_STATUS,
+	  -1 },
+	{ "status 101",
+	  101,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_STATUS,
+	  -1 },
+	{ "status 199 before range",
+	  199,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain", "Content-Range", "bytes 0-1/2" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_SKIP_STATUS,
+	  -1 },
+	{ "opt-out",
+	  204,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain" },
+	  1,
+	  0,
+	  1,
+	  MHDGZ_SKIP_OPT_OUT,
+	  0 },
+	{ "opt-out of a compressible one",
+	  200,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain" },
+	  1,
+	  0,
+	  1,
+	  MHDGZ_SKIP_OPT_OUT,
+	  0 },
+	{ "untracked",
+	  200,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain" },
+	  1,
+	  1,
+	  0,
+	  MHDGZ_SKIP_UNTRACKED,
+	  0 },
 	/* other statuses with content are compressed */
-	{ "status 404", 404, 4096, SB_TEXT, { "Content-Type", "text/html" }, 1, 0, 0,
-	  MHDGZ_COMPRESSED, 1 },
-	{ "status 500", 500, 4096, SB_TEXT, { "Content-Type", "application/json" }, 1, 0, 0,
-	  MHDGZ_COMPRESSED, 1 },
-	{ "status 201", 201, 4096, SB_TEXT, { "Content-Type", "text/plain" }, 1, 0, 0,
-	  MHDGZ_COMPRESSED, 1 },
+	{ "status 404",
+	  404,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/html" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_COMPRESSED,
+	  1 },
+	{ "status 500",
+	  500,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "application/json" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_COMPRESSED,
+	  1 },
+	{ "status 201",
+	  201,
+	  4096,
+	  SB_TEXT,
+	  { "Content-Type", "text/plain" },
+	  1,
+	  0,
+	  0,
+	  MHDGZ_COMPRESSED,
+	  1 },
 	/* sniffing without a Content-Type */
 	{ "sniff text", 200, 4096, SB_TEXT, { NULL }, 1, 0, 0, MHDGZ_COMPRESSED, 1 },
 	{ "sniff binary", 200, 4096, SB_BINARY, { NULL }, 1, 0, 0, MHDGZ_SKIP_TYPE, 0 },
@@ -1108,7 +1316,8 @@ START_TEST(test_select_reasons)
 		if (c->kind == SB_BINARY)
 			fill_binary(body, c->len);
 		else
-			tu_fill(body, c->len, c->kind == SB_TEXT ? TU_TEXT : TU_RANDOM, (uint32_t)i);
+			tu_fill(body, c->len, c->kind == SB_TEXT ? TU_TEXT : TU_RANDOM,
+				(uint32_t)i);
 		if (c->untracked)
 			r = MHD_create_response_from_buffer(c->len, body, MHD_RESPMEM_PERSISTENT);
 		else
@@ -1125,7 +1334,8 @@ START_TEST(test_select_reasons)
 			      mhdgz_reason_name(c->want), mhdgz_reason_name(why));
 		want[c->want]++;
 		if (c->want == MHDGZ_COMPRESSED) {
-			ck_assert_msg(q != r, "%s: compressed but the identity was returned", c->name);
+			ck_assert_msg(q != r, "%s: compressed but the identity was returned",
+				      c->name);
 			ck_assert_msg(resp_hdr_count(q, "Content-Encoding") == 1,
 				      "%s: %d Content-Encoding fields", c->name,
 				      resp_hdr_count(q, "Content-Encoding"));
@@ -1156,13 +1366,14 @@ START_TEST(test_select_reasons)
 				      "%s: response modified though only its variant was queued",
 				      c->name);
 			ck_assert_int_eq(select_of(gz, &none, c->status, r, &q, &why), 0);
-			ck_assert_msg(q == r && why == MHDGZ_SKIP_NOT_ACCEPTED, "%s: identity select",
-				      c->name);
+			ck_assert_msg(q == r && why == MHDGZ_SKIP_NOT_ACCEPTED,
+				      "%s: identity select", c->name);
 			want[MHDGZ_SKIP_NOT_ACCEPTED]++;
 			selects++;
 		}
 		if (c->vary == 1) {
-			ck_assert_msg(resp_hdr(r, "Vary") != NULL, "%s: identity lacks Vary", c->name);
+			ck_assert_msg(resp_hdr(r, "Vary") != NULL, "%s: identity lacks Vary",
+				      c->name);
 			ck_assert_str_eq(resp_hdr(r, "Vary"), "Accept-Encoding");
 		} else if (c->vary == 0) {
 			ck_assert_msg(resp_hdr(r, "Vary") == NULL, "%s: unexpected Vary '%s'",
@@ -1197,9 +1408,12 @@ START_TEST(test_select_backends)
 		int level;
 		unsigned int flags;
 	} cfg[] = {
-		{ MHDGZ_BACKEND_ZLIB, 1, 0 },       { MHDGZ_BACKEND_ZLIB, 9, MHDGZ_F_NO_POOL },
-		{ MHDGZ_BACKEND_LIBDEFLATE, 1, 0 }, { MHDGZ_BACKEND_LIBDEFLATE, 12, MHDGZ_F_NO_POOL },
-		{ MHDGZ_BACKEND_ISAL, 1, 0 }, { MHDGZ_BACKEND_ISAL, 4, 0 },
+		{ MHDGZ_BACKEND_ZLIB, 1, 0 },
+		{ MHDGZ_BACKEND_ZLIB, 9, MHDGZ_F_NO_POOL },
+		{ MHDGZ_BACKEND_LIBDEFLATE, 1, 0 },
+		{ MHDGZ_BACKEND_LIBDEFLATE, 12, MHDGZ_F_NO_POOL },
+		{ MHDGZ_BACKEND_ISAL, 1, 0 },
+		{ MHDGZ_BACKEND_ISAL, 4, 0 },
 	};
 	uint8_t *body = tu_payload(100000, TU_JSON, 3);
 
@@ -1345,21 +1559,36 @@ Suite *
 negotiate_suite(void)
 {
 	const struct ck_case cases[] = {
-		{"accept-encoding", CK_CASE_TIMEOUT, {
-			{test_ae_table, 0, (int)N_ELEMS(ae_cases)}, {test_ae_commas, 0, 0},
-			{test_ae_many_lines, 0, 0}}},
-		{"etag", CK_CASE_TIMEOUT, {
-			{test_etag_table, 0, (int)N_ELEMS(etag_cases)}, {test_etag_null, 0, 0},
-			{test_etag_long_list, 0, 0}}},
-		{"api", CK_CASE_TIMEOUT, {
-			{test_reason_names, 0, 0}, {test_strerror, 0, 0}, {test_version, 0, 0},
-			{test_backends, 0, 0}, {test_new_table, 0, (int)N_ELEMS(new_cases)},
-			{test_new_misc, 0, 0}, {test_stats_api, 0, 0}, {test_set_allocator, 0, 0},
-			{test_new_faults, 0, 3}, {test_response_api, 0, 0}}},
-		{"select", CK_CASE_TIMEOUT, {
-			{test_select_identity_and_variant, 0, 0}, {test_select_bad_args, 0, 0},
-			{test_select_reasons, 0, 0}, {test_select_backends, 0, 0},
-			{test_select_pool_stats, 0, 2}, {test_select_faults, 0, 6}}},
+		{ "accept-encoding",
+		  CK_CASE_TIMEOUT,
+		  { { test_ae_table, 0, (int)N_ELEMS(ae_cases) },
+		    { test_ae_commas, 0, 0 },
+		    { test_ae_many_lines, 0, 0 } } },
+		{ "etag",
+		  CK_CASE_TIMEOUT,
+		  { { test_etag_table, 0, (int)N_ELEMS(etag_cases) },
+		    { test_etag_null, 0, 0 },
+		    { test_etag_long_list, 0, 0 } } },
+		{ "api",
+		  CK_CASE_TIMEOUT,
+		  { { test_reason_names, 0, 0 },
+		    { test_strerror, 0, 0 },
+		    { test_version, 0, 0 },
+		    { test_backends, 0, 0 },
+		    { test_new_table, 0, (int)N_ELEMS(new_cases) },
+		    { test_new_misc, 0, 0 },
+		    { test_stats_api, 0, 0 },
+		    { test_set_allocator, 0, 0 },
+		    { test_new_faults, 0, 3 },
+		    { test_response_api, 0, 0 } } },
+		{ "select",
+		  CK_CASE_TIMEOUT,
+		  { { test_select_identity_and_variant, 0, 0 },
+		    { test_select_bad_args, 0, 0 },
+		    { test_select_reasons, 0, 0 },
+		    { test_select_backends, 0, 0 },
+		    { test_select_pool_stats, 0, 2 },
+		    { test_select_faults, 0, 6 } } },
 	};
 
 	return ck_suite("negotiate", cases, sizeof cases / sizeof cases[0]);

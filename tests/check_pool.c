@@ -19,11 +19,11 @@
 /* Stress shape: STRESS_THREADS threads each do STRESS_CYCLES
  * get/compress/put cycles on one pool. */
 #define STRESS_THREADS 8
-#define STRESS_CYCLES  10000
+#define STRESS_CYCLES 10000
 /* Small enough that 80,000 compressions take well under a second, large
  * enough that deflate emits more than a stored block. */
 #define STRESS_PAYLOAD_LEN 400
-#define STRESS_OUT_CAP     4096
+#define STRESS_OUT_CAP 4096
 /* The two idle caps the stress test runs with: below the thread count, so
  * puts overflow the pool and discards happen, and above it, so none do. */
 #define STRESS_CAP_SMALL 2
@@ -71,8 +71,8 @@ inuse_slot(const struct gz_compressor *c)
 {
 	uintptr_t key = (uintptr_t)c;
 	/* Fibonacci hash of the address without its alignment bits. */
-	size_t h =
-	    (size_t)(((uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull) >> 40) & (INUSE_SLOTS - 1);
+	size_t h = (size_t)(((uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull) >> 40) &
+		   (INUSE_SLOTS - 1);
 
 	for (size_t n = 0; n < INUSE_SLOTS; n++, h = (h + 1) & (INUSE_SLOTS - 1)) {
 		uintptr_t cur = atomic_load(&inuse_key[h]);
@@ -148,10 +148,11 @@ worker_main(void *arg)
 			uint8_t *dec = NULL;
 			size_t dec_len = 0;
 
-			w->roundtrip_ok =
-			    tu_gunzip(out, out_len, &dec, &dec_len) == 0 &&
-			    dec_len == STRESS_PAYLOAD_LEN && memcmp(dec, payload, dec_len) == 0 &&
-			    tu_check_member(out, out_len, payload, STRESS_PAYLOAD_LEN) == 0;
+			w->roundtrip_ok = tu_gunzip(out, out_len, &dec, &dec_len) == 0 &&
+					  dec_len == STRESS_PAYLOAD_LEN &&
+					  memcmp(dec, payload, dec_len) == 0 &&
+					  tu_check_member(out, out_len, payload,
+							  STRESS_PAYLOAD_LEN) == 0;
 			free(dec);
 			memcpy(ref, out, out_len);
 			ref_len = out_len;
@@ -215,13 +216,13 @@ run_stress(const struct gz_backend *be, size_t idle_cap)
 	for (unsigned int t = 0; t < STRESS_THREADS; t++) {
 		ck_assert_msg(!w[t].table_full, "in-use side table full");
 		ck_assert_msg(!w[t].double_use, "%s cap %zu: a compressor was held by two users",
-		              be->name, idle_cap);
+			      be->name, idle_cap);
 		ck_assert_msg(w[t].first_rc == 0, "%s thread %u: rc %d (%s)", be->name, t,
-		              w[t].first_rc, gz_strerror(w[t].first_rc));
+			      w[t].first_rc, gz_strerror(w[t].first_rc));
 		ck_assert_uint_eq(w[t].cycles_done, STRESS_CYCLES);
 		ck_assert_msg(w[t].roundtrip_ok, "%s thread %u: round trip failed", be->name, t);
 		ck_assert_msg(!w[t].output_mismatch, "%s thread %u: output changed on reuse",
-		              be->name, t);
+			      be->name, t);
 	}
 
 	gz_pool_get_stats(pool, &st);
@@ -260,7 +261,7 @@ START_TEST(test_levels)
 {
 	const struct gz_backend *be = gz_backends[_i];
 	struct gz_pool *pool = (struct gz_pool *)&pool; /* sentinel: untouched on error */
-	const int bad[] = {INT_MIN, be->level_min - 1, be->level_max + 1, INT_MAX};
+	const int bad[] = { INT_MIN, be->level_min - 1, be->level_max + 1, INT_MAX };
 
 	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
 		ck_assert_int_eq(gz_pool_new(be, bad[k], 4, &pool), GZ_EINVAL);
@@ -394,9 +395,9 @@ END_TEST
 /* Compress len bytes with FINISH through a stream, into out (out_cap bytes). */
 static int
 stream_member(struct gz_compressor *c, const uint8_t *in, size_t len, uint8_t *out, size_t out_cap,
-              size_t *out_len_ret)
+	      size_t *out_len_ret)
 {
-	struct gz_io io = {.in = in, .in_len = len, .out = out, .out_cap = out_cap};
+	struct gz_io io = { .in = in, .in_len = len, .out = out, .out_cap = out_cap };
 	int rc = 0;
 
 	/* Bounded: every call with room left makes progress. */
@@ -430,7 +431,7 @@ START_TEST(test_reset_on_put)
 	if (be->caps & GZ_CAP_STREAM) {
 		/* Half of a, sync-flushed, so the stream has emitted a header
 		 * and holds a's bytes in its window. */
-		struct gz_io io = {.in = a, .in_len = len / 2, .out = out, .out_cap = cap};
+		struct gz_io io = { .in = a, .in_len = len / 2, .out = out, .out_cap = cap };
 
 		ck_assert_int_eq(be->stream(c, &io, GZ_FLUSH_SYNC), 0);
 		ck_assert_uint_eq(io.in_len, 0);
@@ -486,8 +487,8 @@ START_TEST(test_get_enomem)
 		rc = gz_pool_get(pool, &c);
 		gz_pool_get_stats(pool, &st);
 		if (rc != 0) {
-			ck_assert_msg(rc == GZ_ENOMEM, "%s: fail point %llu: rc %d (%s)",
-			              be->name, (unsigned long long)k, rc, gz_strerror(rc));
+			ck_assert_msg(rc == GZ_ENOMEM, "%s: fail point %llu: rc %d (%s)", be->name,
+				      (unsigned long long)k, rc, gz_strerror(rc));
 			ck_assert(tu_alloc_failed());
 			get_failures++;
 			/* A failed get is not a get: nothing moved. */
@@ -552,7 +553,7 @@ fake_bound(const struct gz_compressor *c, size_t in_len)
 
 static int
 fake_compress(struct gz_compressor *c, const void *in, size_t in_len, void *out, size_t out_cap,
-              size_t *out_len_ret)
+	      size_t *out_len_ret)
 {
 	(void)c, (void)in, (void)in_len, (void)out, (void)out_cap, (void)out_len_ret;
 	return GZ_EBACKEND;
@@ -573,18 +574,18 @@ fake_stream(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush)
 }
 
 static const struct gz_backend fake_backend = {
-    .name = "fake",
-    .caps = GZ_CAP_ONESHOT | GZ_CAP_STREAM,
-    .level_min = 1,
-    .level_max = 3,
-    .level_default = 2,
-    .inst_nbytes = sizeof(struct fake_compressor),
-    .init = fake_init,
-    .fini = fake_fini,
-    .bound = fake_bound,
-    .compress = fake_compress,
-    .reset = fake_reset,
-    .stream = fake_stream,
+	.name = "fake",
+	.caps = GZ_CAP_ONESHOT | GZ_CAP_STREAM,
+	.level_min = 1,
+	.level_max = 3,
+	.level_default = 2,
+	.inst_nbytes = sizeof(struct fake_compressor),
+	.init = fake_init,
+	.fini = fake_fini,
+	.bound = fake_bound,
+	.compress = fake_compress,
+	.reset = fake_reset,
+	.stream = fake_stream,
 };
 
 /* A compressor whose reset fails is freed, not pooled, and counted as a
@@ -656,12 +657,17 @@ pool_suite(void)
 {
 	int nb = (int)tu_backend_count();
 	const struct ck_case cases[] = {
-		{"basic", 0, {
-			{test_levels, 0, nb}, {test_passthrough, 0, nb},
-			{test_cap_lifo_free, 0, nb}, {test_reset_on_put, 0, nb},
-			{test_scratch_trim, 0, nb}, {test_get_enomem, 0, nb},
-			{test_reset_failure_discards, 0, 0}, {test_passthrough_no_reset, 0, 0}}},
-		{"threads", STRESS_TIMEOUT_S, {{test_stress, 0, 2 * nb}}},
+		{ "basic",
+		  0,
+		  { { test_levels, 0, nb },
+		    { test_passthrough, 0, nb },
+		    { test_cap_lifo_free, 0, nb },
+		    { test_reset_on_put, 0, nb },
+		    { test_scratch_trim, 0, nb },
+		    { test_get_enomem, 0, nb },
+		    { test_reset_failure_discards, 0, 0 },
+		    { test_passthrough_no_reset, 0, 0 } } },
+		{ "threads", STRESS_TIMEOUT_S, { { test_stress, 0, 2 * nb } } },
 	};
 
 	return ck_suite("pool", cases, sizeof cases / sizeof cases[0]);

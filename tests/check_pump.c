@@ -103,8 +103,8 @@ follow_fini(struct follow *f)
 }
 
 /* Scripts: chunk sizes, 0 = a stall. */
-static const size_t script_bulk[] = {4096, 100, 0, 65536, 1, 0, 0, 3000};
-static const size_t script_ll[] = {300, 0, 120, 0, 7000};
+static const size_t script_bulk[] = { 4096, 100, 0, 65536, 1, 0, 0, 3000 };
+static const size_t script_ll[] = { 300, 0, 120, 0, 7000 };
 
 static const struct {
 	const size_t *script;
@@ -112,8 +112,10 @@ static const struct {
 	bool low_latency;
 	size_t out_cap; /* the reader's window, bytes */
 } cases[] = {
-	{script_bulk, 8, false, 16384}, {script_bulk, 8, false, 1},
-	{script_ll, 5, true, 16384},    {script_ll, 5, true, 7},
+	{ script_bulk, 8, false, 16384 },
+	{ script_bulk, 8, false, 1 },
+	{ script_ll, 5, true, 16384 },
+	{ script_ll, 5, true, 7 },
 };
 
 /* Every streaming backend at its default level, each scripted source and
@@ -126,8 +128,10 @@ START_TEST(test_pump_scripts)
 	const struct gz_backend *be = gz_backends[_i / (int)(sizeof cases / sizeof cases[0])];
 	int ci = _i % (int)(sizeof cases / sizeof cases[0]);
 	uint8_t *body = tu_payload(PUMP_BODY_LEN, TU_TEXT, (uint32_t)_i);
-	struct src s = {.body = body, .len = PUMP_BODY_LEN, .script = cases[ci].script,
-			.nscript = cases[ci].n};
+	struct src s = { .body = body,
+			 .len = PUMP_BODY_LEN,
+			 .script = cases[ci].script,
+			 .nscript = cases[ci].n };
 	struct gz_pool *pool;
 	struct gz_pool_stats ps;
 	struct gz_pump p;
@@ -206,9 +210,10 @@ START_TEST(test_pump_source_error)
 {
 	const struct gz_backend *be = &gz_backend_zlib;
 	uint8_t *body = tu_payload(PUMP_BODY_LEN, TU_TEXT, 9);
-	static const size_t script[] = {5000};
-	struct src s = {.body = body, .len = PUMP_BODY_LEN, .script = script, .nscript = 1,
-			.fail_at = 50000};
+	static const size_t script[] = { 5000 };
+	struct src s = {
+		.body = body, .len = PUMP_BODY_LEN, .script = script, .nscript = 1, .fail_at = 50000
+	};
 	struct gz_pool *pool;
 	struct gz_pool_stats ps;
 	struct gz_pump p;
@@ -249,7 +254,9 @@ START_TEST(test_pump_init)
 	for (i = 0; gz_backends[i]; i++) {
 		if (gz_backends[i]->caps & GZ_CAP_STREAM)
 			continue;
-		ck_assert_int_eq(gz_pool_new(gz_backends[i], gz_backends[i]->level_default, 1, &pool), 0);
+		ck_assert_int_eq(gz_pool_new(gz_backends[i], gz_backends[i]->level_default, 1,
+					     &pool),
+				 0);
 		ck_assert_int_eq(gz_pump_init(&p, pool, 4096, false), GZ_EINVAL);
 		gz_pump_fini(&p);
 		gz_pool_free(pool);
@@ -286,10 +293,14 @@ END_TEST
 Suite *
 pump_suite(void)
 {
-	const struct ck_case tc[] = {{"pump", 60, {
-		{test_pump_scripts, 0, (int)(tu_backend_count() * (sizeof cases / sizeof cases[0]))},
-		{test_pump_source_error, 0, 0},
-		{test_pump_init, 0, 0}}}};
+	const struct ck_case tc[] = {
+		{ "pump",
+		  60,
+		  { { test_pump_scripts, 0,
+		      (int)(tu_backend_count() * (sizeof cases / sizeof cases[0])) },
+		    { test_pump_source_error, 0, 0 },
+		    { test_pump_init, 0, 0 } } }
+	};
 
 	return ck_suite("pump", tc, 1);
 }

@@ -342,7 +342,8 @@ START_TEST(test_stream_one_byte)
 			struct gz_io io = { .in = NULL, .in_len = 0 };
 			size_t before = d.out_len;
 
-			HOT_CHECK(drv_call(&d, &io, 1, GZ_FLUSH_SYNC) == 0, "repeated flush failed");
+			HOT_CHECK(drv_call(&d, &io, 1, GZ_FLUSH_SYNC) == 0,
+				  "repeated flush failed");
 			HOT_CHECK(io.out_cap == 1 && d.out_len == before, "repeated flush wrote");
 		}
 	}
@@ -530,7 +531,7 @@ START_TEST(test_stream_bad_flush)
 
 	ck_assert_int_eq(gz_compressor_new(be, be->level_default, &c), 0);
 	ck_assert_int_eq(c->be->stream(c, &io, (enum gz_flush)3), GZ_EINVAL);
-	ck_assert_int_eq(c->be->stream(c, &io, (enum gz_flush)-1), GZ_EINVAL);
+	ck_assert_int_eq(c->be->stream(c, &io, (enum gz_flush) - 1), GZ_EINVAL);
 	ck_assert_uint_eq(io.in_len, sizeof in);
 	ck_assert_uint_eq(io.out_cap, sizeof out);
 	gz_compressor_free(c);
@@ -542,14 +543,18 @@ stream_suite(void)
 {
 	int nb = (int)stream_backend_count();
 	const struct ck_case cases[] = {
-		{"random", 120, {{test_stream_random, 0, (int)stream_pair_count()}}},
-		{"tiny", 60, {
-			{test_stream_one_byte, 0, nb * 2}, {test_stream_sync_every_byte, 0, nb},
-			{test_stream_sync_fixed_windows, 0, (int)stream_pair_count()},
-			{test_stream_empty, 0, nb * 2}}},
-		{"reset", 60, {
-			{test_stream_reset_midway, 0, nb}, {test_stream_after_compress, 0, nb},
-			{test_stream_bad_flush, 0, nb}}},
+		{ "random", 120, { { test_stream_random, 0, (int)stream_pair_count() } } },
+		{ "tiny",
+		  60,
+		  { { test_stream_one_byte, 0, nb * 2 },
+		    { test_stream_sync_every_byte, 0, nb },
+		    { test_stream_sync_fixed_windows, 0, (int)stream_pair_count() },
+		    { test_stream_empty, 0, nb * 2 } } },
+		{ "reset",
+		  60,
+		  { { test_stream_reset_midway, 0, nb },
+		    { test_stream_after_compress, 0, nb },
+		    { test_stream_bad_flush, 0, nb } } },
 	};
 
 	return ck_suite("stream", cases, sizeof cases / sizeof cases[0]);

@@ -45,28 +45,33 @@ Suite *pump_suite(void);    /* check_pump.c: the stream pump (gz_stream.c) */
 /* check_handler: */
 Suite *negotiate_suite(void); /* check_negotiate.c: pure functions, the selection */
 /* The "e2e" suite: buffer responses through a real daemon and libcurl. */
-struct ck_case hnd_headers_case(void); /* check_hnd_headers.c: headers kept, Vary, HEAD, 204/304 */
-struct ck_case hnd_etag_case(void); /* check_hnd_etag.c: ETag policies, conditional requests */
+struct ck_case hnd_headers_case(void);  /* check_hnd_headers.c: headers kept, Vary, HEAD, 204/304 */
+struct ck_case hnd_etag_case(void);     /* check_hnd_etag.c: ETag policies, conditional requests */
 struct ck_case hnd_decision_case(void); /* check_hnd_decision.c: what is compressed and why not */
-struct ck_case hnd_buffer_case(void); /* check_hnd_buffer.c: shared, memory modes, stats, faults, backends */
+struct ck_case
+hnd_buffer_case(void); /* check_hnd_buffer.c: shared, memory modes, stats, faults, backends */
 struct ck_case hnd_threads_case(void); /* check_hnd_threads.c: eight client threads at once */
-struct ck_case hnd_wire_case(void); /* check_hnd_wire.c: exact bytes, pipelining (raw socket) */
-struct ck_case hnd_ctors_case(void); /* check_hnd_ctors.c: every body constructor twin */
-struct ck_case hnd_memo_case(void); /* check_hnd_memo.c: gzip lengths by strong ETag */
+struct ck_case hnd_wire_case(void);    /* check_hnd_wire.c: exact bytes, pipelining (raw socket) */
+struct ck_case hnd_ctors_case(void);   /* check_hnd_ctors.c: every body constructor twin */
+struct ck_case hnd_memo_case(void);    /* check_hnd_memo.c: gzip lengths by strong ETag */
 /* The "fidelity" suite: issue 12 on the wire (raw socket, pipelined). */
 Suite *fidelity_suite(void); /* check_hnd_fidelity.c: HEAD, 1xx/204/304, 206, flags, digests */
 
 /* check_streaming: the suite "streaming_body", */
-struct ck_case stream_roundtrip_case(void); /* check_hnd_stream_roundtrip.c: chunk sizes, backends */
-struct ck_case stream_decision_case(void); /* check_hnd_stream_decision.c: what is compressed, headers */
+struct ck_case
+stream_roundtrip_case(void); /* check_hnd_stream_roundtrip.c: chunk sizes, backends */
+struct ck_case
+stream_decision_case(void); /* check_hnd_stream_decision.c: what is compressed, headers */
 struct ck_case stream_file_case(void); /* check_hnd_stream_file.c: file responses */
 struct ck_case stream_edge_case(void); /* check_hnd_stream_edge.c: short, empty, ETag, trailers */
 /* and the suite "streaming_live": */
-struct ck_case stream_reader_case(void); /* check_hnd_stream_reader.c: readers returning 0, errors */
+struct ck_case
+stream_reader_case(void); /* check_hnd_stream_reader.c: readers returning 0, errors */
 struct ck_case stream_latency_case(void); /* check_hnd_stream_latency.c: SSE, flushes, API */
 struct ck_case stream_shared_case(void); /* check_hnd_stream_shared.c: one response, many clients */
-struct ck_case stream_lifetime_case(void); /* check_hnd_stream_lifetime.c: disconnects, stops, HEAD */
-struct ck_case stream_alloc_case(void); /* check_hnd_stream_reader.c: allocation failures */
+struct ck_case
+stream_lifetime_case(void);              /* check_hnd_stream_lifetime.c: disconnects, stops, HEAD */
+struct ck_case stream_alloc_case(void);  /* check_hnd_stream_reader.c: allocation failures */
 struct ck_case stream_memory_case(void); /* check_hnd_stream_lifetime.c: 1 GiB in bounded memory */
 
 /* check_faults: */

@@ -84,7 +84,8 @@ th_start_ex(struct th_server *s, struct mhdgz *gz, const struct th_daemon_opts *
 							    (intptr_t)o->conn_memory_nbytes, NULL };
 		opt[n] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
 		s->d = MHD_start_daemon(flags, 0, NULL, NULL, th_access, s, MHD_OPTION_SOCK_ADDR,
-					(struct sockaddr *)&sa, MHD_OPTION_ARRAY, opt, MHD_OPTION_END);
+					(struct sockaddr *)&sa, MHD_OPTION_ARRAY, opt,
+					MHD_OPTION_END);
 	}
 	ck_assert_msg(s->d != NULL, "MHD_start_daemon failed");
 	di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -93,8 +94,7 @@ th_start_ex(struct th_server *s, struct mhdgz *gz, const struct th_daemon_opts *
 }
 
 void
-th_start(struct th_server *s, struct mhdgz *gz, unsigned int threads, th_route_fn route,
-	 void *cls)
+th_start(struct th_server *s, struct mhdgz *gz, unsigned int threads, th_route_fn route, void *cls)
 {
 	struct th_daemon_opts o = { .mhd_flags = threads > 0 ? MHD_USE_POLL : MHD_USE_AUTO,
 				    .pool_threads = threads };
@@ -212,8 +212,7 @@ site_queue(struct th_site *s, struct MHD_Connection *conn, const char *method,
 }
 
 static enum MHD_Result
-site_route(struct th_server *srv, struct MHD_Connection *conn, const char *url,
-	   const char *method)
+site_route(struct th_server *srv, struct MHD_Connection *conn, const char *url, const char *method)
 {
 	struct th_site *s = srv->cls;
 	struct th_route *rt = NULL;
@@ -238,8 +237,8 @@ site_route(struct th_server *srv, struct MHD_Connection *conn, const char *url,
 		else if (pc != 0)
 			atomic_fetch_add(&s->errors, 1);
 	}
-	return site_queue(s, conn, method, rt, (rt->flags & TH_RT_SHARED) ? rt->shared : site_make(s, rt),
-			  status);
+	return site_queue(s, conn, method, rt,
+			  (rt->flags & TH_RT_SHARED) ? rt->shared : site_make(s, rt), status);
 }
 
 void
@@ -447,9 +446,9 @@ th_curl_prepare(CURL *h, uint16_t port, const char *path, unsigned int flags, st
 	}
 	if (flags & TH_RAW)
 		curl_easy_setopt(h, CURLOPT_HTTP_TRANSFER_DECODING, 0L);
-	curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (flags & TH_HTTP10) ?
-							  (long)CURL_HTTP_VERSION_1_0 :
-							  (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(h, CURLOPT_HTTP_VERSION,
+			 (flags & TH_HTTP10) ? (long)CURL_HTTP_VERSION_1_0
+					     : (long)CURL_HTTP_VERSION_1_1);
 	if (flags & TH_FRESH) {
 		curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
 		curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
@@ -881,7 +880,9 @@ th_raw_expect_idle(int fd, unsigned int wait_ms, const char *ctx)
 	ssize_t n = rc == 1 ? recv(fd, &c, 1, MSG_PEEK) : -1;
 
 	ck_assert_msg(rc == 0, "%s: after the last response: %s", ctx,
-		      n == 0 ? "the connection was closed" : n > 0 ? "stray bytes" : "poll error");
+		      n == 0  ? "the connection was closed"
+		      : n > 0 ? "stray bytes"
+			      : "poll error");
 }
 
 void
@@ -947,8 +948,7 @@ th_v_content_length(const struct th_reply *r, size_t want, char *err, size_t err
  * (NULL-terminated; NULL for none), each once.
  */
 static int
-vary_check(const struct th_reply *r, const char *const *extra, int strict, char *err,
-	   size_t errcap)
+vary_check(const struct th_reply *r, const char *const *extra, int strict, char *err, size_t errcap)
 {
 	unsigned int nv;
 	const char *v = th_header(r, "Vary", &nv), *p;
@@ -1016,8 +1016,8 @@ v_status(const struct th_reply *r, long want_status, char *err, size_t errcap)
 }
 
 int
-th_v_gzip(const struct th_reply *r, long want_status, const void *orig, size_t orig_len,
-	  char *err, size_t errcap)
+th_v_gzip(const struct th_reply *r, long want_status, const void *orig, size_t orig_len, char *err,
+	  size_t errcap)
 {
 	unsigned int nce;
 	const char *ce = th_header(r, "Content-Encoding", &nce);
@@ -1033,8 +1033,8 @@ th_v_gzip(const struct th_reply *r, long want_status, const void *orig, size_t o
 	if (th_v_content_length(r, r->body_len, err, errcap))
 		return -1;
 	if (r->body_len >= orig_len)
-		return v_fail(err, errcap, "gzip body %zu bytes, not smaller than %zu",
-			      r->body_len, orig_len);
+		return v_fail(err, errcap, "gzip body %zu bytes, not smaller than %zu", r->body_len,
+			      orig_len);
 	if (ar && strcasecmp(ar, "bytes") == 0)
 		return v_fail(err, errcap, "Accept-Ranges: bytes on a gzip response");
 	if (tu_gunzip(r->body, r->body_len, &out, &out_len) != 0)
@@ -1047,7 +1047,8 @@ th_v_gzip(const struct th_reply *r, long want_status, const void *orig, size_t o
 	}
 	free(out);
 	if (tu_check_member(r->body, r->body_len, orig, orig_len) != 0)
-		return v_fail(err, errcap, "gzip header/trailer not as RFC 1952 and the header say");
+		return v_fail(err, errcap,
+			      "gzip header/trailer not as RFC 1952 and the header say");
 	/* Vary: Accept-Encoding once; other tokens are the caller's to check. */
 	return vary_check(r, NULL, 0, err, errcap);
 }

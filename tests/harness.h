@@ -35,7 +35,7 @@
 #if defined(__SANITIZE_ADDRESS__)
 #define TH_SANITIZED 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) ||                      \
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) ||                         \
 	__has_feature(thread_sanitizer)
 #define TH_SANITIZED 1
 #endif
@@ -96,7 +96,8 @@ struct mhdgz *th_gz_new(enum mhdgz_backend backend, int level, size_t min_nbytes
 #define TH_RT_SHARED 0x1u    /* one response made at start, queued for every request */
 #define TH_RT_UNTRACKED 0x2u /* MHD_create_response_from_buffer, not mhdgz's */
 #define TH_RT_IDENTITY 0x4u  /* mhdgz_response_set_identity() before queueing */
-#define TH_RT_PRECOND 0x8u   /* mhdgz_evaluate_preconditions(etag) first: 304 queues
+#define TH_RT_PRECOND                                                                              \
+	0x8u /* mhdgz_evaluate_preconditions(etag) first: 304 queues
 			      * this route's own response with status 304, 412 an
 			      * empty response */
 
@@ -108,9 +109,9 @@ struct th_route {
 	const void *body;
 	size_t body_len;
 	enum MHD_ResponseMemoryMode mode;
-	const char *hdr[41]; /* name, value pairs, NULL-terminated */
-	unsigned int flags;  /* TH_RT_* */
-	const char *etag;    /* TH_RT_PRECOND: the resource's ETag as the app sets it */
+	const char *hdr[41];         /* name, value pairs, NULL-terminated */
+	unsigned int flags;          /* TH_RT_* */
+	const char *etag;            /* TH_RT_PRECOND: the resource's ETag as the app sets it */
 	struct MHD_Response *shared; /* TH_RT_SHARED: made by th_site_start */
 };
 
@@ -145,7 +146,8 @@ void th_site_done(struct th_site *s, CURL *h, void *body);
 #define TH_RAW 0x8u     /* CURLOPT_HTTP_TRANSFER_DECODING 0: raw chunked bytes */
 #define TH_HTTP10 0x10u /* an HTTP/1.0 request (no chunked coding possible) */
 #define TH_POST 0x20u   /* POST with an empty body */
-#define TH_FRESH 0x40u  /* a new connection, not kept (libcurl would retry a
+#define TH_FRESH                                                                                   \
+	0x40u /* a new connection, not kept (libcurl would retry a
 			 * request the server closed on a reused one) */
 
 struct th_reply;
@@ -168,12 +170,12 @@ struct th_reply {
 	bool hdr_overflow;
 	/* Set by the caller, kept across requests: */
 	const char *accept_encoding; /* non-NULL: sent as the Accept-Encoding line */
-	bool discard;       /* keep no body bytes (only count them and call on_data) */
-	size_t abort_after; /* > 0: the write callback fails once this many bytes are in */
-	th_data_fn on_data; /* optional */
-	void *cls;          /* for on_data */
-	unsigned long timeout_ms; /* whole transfer; 0: TH_CURL_TIMEOUT_S */
-	uint64_t writes;    /* write callback calls */
+	bool discard;                /* keep no body bytes (only count them and call on_data) */
+	size_t abort_after;          /* > 0: the write callback fails once this many bytes are in */
+	th_data_fn on_data;          /* optional */
+	void *cls;                   /* for on_data */
+	unsigned long timeout_ms;    /* whole transfer; 0: TH_CURL_TIMEOUT_S */
+	uint64_t writes;             /* write callback calls */
 };
 
 /* Zero a reply; free what it holds (and zero it again). */
@@ -199,8 +201,7 @@ CURLcode th_fetch_ex(CURL *h, uint16_t port, const char *path, unsigned int flag
 void th_curl_prepare(CURL *h, uint16_t port, const char *path, unsigned int flags,
 		     struct th_reply *r);
 void th_reply_info(CURL *h, struct th_reply *r);
-CURLcode th_fetch(CURL *h, uint16_t port, const char *path, unsigned int flags,
-		  struct th_reply *r);
+CURLcode th_fetch(CURL *h, uint16_t port, const char *path, unsigned int flags, struct th_reply *r);
 
 /* The value of the first header line named name (case-insensitive), or
  * NULL; *count_ret (may be NULL) receives how many lines have the name. */
@@ -231,10 +232,10 @@ void th_raw_send(int fd, const void *req, size_t len);
 struct th_raw_response {
 	uint8_t *bytes; /* malloc'd: the whole response, head and body */
 	size_t len;
-	size_t head_len;   /* bytes up to and including the empty line */
+	size_t head_len; /* bytes up to and including the empty line */
 	int status;
-	bool chunked;      /* Transfer-Encoding: chunked */
-	size_t body_off;   /* == head_len */
+	bool chunked;    /* Transfer-Encoding: chunked */
+	size_t body_off; /* == head_len */
 };
 
 /*

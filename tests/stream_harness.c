@@ -88,9 +88,9 @@ body_route(struct th_server *s, struct MHD_Connection *c, const char *url, const
 		int fd = dup(f->fd);
 
 		if (fd >= 0)
-			r = f->kind == BF_FD
-				    ? mhdgz_response_from_fd(s->gz, (size_t)f->size, fd)
-				    : mhdgz_response_from_fd_at_offset64(s->gz, f->size, fd, f->offset);
+			r = f->kind == BF_FD ? mhdgz_response_from_fd(s->gz, (size_t)f->size, fd)
+					     : mhdgz_response_from_fd_at_offset64(s->gz, f->size,
+										  fd, f->offset);
 	}
 	if (!r) {
 		atomic_fetch_add(&f->create_failures, 1);
@@ -378,8 +378,7 @@ expect_identity(const struct th_reply *r, const uint8_t *want, size_t want_len, 
 	const char *v;
 	char num[32];
 
-	ck_assert_msg(r->rc == CURLE_OK, "identity transfer failed: %s",
-		      curl_easy_strerror(r->rc));
+	ck_assert_msg(r->rc == CURLE_OK, "identity transfer failed: %s", curl_easy_strerror(r->rc));
 	ck_assert_int_eq(r->status, 200);
 	v = th_header(r, "Content-Encoding", NULL);
 	if (ce_want)

@@ -53,13 +53,13 @@ enum bf_kind { BF_CALLBACK, BF_FD, BF_FD_OFFSET };
  * mhdgz_queue_response and destroyed at once (the usual pattern). */
 struct bfix {
 	enum bf_kind kind;
-	struct th_src src;    /* BF_CALLBACK: the body; counts frees */
-	uint64_t size;        /* announced size, or MHD_SIZE_UNKNOWN */
-	size_t block_size;    /* BF_CALLBACK */
-	int fd;               /* BF_FD*: the test's descriptor, dup'ed per response */
-	uint64_t offset;      /* BF_FD_OFFSET */
-	unsigned int status;  /* 0 = 200 */
-	const char *hdr[13];  /* name, value pairs, NULL-terminated */
+	struct th_src src;   /* BF_CALLBACK: the body; counts frees */
+	uint64_t size;       /* announced size, or MHD_SIZE_UNKNOWN */
+	size_t block_size;   /* BF_CALLBACK */
+	int fd;              /* BF_FD*: the test's descriptor, dup'ed per response */
+	uint64_t offset;     /* BF_FD_OFFSET */
+	unsigned int status; /* 0 = 200 */
+	const char *hdr[13]; /* name, value pairs, NULL-terminated */
 	ssize_t (*reader)(void *cls, uint64_t pos, char *buf, size_t max); /* NULL = th_src_read */
 	const char *footer_name, *footer_value; /* a trailer field, if set */
 	_Atomic unsigned int create_failures;
@@ -91,10 +91,10 @@ struct lfix;
  * callback has run (a reader call after it is a use after free). */
 struct rstate {
 	struct lfix *f;
-	uint64_t next_pos;     /* the position the next call should have */
-	unsigned int zeros;    /* 0 returns left at the current stop */
-	uint64_t stop_pos;     /* position of the current stop */
-	uint64_t stop_t0;      /* ms when the current stop began */
+	uint64_t next_pos;  /* the position the next call should have */
+	unsigned int zeros; /* 0 returns left at the current stop */
+	uint64_t stop_pos;  /* position of the current stop */
+	uint64_t stop_t0;   /* ms when the current stop began */
 	_Atomic bool freed;
 };
 
@@ -105,18 +105,18 @@ struct rstate {
  */
 struct lfix {
 	const uint8_t *data;
-	size_t data_len;       /* the generator cycles over data[0..data_len) */
-	uint64_t len;          /* body length */
-	bool known;            /* announce len (else MHD_SIZE_UNKNOWN) */
+	size_t data_len; /* the generator cycles over data[0..data_len) */
+	uint64_t len;    /* body length */
+	bool known;      /* announce len (else MHD_SIZE_UNKNOWN) */
 	size_t block_size;
-	size_t chunk;          /* most bytes per call */
+	size_t chunk; /* most bytes per call */
 	const char *ctype;
 	const char *etag;
-	uint64_t err_at;       /* UINT64_MAX: never; else END_WITH_ERROR at this position */
-	uint64_t stop_every;   /* > 0: stop (return 0) at every multiple of this position */
-	bool stop_at_start;    /* stop at position 0 too */
-	unsigned int stop_zeros;  /* counted stops: this many 0 returns */
-	unsigned int stop_ms;     /* timed stops: return 0 for this many ms */
+	uint64_t err_at;         /* UINT64_MAX: never; else END_WITH_ERROR at this position */
+	uint64_t stop_every;     /* > 0: stop (return 0) at every multiple of this position */
+	bool stop_at_start;      /* stop at position 0 too */
+	unsigned int stop_zeros; /* counted stops: this many 0 returns */
+	unsigned int stop_ms;    /* timed stops: return 0 for this many ms */
 	struct rstate rs[MAX_RESP];
 	_Atomic unsigned int nresp;
 	_Atomic unsigned int frees;

@@ -22,9 +22,10 @@ tu_rand(uint32_t *s)
 }
 
 static const char *const tu_words[] = {
-	"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "compression",
-	"header", "response", "content", "encoding", "gzip", "vary", "accept", "server",
-	"client", "request", "body", "libmicrohttpd", "deflate", "member", "window",
+	"the",      "quick", "brown",         "fox",     "jumps",    "over",
+	"lazy",     "dog",   "compression",   "header",  "response", "content",
+	"encoding", "gzip",  "vary",          "accept",  "server",   "client",
+	"request",  "body",  "libmicrohttpd", "deflate", "member",   "window",
 };
 
 void
@@ -42,14 +43,17 @@ tu_fill(uint8_t *buf, size_t len, enum tu_kind kind, uint32_t seed)
 	while (i < len) {
 		int n;
 		if (kind == TU_TEXT) {
-			const char *w = tu_words[tu_rand(&s) % (sizeof tu_words / sizeof tu_words[0])];
-			n = snprintf(tmp, sizeof tmp, "%s%s", w, (tu_rand(&s) % 11 == 0) ? ".\n" : " ");
+			const char *w =
+				tu_words[tu_rand(&s) % (sizeof tu_words / sizeof tu_words[0])];
+			n = snprintf(tmp, sizeof tmp, "%s%s", w,
+				     (tu_rand(&s) % 11 == 0) ? ".\n" : " ");
 		} else {
 			uint32_t id = tu_rand(&s) % 100000;
-			n = snprintf(tmp, sizeof tmp,
-				     "{\"id\":%u,\"name\":\"%s %s\",\"active\":%s,\"score\":%u.%02u},",
-				     id, tu_words[id % 24], tu_words[(id / 24) % 24],
-				     (id & 1) ? "true" : "false", id % 1000, id % 100);
+			n = snprintf(
+				tmp, sizeof tmp,
+				"{\"id\":%u,\"name\":\"%s %s\",\"active\":%s,\"score\":%u.%02u},",
+				id, tu_words[id % 24], tu_words[(id / 24) % 24],
+				(id & 1) ? "true" : "false", id % 1000, id % 100);
 		}
 		for (int k = 0; k < n && i < len; k++)
 			buf[i++] = (uint8_t)tmp[k];

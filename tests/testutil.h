@@ -41,9 +41,9 @@ size_t tu_backend_count(void);
  */
 void tu_alloc_install(uint64_t fail_at);
 void tu_alloc_uninstall(void);
-uint64_t tu_alloc_count(void);   /* allocations attempted since install */
-int64_t tu_alloc_live(void);     /* blocks allocated and not yet freed */
-int tu_alloc_failed(void);       /* nonzero once the injected failure fired */
+uint64_t tu_alloc_count(void); /* allocations attempted since install */
+int64_t tu_alloc_live(void);   /* blocks allocated and not yet freed */
+int tu_alloc_failed(void);     /* nonzero once the injected failure fired */
 /* Re-arm while installed (and while mhdgz memory is live): the k-th
  * allocation from now (1-based) fails; 0 disarms. Clears the fired flag;
  * the count and live counters carry on. */

@@ -222,7 +222,7 @@ struct events {
 	unsigned int sent;
 	char pending[192]; /* the current event, for a reader buffer too small */
 	size_t pend_len, pend_off;
-	bool waiting;     /* suspended, on the ticker's list */
+	bool waiting; /* suspended, on the ticker's list */
 	struct events *next;
 };
 
@@ -423,17 +423,19 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 	f = open_memstream(&body, &len);
 	if (!f)
 		return MHD_NO;
-	fprintf(f, "{\"version\":\"%s\",\"backend\":\"%s\",\"level\":%d,\"responses\":%" PRIu64
-		   ",\"compressed\":%" PRIu64 ",\"reasons\":{",
+	fprintf(f,
+		"{\"version\":\"%s\",\"backend\":\"%s\",\"level\":%d,\"responses\":%" PRIu64
+		",\"compressed\":%" PRIu64 ",\"reasons\":{",
 		mhdgz_version(), mhdgz_backend_name(s->cfg.backend), s->level, st.responses,
 		st.compressed);
 	for (i = 0; i < MHDGZ_REASON_COUNT; i++)
 		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
 			mhdgz_reason_name((enum mhdgz_reason)i), st.reasons[i]);
-	fprintf(f, "},\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"compressions\":%" PRIu64
-		   ",\"failures\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"pool_gets\":%" PRIu64
-		   ",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64
-		   ",\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d}}\n",
+	fprintf(f,
+		"},\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"compressions\":%" PRIu64
+		",\"failures\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"pool_gets\":%" PRIu64
+		",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64
+		",\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d}}\n",
 		st.bytes_in, st.bytes_out, st.compressions, st.failures, st.cache_hits,
 		st.pool_gets, st.pool_misses, st.pool_idle, (uint64_t)atomic_load(&s->requests),
 		atomic_load(&s->in_flight));
@@ -459,27 +461,34 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 int
 demo_init(struct server *s)
 {
-	static const size_t sizes[3] = {PAYLOAD_JSON_2K, PAYLOAD_JSON_20K, PAYLOAD_JSON_100K};
-	static const char *const names[3] = {"/2k.json", "/20k.json", "/100k.json"};
+	static const size_t sizes[3] = { PAYLOAD_JSON_2K, PAYLOAD_JSON_20K, PAYLOAD_JSON_100K };
+	static const char *const names[3] = { "/2k.json", "/20k.json", "/100k.json" };
 	size_t i;
 
 	s->ndemos = 6;
 	s->demos = calloc(s->ndemos, sizeof *s->demos);
 	if (!s->demos)
 		return -1;
-	s->demos[0] = (struct demo){.path = "/", .type = "text/html; charset=utf-8",
-				    .body = (const uint8_t *)demo_index,
-				    .len = sizeof demo_index - 1};
-	s->demos[1] = (struct demo){.path = "/style.css", .type = "text/css; charset=utf-8",
-				    .body = (const uint8_t *)demo_css, .len = sizeof demo_css - 1};
-	s->demos[2] = (struct demo){.path = "/app.js", .type = "text/javascript; charset=utf-8",
-				    .body = (const uint8_t *)demo_js, .len = sizeof demo_js - 1};
+	s->demos[0] = (struct demo){ .path = "/",
+				     .type = "text/html; charset=utf-8",
+				     .body = (const uint8_t *)demo_index,
+				     .len = sizeof demo_index - 1 };
+	s->demos[1] = (struct demo){ .path = "/style.css",
+				     .type = "text/css; charset=utf-8",
+				     .body = (const uint8_t *)demo_css,
+				     .len = sizeof demo_css - 1 };
+	s->demos[2] = (struct demo){ .path = "/app.js",
+				     .type = "text/javascript; charset=utf-8",
+				     .body = (const uint8_t *)demo_js,
+				     .len = sizeof demo_js - 1 };
 	for (i = 0; i < 3; i++) {
 		/* Valid JSON of exactly the benchmark sizes (see payload.h). */
 		if (payload_json_sized(sizes[i], &s->payload[i]) != sizes[i])
 			return -1;
-		s->demos[3 + i] = (struct demo){.path = names[i], .type = "application/json",
-						.body = s->payload[i], .len = sizes[i]};
+		s->demos[3 + i] = (struct demo){ .path = names[i],
+						 .type = "application/json",
+						 .body = s->payload[i],
+						 .len = sizes[i] };
 	}
 	for (i = 0; i < s->ndemos; i++) {
 		struct demo *d = &s->demos[i];

@@ -444,8 +444,8 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 
 	len = (uint64_t)st.st_size;
 	/* Ranges of the identity body only; a precompressed body is sent whole. */
-	if (is_get && !not_modified && gzfd < 0 && if_range_ok(conn, etag, st.st_mtim.tv_sec,
-							 s->cfg.etag == MHDGZ_ETAG_KEEP))
+	if (is_get && !not_modified && gzfd < 0 &&
+	    if_range_ok(conn, etag, st.st_mtim.tv_sec, s->cfg.etag == MHDGZ_ETAG_KEEP))
 		range = parse_range(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 								MHD_HTTP_HEADER_RANGE),
 				    len, &first, &last);
@@ -473,7 +473,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 		r = mhdgz_response_from_fd_at_offset64(s->gz, len, fd, 0);
 	if (!r)
 		goto oom; /* fd is still ours (as with libmicrohttpd): closed there */
-	fd = -1; /* the response owns it now */
+	fd = -1;          /* the response owns it now */
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_LAST_MODIFIED, lastmod);

@@ -225,20 +225,20 @@ parse_options(int argc, char **argv, struct config *cfg)
 		O_HELP
 	};
 	static const struct option longopts[] = {
-		{"bind", required_argument, NULL, O_BIND},
-		{"port", required_argument, NULL, O_PORT},
-		{"root", required_argument, NULL, O_ROOT},
-		{"backend", required_argument, NULL, O_BACKEND},
-		{"level", required_argument, NULL, O_LEVEL},
-		{"min-size", required_argument, NULL, O_MIN_SIZE},
-		{"types", required_argument, NULL, O_TYPES},
-		{"threads", required_argument, NULL, O_THREADS},
-		{"precompressed", no_argument, NULL, O_PRECOMPRESSED},
-		{"etag", required_argument, NULL, O_ETAG},
-		{"no-compress", no_argument, NULL, O_NO_COMPRESS},
-		{"quiet", no_argument, NULL, O_QUIET},
-		{"help", no_argument, NULL, O_HELP},
-		{NULL, 0, NULL, 0},
+		{ "bind", required_argument, NULL, O_BIND },
+		{ "port", required_argument, NULL, O_PORT },
+		{ "root", required_argument, NULL, O_ROOT },
+		{ "backend", required_argument, NULL, O_BACKEND },
+		{ "level", required_argument, NULL, O_LEVEL },
+		{ "min-size", required_argument, NULL, O_MIN_SIZE },
+		{ "types", required_argument, NULL, O_TYPES },
+		{ "threads", required_argument, NULL, O_THREADS },
+		{ "precompressed", no_argument, NULL, O_PRECOMPRESSED },
+		{ "etag", required_argument, NULL, O_ETAG },
+		{ "no-compress", no_argument, NULL, O_NO_COMPRESS },
+		{ "quiet", no_argument, NULL, O_QUIET },
+		{ "help", no_argument, NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
 	};
 	const char *level_arg = NULL;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -336,7 +336,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 static int
 handler_new(struct server *s)
 {
-	static const char *const none[] = {NULL};
+	static const char *const none[] = { NULL };
 	struct mhdgz_options o;
 	int rc;
 
@@ -433,18 +433,17 @@ main(int argc, char **argv)
 	 * channel MHD_quiesce_daemon() needs with a thread pool. */
 	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
 		MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
-	s->daemon = MHD_start_daemon(
-		flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, or it misses some */
-		MHD_OPTION_SOCK_ADDR, sa,
-		MHD_OPTION_THREAD_POOL_SIZE,
-		(unsigned int)(s->cfg.threads > 1 ? s->cfg.threads : 0),
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)GZS_CONN_TIMEOUT_S,
-		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-		s, MHD_OPTION_END);
+	s->daemon = MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s,
+				     MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+				     s, /* first, or it misses some */
+				     MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_THREAD_POOL_SIZE,
+				     (unsigned int)(s->cfg.threads > 1 ? s->cfg.threads : 0),
+				     MHD_OPTION_CONNECTION_TIMEOUT,
+				     (unsigned int)GZS_CONN_TIMEOUT_S, MHD_OPTION_URI_LOG_CALLBACK,
+				     on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+				     MHD_OPTION_END);
 	if (!s->daemon) {
-		fprintf(stderr, "gzserve: cannot listen on %s port %u\n", s->cfg.bind,
-			s->cfg.port);
+		fprintf(stderr, "gzserve: cannot listen on %s port %u\n", s->cfg.bind, s->cfg.port);
 		return 1;
 	}
 	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);

@@ -21,38 +21,38 @@ static const struct {
 	const char *ext;
 	const char *type;
 } builtin_mimes[] = {
-	{"html", "text/html"},
-	{"htm", "text/html"},
-	{"css", "text/css"},
-	{"js", "text/javascript"},
-	{"mjs", "text/javascript"},
-	{"json", "application/json"},
-	{"map", "application/json"},
-	{"webmanifest", "application/manifest+json"},
-	{"txt", "text/plain"},
-	{"md", "text/markdown"},
-	{"csv", "text/csv"},
-	{"xml", "application/xml"},
-	{"svg", "image/svg+xml"},
-	{"wasm", "application/wasm"},
-	{"png", "image/png"},
-	{"jpg", "image/jpeg"},
-	{"jpeg", "image/jpeg"},
-	{"gif", "image/gif"},
-	{"webp", "image/webp"},
-	{"avif", "image/avif"},
-	{"ico", "image/vnd.microsoft.icon"},
-	{"pdf", "application/pdf"},
-	{"zip", "application/zip"},
-	{"gz", "application/gzip"},
-	{"woff", "font/woff"},
-	{"woff2", "font/woff2"},
-	{"ttf", "font/ttf"},
-	{"otf", "font/otf"},
-	{"mp4", "video/mp4"},
-	{"webm", "video/webm"},
-	{"mp3", "audio/mpeg"},
-	{"ogg", "audio/ogg"},
+	{ "html", "text/html" },
+	{ "htm", "text/html" },
+	{ "css", "text/css" },
+	{ "js", "text/javascript" },
+	{ "mjs", "text/javascript" },
+	{ "json", "application/json" },
+	{ "map", "application/json" },
+	{ "webmanifest", "application/manifest+json" },
+	{ "txt", "text/plain" },
+	{ "md", "text/markdown" },
+	{ "csv", "text/csv" },
+	{ "xml", "application/xml" },
+	{ "svg", "image/svg+xml" },
+	{ "wasm", "application/wasm" },
+	{ "png", "image/png" },
+	{ "jpg", "image/jpeg" },
+	{ "jpeg", "image/jpeg" },
+	{ "gif", "image/gif" },
+	{ "webp", "image/webp" },
+	{ "avif", "image/avif" },
+	{ "ico", "image/vnd.microsoft.icon" },
+	{ "pdf", "application/pdf" },
+	{ "zip", "application/zip" },
+	{ "gz", "application/gzip" },
+	{ "woff", "font/woff" },
+	{ "woff2", "font/woff2" },
+	{ "ttf", "font/ttf" },
+	{ "otf", "font/otf" },
+	{ "mp4", "video/mp4" },
+	{ "webm", "video/webm" },
+	{ "mp3", "audio/mpeg" },
+	{ "ogg", "audio/ogg" },
 };
 
 static int
@@ -129,7 +129,7 @@ static const char *
 mime_lookup_ext(const struct server *s, const char *ext)
 {
 	char low[64];
-	struct mime key = {.ext = low}, *m;
+	struct mime key = { .ext = low }, *m;
 	size_t i;
 
 	for (i = 0; ext[i] && i < sizeof low - 1; i++)

@@ -54,7 +54,7 @@ enum MHD_Result
 queue(struct req *rq, struct MHD_Connection *conn, unsigned int status, struct MHD_Response *r,
       uint64_t body_nbytes)
 {
-	struct mhdgz_outcome o = {.size = sizeof o};
+	struct mhdgz_outcome o = { .size = sizeof o };
 	enum MHD_Result ret;
 
 	ret = mhdgz_queue_response_ex(rq->s->gz, conn, rq->method, status, r, &o);
@@ -73,8 +73,8 @@ queue(struct req *rq, struct MHD_Connection *conn, unsigned int status, struct M
  * request alone. NULL (out of memory) makes libmicrohttpd close the
  * connection. */
 enum MHD_Result
-respond(struct req *rq, struct MHD_Connection *conn, unsigned int status,
-	struct MHD_Response *r, uint64_t body_nbytes)
+respond(struct req *rq, struct MHD_Connection *conn, unsigned int status, struct MHD_Response *r,
+	uint64_t body_nbytes)
 {
 	enum MHD_Result ret;
 
@@ -93,17 +93,17 @@ respond_error(struct req *rq, struct MHD_Connection *conn, unsigned int status)
 		unsigned int status;
 		const char *body;
 	} pages[] = {
-		{400, "<!doctype html><title>400 Bad Request</title><h1>400 Bad Request</h1>\n"},
-		{403, "<!doctype html><title>403 Forbidden</title><h1>403 Forbidden</h1>\n"},
-		{404, "<!doctype html><title>404 Not Found</title><h1>404 Not Found</h1>\n"},
-		{405, "<!doctype html><title>405 Method Not Allowed</title>"
-		      "<h1>405 Method Not Allowed</h1><p>GET and HEAD only.</p>\n"},
-		{412, "<!doctype html><title>412 Precondition Failed</title>"
-		      "<h1>412 Precondition Failed</h1>\n"},
-		{416, "<!doctype html><title>416 Range Not Satisfiable</title>"
-		      "<h1>416 Range Not Satisfiable</h1>\n"},
-		{500, "<!doctype html><title>500 Internal Server Error</title>"
-		      "<h1>500 Internal Server Error</h1>\n"},
+		{ 400, "<!doctype html><title>400 Bad Request</title><h1>400 Bad Request</h1>\n" },
+		{ 403, "<!doctype html><title>403 Forbidden</title><h1>403 Forbidden</h1>\n" },
+		{ 404, "<!doctype html><title>404 Not Found</title><h1>404 Not Found</h1>\n" },
+		{ 405, "<!doctype html><title>405 Method Not Allowed</title>"
+		       "<h1>405 Method Not Allowed</h1><p>GET and HEAD only.</p>\n" },
+		{ 412, "<!doctype html><title>412 Precondition Failed</title>"
+		       "<h1>412 Precondition Failed</h1>\n" },
+		{ 416, "<!doctype html><title>416 Range Not Satisfiable</title>"
+		       "<h1>416 Range Not Satisfiable</h1>\n" },
+		{ 500, "<!doctype html><title>500 Internal Server Error</title>"
+		       "<h1>500 Internal Server Error</h1>\n" },
 	};
 	const char *body = pages[sizeof pages / sizeof pages[0] - 1].body;
 	struct MHD_Response *r;
@@ -121,4 +121,3 @@ respond_error(struct req *rq, struct MHD_Connection *conn, unsigned int status)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
 	return respond(rq, conn, status, r, strlen(body));
 }
-

@@ -40,26 +40,26 @@ pl_below(uint64_t *s, unsigned int n)
 /* Names as displayed (some non-ASCII, as real customer data has) and as
  * they appear in e-mail addresses. */
 static const char *const pl_first[][2] = {
-	{"Alice", "alice"},	{"Bruno", "bruno"},	{"Chen", "chen"},
-	{"Dana", "dana"},	{"Emil", "emil"},	{"Fatima", "fatima"},
-	{"Grace", "grace"},	{"Hiroshi", "hiroshi"},	{"Inès", "ines"},
-	{"José", "jose"},	{"Kateřina", "katerina"}, {"Liam", "liam"},
-	{"Mia", "mia"},		{"Noah", "noah"},	{"Olga", "olga"},
-	{"Priya", "priya"},	{"Quentin", "quentin"},	{"Rosa", "rosa"},
-	{"Søren", "soren"},	{"Tomás", "tomas"},	{"Uma", "uma"},
-	{"Viktor", "viktor"},	{"Wen", "wen"},		{"Yusuf", "yusuf"},
-	{"Zoë", "zoe"},		{"Łukasz", "lukasz"},
+	{ "Alice", "alice" },   { "Bruno", "bruno" },       { "Chen", "chen" },
+	{ "Dana", "dana" },     { "Emil", "emil" },         { "Fatima", "fatima" },
+	{ "Grace", "grace" },   { "Hiroshi", "hiroshi" },   { "Inès", "ines" },
+	{ "José", "jose" },     { "Kateřina", "katerina" }, { "Liam", "liam" },
+	{ "Mia", "mia" },       { "Noah", "noah" },         { "Olga", "olga" },
+	{ "Priya", "priya" },   { "Quentin", "quentin" },   { "Rosa", "rosa" },
+	{ "Søren", "soren" },   { "Tomás", "tomas" },       { "Uma", "uma" },
+	{ "Viktor", "viktor" }, { "Wen", "wen" },           { "Yusuf", "yusuf" },
+	{ "Zoë", "zoe" },       { "Łukasz", "lukasz" },
 };
 
 static const char *const pl_last[][2] = {
-	{"Anderson", "anderson"}, {"Becker", "becker"},	  {"Costa", "costa"},
-	{"Dubois", "dubois"},	  {"Eriksen", "eriksen"}, {"Fischer", "fischer"},
-	{"García", "garcia"},	  {"Horvat", "horvat"},	  {"Ivanova", "ivanova"},
-	{"Jensen", "jensen"},	  {"Kowalski", "kowalski"}, {"Larsen", "larsen"},
-	{"Müller", "muller"},	  {"Nakamura", "nakamura"}, {"O'Brien", "obrien"},
-	{"Petrov", "petrov"},	  {"Rossi", "rossi"},	  {"Schmidt", "schmidt"},
-	{"Tanaka", "tanaka"},	  {"Novak", "novak"},	  {"Wang", "wang"},
-	{"Yilmaz", "yilmaz"},
+	{ "Anderson", "anderson" }, { "Becker", "becker" },     { "Costa", "costa" },
+	{ "Dubois", "dubois" },     { "Eriksen", "eriksen" },   { "Fischer", "fischer" },
+	{ "García", "garcia" },     { "Horvat", "horvat" },     { "Ivanova", "ivanova" },
+	{ "Jensen", "jensen" },     { "Kowalski", "kowalski" }, { "Larsen", "larsen" },
+	{ "Müller", "muller" },     { "Nakamura", "nakamura" }, { "O'Brien", "obrien" },
+	{ "Petrov", "petrov" },     { "Rossi", "rossi" },       { "Schmidt", "schmidt" },
+	{ "Tanaka", "tanaka" },     { "Novak", "novak" },       { "Wang", "wang" },
+	{ "Yilmaz", "yilmaz" },
 };
 
 static const char *const pl_domains[] = {
@@ -67,44 +67,58 @@ static const char *const pl_domains[] = {
 };
 
 static const char *const pl_countries[][2] = {
-	{"DE", "Berlin"}, {"FR", "Lyon"},    {"US", "Portland"},  {"JP", "Osaka"},
-	{"BR", "Recife"}, {"PL", "Kraków"},  {"DK", "Aarhus"},    {"IN", "Pune"},
-	{"IT", "Torino"}, {"ES", "Sevilla"}, {"CZ", "Brno"},	  {"CA", "Halifax"},
+	{ "DE", "Berlin" }, { "FR", "Lyon" },    { "US", "Portland" }, { "JP", "Osaka" },
+	{ "BR", "Recife" }, { "PL", "Kraków" },  { "DK", "Aarhus" },   { "IN", "Pune" },
+	{ "IT", "Torino" }, { "ES", "Sevilla" }, { "CZ", "Brno" },     { "CA", "Halifax" },
 };
 
 static const char *const pl_streets[] = {
-	"Main Street", "Station Road", "Hauptstraße", "Rue de la Paix", "Oak Avenue",
-	"Harbour Lane", "Market Square", "Church Road", "Via Roma", "Mill Lane",
+	"Main Street",  "Station Road",  "Hauptstraße", "Rue de la Paix", "Oak Avenue",
+	"Harbour Lane", "Market Square", "Church Road", "Via Roma",       "Mill Lane",
 };
 
 static const char *const pl_status[] = {
-	"pending", "paid", "paid", "shipped", "shipped", "delivered", "delivered", "refunded",
-	"cancelled",
+	"pending",   "paid",      "paid",     "shipped",   "shipped",
+	"delivered", "delivered", "refunded", "cancelled",
 };
 
-static const char *const pl_shipping[] = {"standard", "express", "pickup", "economy"};
+static const char *const pl_shipping[] = { "standard", "express", "pickup", "economy" };
 
-static const char *const pl_currency[] = {"eur", "usd", "eur", "gbp", "jpy"};
+static const char *const pl_currency[] = { "eur", "usd", "eur", "gbp", "jpy" };
 
 static const char *const pl_products[] = {
-	"Wireless Mouse",     "Mechanical Keyboard", "USB-C Cable (2 m)", "Laptop Stand",
-	"Noise-Cancelling Headphones", "27\\\" Monitor", "Webcam HD",	"Desk Lamp",
-	"Ergonomic Chair",    "Notebook A5",	     "Fountain Pen",	   "Coffee Beans 1 kg",
-	"Water Bottle",	      "Backpack 20 L",	     "Phone Case",	   "Charger 65 W",
+	"Wireless Mouse",
+	"Mechanical Keyboard",
+	"USB-C Cable (2 m)",
+	"Laptop Stand",
+	"Noise-Cancelling Headphones",
+	"27\\\" Monitor",
+	"Webcam HD",
+	"Desk Lamp",
+	"Ergonomic Chair",
+	"Notebook A5",
+	"Fountain Pen",
+	"Coffee Beans 1 kg",
+	"Water Bottle",
+	"Backpack 20 L",
+	"Phone Case",
+	"Charger 65 W",
 };
 
 static const char *const pl_tags[] = {
-	"gift", "priority", "wholesale", "repeat-customer", "first-order", "fragile",
-	"subscription", "promo-2024", "b2b", "international",
+	"gift",         "priority",   "wholesale", "repeat-customer", "first-order", "fragile",
+	"subscription", "promo-2024", "b2b",       "international",
 };
 
 /* Words of the free-text note. */
 static const char *const pl_words[] = {
-	"please", "deliver", "to", "the", "back", "door", "after", "5pm", "call", "on",
-	"arrival", "leave", "with", "neighbour", "at", "number", "gift", "wrap", "if",
-	"possible", "no", "invoice", "in", "parcel", "customer", "asked", "for", "faster",
-	"shipping", "address", "updated", "by", "support", "ticket", "order", "was", "split",
-	"into", "two", "shipments", "ring", "bell", "twice", "fragile", "handle", "care",
+	"please",   "deliver", "to",      "the",      "back",      "door",     "after",
+	"5pm",      "call",    "on",      "arrival",  "leave",     "with",     "neighbour",
+	"at",       "number",  "gift",    "wrap",     "if",        "possible", "no",
+	"invoice",  "in",      "parcel",  "customer", "asked",     "for",      "faster",
+	"shipping", "address", "updated", "by",       "support",   "ticket",   "order",
+	"was",      "split",   "into",    "two",      "shipments", "ring",     "bell",
+	"twice",    "fragile", "handle",  "care",
 };
 
 /* A bounded string builder; writes past cap are counted, not stored. */
@@ -146,7 +160,7 @@ pl_printf(struct pl_buf *b, const char *fmt, ...)
 static void
 pl_time(struct pl_buf *b, const char *key, uint64_t secs)
 {
-	static const unsigned int mdays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	static const unsigned int mdays[12] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
 	unsigned int day = (unsigned int)(secs / 86400), month = 0;
 
 	day %= 366; /* stays inside 2024, a leap year */
@@ -213,8 +227,9 @@ pl_record(struct pl_buf *b, uint64_t i, long note_len)
 	pl_time(b, "created_at", created);
 	pl_puts(b, ",");
 	pl_time(b, "updated_at", created + pl_below(&s, 200000));
-	pl_printf(b, ",\"customer\":{\"id\":\"cus_%05u\",\"name\":\"%s %s\","
-		     "\"email\":\"%s.%s@%s\",\"country\":\"%s\",\"vip\":%s},",
+	pl_printf(b,
+		  ",\"customer\":{\"id\":\"cus_%05u\",\"name\":\"%s %s\","
+		  "\"email\":\"%s.%s@%s\",\"country\":\"%s\",\"vip\":%s},",
 		  10000 + pl_below(&s, 90000), pl_first[first][0], pl_last[last][0],
 		  pl_first[first][1], pl_last[last][1], PL_PICK(&s, pl_domains),
 		  pl_countries[country][0], pl_below(&s, 5) == 0 ? "true" : "false");
@@ -224,8 +239,9 @@ pl_record(struct pl_buf *b, uint64_t i, long note_len)
 		unsigned int qty = 1 + pl_below(&s, 3), price = 199 + pl_below(&s, 30000);
 
 		amount += qty * price;
-		pl_printf(b, "%s{\"sku\":\"SKU-%05u\",\"name\":\"%s\",\"quantity\":%u,"
-			     "\"unit_amount\":%u}",
+		pl_printf(b,
+			  "%s{\"sku\":\"SKU-%05u\",\"name\":\"%s\",\"quantity\":%u,"
+			  "\"unit_amount\":%u}",
 			  k ? "," : "", pl_below(&s, 100000), PL_PICK(&s, pl_products), qty, price);
 	}
 	pl_printf(b, "],\"amount_total\":%u,\"currency\":\"%s\",\"tags\":[", amount,
@@ -233,8 +249,9 @@ pl_record(struct pl_buf *b, uint64_t i, long note_len)
 	ntags = pl_below(&s, 4);
 	for (k = 0; k < ntags; k++)
 		pl_printf(b, "%s\"%s\"", k ? "," : "", PL_PICK(&s, pl_tags));
-	pl_printf(b, "],\"shipping\":{\"method\":\"%s\",\"address\":{\"line1\":\"%u %s\","
-		     "\"city\":\"%s\",\"postal_code\":\"%05u\"}},",
+	pl_printf(b,
+		  "],\"shipping\":{\"method\":\"%s\",\"address\":{\"line1\":\"%u %s\","
+		  "\"city\":\"%s\",\"postal_code\":\"%05u\"}},",
 		  PL_PICK(&s, pl_shipping), 1 + pl_below(&s, 250), PL_PICK(&s, pl_streets),
 		  pl_countries[country][1], pl_below(&s, 100000));
 	pl_note(b, note_seed, (size_t)(note_len < 0 ? natural : note_len));
@@ -245,7 +262,7 @@ pl_record(struct pl_buf *b, uint64_t i, long note_len)
 static size_t
 pl_record_len(uint64_t i, long note_len)
 {
-	struct pl_buf probe = {.p = NULL, .len = 0, .cap = 0};
+	struct pl_buf probe = { .p = NULL, .len = 0, .cap = 0 };
 
 	return pl_record(&probe, i, note_len);
 }

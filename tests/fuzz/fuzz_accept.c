@@ -146,8 +146,7 @@ static void
 check_range(const struct hnd_accept *a, const char *what)
 {
 	FZ_CHECK(a->gzip >= -1 && a->gzip <= 1000, "%s: gzip q %d", what, a->gzip);
-	FZ_CHECK(a->identity >= -1 && a->identity <= 1000, "%s: identity q %d", what,
-		 a->identity);
+	FZ_CHECK(a->identity >= -1 && a->identity <= 1000, "%s: identity q %d", what, a->identity);
 	FZ_CHECK(a->star >= -1 && a->star <= 1000, "%s: star q %d", what, a->star);
 }
 
@@ -231,7 +230,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	*jp = '\0';
 	{
-		const char *one_line[1] = {joined};
+		const char *one_line[1] = { joined };
 		hnd_accept_parse(one_line, n ? 1 : 0, &j);
 	}
 	check_same(&all, &j, "lines vs comma-joined");

@@ -50,8 +50,8 @@
 #define N_GZ 4
 static struct mhdgz *gzs[N_GZ];
 
-static const unsigned int statuses[] = {200, 200, 200, 201, 203, 204, 206, 301, 304, 304,
-					404, 410, 500, 100, 101, 199, 299, 599};
+static const unsigned int statuses[] = { 200, 200, 200, 201, 203, 204, 206, 301, 304,
+					 304, 404, 410, 500, 100, 101, 199, 299, 599 };
 
 /* ------------------------------------------------------------------------ */
 /* The reference: the documented decision, written independently.           */
@@ -148,7 +148,8 @@ ref_text(const uint8_t *b, size_t len)
 	size_t i;
 
 	for (i = 0; i < len && i < 512; i++)
-		if (b[i] <= 8 || b[i] == 11 || (b[i] >= 14 && b[i] <= 26) || (b[i] >= 28 && b[i] <= 31))
+		if (b[i] <= 8 || b[i] == 11 || (b[i] >= 14 && b[i] <= 26) ||
+		    (b[i] >= 28 && b[i] <= 31))
 			return false;
 	return true;
 }
@@ -245,7 +246,7 @@ count_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *valu
 static struct hdr_count
 count_hdr(struct MHD_Response *r, const char *name)
 {
-	struct hdr_count c = {name, 0, NULL, 0, false};
+	struct hdr_count c = { name, 0, NULL, 0, false };
 
 	MHD_get_response_headers(r, count_iter, &c);
 	return c;
@@ -262,8 +263,8 @@ static enum MHD_Result
 copied_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct copied_ctx *c = cls;
-	static const char *const changed[] = {"Content-Encoding", "Content-Length", "ETag",
-					      "Accept-Ranges", "Vary"};
+	static const char *const changed[] = { "Content-Encoding", "Content-Length", "ETag",
+					       "Accept-Ranges", "Vary" };
 	struct hdr_count h;
 	size_t i;
 
@@ -287,7 +288,7 @@ check_variant(const struct mhdgz *gz, struct MHD_Response *r, struct MHD_Respons
 	      const struct ref_facts *f, bool coded)
 {
 	struct hdr_count ce = count_hdr(v, "Content-Encoding"), et = count_hdr(v, "ETag");
-	struct copied_ctx cc = {v, true, NULL};
+	struct copied_ctx cc = { v, true, NULL };
 	char buf[FZ_ETAG_CAP];
 	const char *want;
 
@@ -335,10 +336,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	static const char *const ct1[] = {"text/*", "*/*+json", "application/x-fz", NULL};
-	static const char *const skip1[] = {"text/csv", "*/*+zip", NULL};
-	static const char *const any[] = {"*/*", NULL};
-	static const char *const none[] = {NULL};
+	static const char *const ct1[] = { "text/*", "*/*+json", "application/x-fz", NULL };
+	static const char *const skip1[] = { "text/csv", "*/*+zip", NULL };
+	static const char *const any[] = { "*/*", NULL };
+	static const char *const none[] = { NULL };
 	bool isal = mhdgz_backend_available(MHDGZ_BACKEND_ISAL);
 
 	(void)argc;
@@ -474,7 +475,7 @@ select_once(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_request *
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct fz in = {data, size};
+	struct fz in = { data, size };
 	uint8_t cfg = fz_u8(&in), st = fz_u8(&in), fl = fz_u8(&in), rep = fz_u8(&in);
 	struct mhdgz *gz = gzs[cfg % N_GZ];
 	unsigned int status = (st & 0x80) ? 100 + (unsigned int)(st & 0x7f) * 4 + cfg % 4

@@ -105,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct fz f = {data, size};
+	struct fz f = { data, size };
 	uint8_t opt = fz_u8(&f);
 	int weak = opt & 1;
 	size_t cap = (size_t)(opt >> 1), n, i, len = 1;

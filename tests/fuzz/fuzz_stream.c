@@ -148,8 +148,8 @@ check_decodes(struct member *m, const char *when)
 	(void)decode_more(m);
 	FZ_CHECK(m->dec.len == m->in.len &&
 			 (m->in.len == 0 || memcmp(m->dec.p, m->in.p, m->in.len) == 0),
-		 "%s level %d: after %s, %zu of %zu consumed bytes decode (or differ)",
-		 m->be->name, m->c->level, when, m->dec.len, m->in.len);
+		 "%s level %d: after %s, %zu of %zu consumed bytes decode (or differ)", m->be->name,
+		 m->c->level, when, m->dec.len, m->in.len);
 }
 
 /*
@@ -192,10 +192,12 @@ run(struct member *m, const uint8_t *data, size_t len, enum gz_flush flush)
 			rc = m->be->stream(m->c, &io, f);
 			FZ_CHECK(rc == 0 || rc == GZ_STREAM_END, "%s level %d: stream() = %d",
 				 m->be->name, m->c->level, rc);
-			FZ_CHECK(io.out == out + (m->out_win - io.out_cap) && io.out_cap <= m->out_win,
+			FZ_CHECK(io.out == out + (m->out_win - io.out_cap) &&
+					 io.out_cap <= m->out_win,
 				 "%s: output window bookkeeping", m->be->name);
 			if (trace)
-				fprintf(stderr, "stream(in %zu, out %zu, flush %d) = %d: used %zu, made %zu\n",
+				fprintf(stderr,
+					"stream(in %zu, out %zu, flush %d) = %d: used %zu, made %zu\n",
 					in_before, m->out_win, (int)f, rc, in_before - io.in_len,
 					m->out_win - io.out_cap);
 			used = in_before - io.in_len;
@@ -205,8 +207,9 @@ run(struct member *m, const uint8_t *data, size_t len, enum gz_flush flush)
 			if (used || io.out_cap < m->out_win)
 				stall = 0;
 			else
-				FZ_CHECK(++stall < FZ_STALL_MAX, "%s level %d: no progress (flush %d)",
-					 m->be->name, m->c->level, (int)f);
+				FZ_CHECK(++stall < FZ_STALL_MAX,
+					 "%s level %d: no progress (flush %d)", m->be->name,
+					 m->c->level, (int)f);
 			if (f == GZ_FLUSH_FINISH) {
 				FZ_CHECK(rc == 0 || io.in_len == 0, "ended with input left");
 				if (rc == GZ_STREAM_END)
@@ -229,7 +232,7 @@ static void
 finish(struct member *m)
 {
 	uint8_t spare[16];
-	struct gz_io io = {NULL, 0, spare, sizeof spare};
+	struct gz_io io = { NULL, 0, spare, sizeof spare };
 	const uint8_t *o;
 
 	FZ_CHECK(run(m, NULL, 0, GZ_FLUSH_FINISH) == GZ_STREAM_END, "no end");
@@ -242,8 +245,7 @@ finish(struct member *m)
 		 "%s: not an RFC 1952 header with FLG 0 and MTIME 0", m->be->name);
 	FZ_CHECK(decode_more(m) == Z_STREAM_END, "%s level %d: member does not end", m->be->name,
 		 m->c->level);
-	FZ_CHECK(m->zs.avail_in == 0, "%s: %u bytes after the member", m->be->name,
-		 m->zs.avail_in);
+	FZ_CHECK(m->zs.avail_in == 0, "%s: %u bytes after the member", m->be->name, m->zs.avail_in);
 	check_decodes(m, "the trailer");
 }
 
@@ -302,7 +304,7 @@ oneshot(const uint8_t *data, size_t len, uint8_t lv, uint16_t short_cap)
 		free(dec);
 		if (be->caps & GZ_CAP_STREAM) {
 			uint8_t b[8];
-			struct gz_io io = {data, len, b, sizeof b};
+			struct gz_io io = { data, len, b, sizeof b };
 			FZ_CHECK(be->stream(c, &io, GZ_FLUSH_NONE) == GZ_EINVAL,
 				 "%s: stream() after compress() without reset()", be->name);
 		}
@@ -355,7 +357,7 @@ static void
 pump_pass(struct gz_pool *pool, const uint8_t *p, size_t n, const uint8_t *script, size_t slen,
 	  bool low_latency, size_t win)
 {
-	struct pump_src s = {.p = p, .n = n, .script = script, .slen = slen};
+	struct pump_src s = { .p = p, .n = n, .script = script, .slen = slen };
 	struct gz_pump pump;
 	z_stream zs;
 	uint8_t *out = malloc(win), *dec = malloc(n + 1);
@@ -402,11 +404,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct fz f = {data, size};
+	struct fz f = { data, size };
 	const struct gz_backend *stream_be[FZ_MAX_BACKENDS];
 	size_t stream_bi[FZ_MAX_BACKENDS], nstream = 0, bi;
 	struct member m;
-	struct bytes all = {0};
+	struct bytes all = { 0 };
 	uint8_t sel = fz_u8(&f), lv = fz_u8(&f);
 	int level;
 
@@ -459,7 +461,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			run(&m, NULL, 0, GZ_FLUSH_SYNC);
 			break;
 		case 4:
-			m.out_win = (op & 0x80) ? 1 + (size_t)fz_u16(&f) % 65536 : 1 + (size_t)fz_u8(&f);
+			m.out_win = (op & 0x80) ? 1 + (size_t)fz_u16(&f) % 65536
+						: 1 + (size_t)fz_u8(&f);
 			break;
 		case 5:
 			member_end(&m);

@@ -74,7 +74,7 @@ ref_media_type(const char *v, size_t *len)
 static struct ref_pat
 ref_compile(const char *src)
 {
-	struct ref_pat p = {REF_BAD, NULL, 0};
+	struct ref_pat p = { REF_BAD, NULL, 0 };
 	size_t len;
 	const char *s = ref_media_type(src, &len), *slash = memchr(s, '/', len);
 	size_t tl, sl;
@@ -169,15 +169,16 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	    hnd_typelist_init(&def_skip, hnd_default_skip_types) != 0)
 		abort();
 	for (; hnd_default_compress_types[n_ref_compress]; n_ref_compress++)
-		ref_compress[n_ref_compress] = ref_compile(hnd_default_compress_types[n_ref_compress]);
+		ref_compress[n_ref_compress] =
+			ref_compile(hnd_default_compress_types[n_ref_compress]);
 	for (; hnd_default_skip_types[n_ref_skip]; n_ref_skip++)
 		ref_skip[n_ref_skip] = ref_compile(hnd_default_skip_types[n_ref_skip]);
 	return 0;
 }
 
 static void
-check_match(const struct hnd_typelist *tl, const struct ref_pat *ref, size_t nref,
-	    const char *mt, size_t len, const char *what)
+check_match(const struct hnd_typelist *tl, const struct ref_pat *ref, size_t nref, const char *mt,
+	    size_t len, const char *what)
 {
 	bool m = hnd_typelist_match(tl, mt, len), r = ref_match(ref, nref, mt, len);
 	char *flip = malloc(len + 1);
@@ -188,20 +189,20 @@ check_match(const struct hnd_typelist *tl, const struct ref_pat *ref, size_t nre
 		abort();
 	for (i = 0; i < len; i++) {
 		char c = mt[i];
-		flip[i] = (c >= 'a' && c <= 'z') ? (char)(c - 32)
+		flip[i] = (c >= 'a' && c <= 'z')   ? (char)(c - 32)
 			  : (c >= 'A' && c <= 'Z') ? (char)(c + 32)
 						   : c;
 	}
 	flip[len] = '\0';
-	FZ_CHECK(hnd_typelist_match(tl, flip, len) == m, "%s: case changes '%.*s'", what,
-		 (int)len, mt);
+	FZ_CHECK(hnd_typelist_match(tl, flip, len) == m, "%s: case changes '%.*s'", what, (int)len,
+		 mt);
 	free(flip);
 }
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct fz f = {data, size};
+	struct fz f = { data, size };
 	size_t k = fz_u8(&f) % (FZ_MAX_PATTERNS + 1), n, i;
 	const char *lines[FZ_MAX_LINES], *pats[FZ_MAX_PATTERNS + 1];
 	struct ref_pat ref[FZ_MAX_PATTERNS];
@@ -232,14 +233,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	for (i = k; i < n; i++) {
 		size_t len, rlen;
-		const char *mt = hnd_media_type(lines[i], &len), *rmt = ref_media_type(lines[i], &rlen);
+		const char *mt = hnd_media_type(lines[i], &len),
+			   *rmt = ref_media_type(lines[i], &rlen);
 
-		FZ_CHECK(mt == rmt && len == rlen, "media type of '%s': %zu@%td vs %zu@%td", lines[i],
-			 len, mt - lines[i], rlen, rmt - lines[i]);
+		FZ_CHECK(mt == rmt && len == rlen, "media type of '%s': %zu@%td vs %zu@%td",
+			 lines[i], len, mt - lines[i], rlen, rmt - lines[i]);
 		FZ_CHECK(!memchr(mt, ';', len), "';' in a media type");
 		if (rc == 0)
 			check_match(&tl, ref, k, mt, len, "fuzzed list");
-		check_match(&def_compress, ref_compress, n_ref_compress, mt, len, "default compress");
+		check_match(&def_compress, ref_compress, n_ref_compress, mt, len,
+			    "default compress");
 		check_match(&def_skip, ref_skip, n_ref_skip, mt, len, "default skip");
 	}
 	if (rc == 0)
