@@ -24,8 +24,8 @@
  */
 struct MHD_Response *
 hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
-		 const uint8_t *sniff, size_t sniff_len, const struct hnd_accept *acc,
-		 bool gzip_client)
+		 const uint8_t *sniff, size_t sniff_len, uint64_t body_len,
+		 const struct hnd_accept *acc, bool gzip_client)
 {
 	struct hnd_decision d200;
 	struct MHD_Response *v;
@@ -33,7 +33,7 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	uint64_t len = MHD_SIZE_UNKNOWN;
 
 	if (gzip && e->body_len != 0) {
-		hnd_decide(gz, e->opt_out, 200, f, sniff, sniff_len, e->body_len, acc, &d200);
+		hnd_decide(gz, e->opt_out, 200, f, sniff, sniff_len, body_len, acc, &d200);
 		gzip = d200.reason == MHDGZ_COMPRESSED;
 		if (gzip && hnd_whole_body(e) && e->rep_304) {
 			return e->rep_304;

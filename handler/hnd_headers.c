@@ -179,6 +179,7 @@ struct copy_ctx {
 	struct MHD_Response *to;
 	unsigned int digests; /* integrity fields left out */
 	bool coded;
+	bool undecided; /* HND_REP_UNDECIDED */
 	bool skip_vary; /* the Vary fields are replaced by one merged field */
 	bool failed;
 };
@@ -196,6 +197,11 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 	if (!value)
 		return MHD_YES;
 	if (kind == MHD_FOOTER_KIND) {
+		/* A digest trailer describes the identity bytes too. */
+		if ((c->coded || c->undecided) && hnd_is_digest_field(key)) {
+			c->digests += c->coded;
+			return MHD_YES;
+		}
 		ok = MHD_add_response_footer(c->to, key, value);
 	} else if (kind == MHD_HEADER_KIND) {
 		if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
@@ -210,6 +216,10 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 			c->digests++;
 			return MHD_YES;
 		}
+		if (c->undecided && (strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
+				     strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0 ||
+				     hnd_is_digest_field(key)))
+			return MHD_YES;
 		ok = MHD_add_response_header(c->to, key, value);
 	} else {
 		return MHD_YES;
@@ -223,10 +233,12 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 
 int
 hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
-		 const struct hnd_facts *f, bool coded)
+		 const struct hnd_facts *f, enum hnd_rep rep)
 {
+	bool coded = rep == HND_REP_GZIP || rep == HND_REP_GZIP_304;
 	struct copy_ctx c = { .to = v,
 			      .coded = coded,
+			      .undecided = rep == HND_REP_UNDECIDED,
 			      .skip_vary = f->vary_add && f->vary_replace };
 	char buf[HND_ETAG_MAX];
 	const char *etag;

@@ -299,11 +299,29 @@ int hnd_merge_vary(struct MHD_Response *r, const struct hnd_facts *f,
  * bytes, or in *heap, which the caller gz_frees). */
 void hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, char *buf, size_t cap,
 			  char **heap);
-/* Copy the fields of r to v; coded: a gzip variant (Content-Encoding set,
- * Content-Length and Accept-Ranges dropped, ETag per policy). Returns 0 or
- * MHDGZ_EMHD (v is left for the caller to destroy). */
+/* What a response built in another's place stands for: the gzip
+ * representation (header fields rewritten for the coding, Content-Encoding
+ * set), a 304 for it (the same fields without Content-Encoding), the
+ * identity representation (the fields as they are), or a HEAD whose coding
+ * is not known. */
+enum hnd_rep {
+	HND_REP_GZIP,
+	HND_REP_GZIP_304,
+	HND_REP_IDENTITY,
+	/* HEAD of a stream of unknown size whose coding its first bytes would
+	 * decide (a HEAD never runs the reader): the fields that do not depend
+	 * on the coding, without Content-Encoding, ETag, Accept-Ranges or
+	 * digests (RFC 9110 section 9.3.2 lets a HEAD omit what is determined
+	 * only while generating the content). */
+	HND_REP_UNDECIDED
+};
+/* Copy the fields (and trailers) of r to v as rep says: for the gzip
+ * kinds, Content-Encoding, Content-Length, Accept-Ranges and integrity
+ * fields dropped (counted) and the ETag per policy; for identity, all but
+ * Content-Length. Returns 0 or MHDGZ_EMHD (v is left for the caller to
+ * destroy). Content-Encoding: gzip itself is the caller's to add. */
 int hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
-		     const struct hnd_facts *f, bool coded);
+		     const struct hnd_facts *f, enum hnd_rep rep);
 
 /* ------------------------------------------------------------------------ */
 /* Representations (hnd_variants.c, hnd_conditional.c, hnd_stream.c)        */
@@ -319,11 +337,6 @@ struct hnd_body {
 	uint8_t data[];
 };
 
-/* What a response built in another's place stands for: the gzip
- * representation (header fields rewritten for the coding, Content-Encoding
- * set), a 304 for it (the same fields without Content-Encoding), or the
- * identity representation (the fields as they are). */
-enum hnd_rep { HND_REP_GZIP, HND_REP_GZIP_304, HND_REP_IDENTITY };
 
 void hnd_body_unref(void *cls);
 /* A buffer response of body b (one reference passes in; NULL for none) with
@@ -352,11 +365,13 @@ enum mhdgz_reason hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e,
 struct MHD_Response *hnd_sendfile_identity(struct mhdgz *gz, struct hnd_entry *e,
 					   const struct hnd_facts *f);
 /* The response to queue for a 304 (hnd_conditional.c); gzip_client: the
- * decision's gzip_304. NULL on failure. e->lock held. */
+ * decision's gzip_304; sniff and body_len: what the 200 is decided on (a
+ * stream's first bytes, and its length if it ended within them). NULL on
+ * failure. e->lock held. */
 struct MHD_Response *hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e,
 				      const struct hnd_facts *f, const uint8_t *sniff,
-				      size_t sniff_len, const struct hnd_accept *acc,
-				      bool gzip_client);
+				      size_t sniff_len, uint64_t body_len,
+				      const struct hnd_accept *acc, bool gzip_client);
 /*
  * hnd_stream.c: the first bytes of a stream of unknown size, read at queue
  * time so that it is decided on what it holds (empty, small, its sniffed

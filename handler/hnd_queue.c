@@ -46,7 +46,7 @@ identity_of_prefix(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts
 			return hnd_fields_response(gz, e->response, f, MHD_SIZE_UNKNOWN,
 						   HND_REP_IDENTITY);
 		v = hnd_identity_stream_new(gz, e, pre);
-		if (v && hnd_copy_headers(gz, e->response, v, f, false) < 0) {
+		if (v && hnd_copy_headers(gz, e->response, v, f, HND_REP_IDENTITY) < 0) {
 			MHD_destroy_response(v);
 			v = NULL;
 		}
@@ -82,7 +82,8 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	struct hnd_decision d;
 	struct MHD_Response *v = NULL;
 	struct hnd_prefix pre = { .buf = NULL };
-	bool peeked = false;
+	bool peeked = false, undecided;
+	uint64_t decide_len;
 	uint8_t sniff_buf[HND_SNIFF_NBYTES];
 	const uint8_t *sniff = NULL;
 	size_t sniff_len = 0;
@@ -108,13 +109,17 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		sniff = sniff_buf;
 	}
 	hnd_decide(gz, e->opt_out, status, &f, sniff, sniff_len, e->body_len, &rq->acc, &d);
-	if ((e->kind == HND_CALLBACK || e->kind == HND_PIPE) && e->body_len == MHD_SIZE_UNKNOWN &&
-	    !no_content(status) && !rq->head &&
-	    (d.reason == MHDGZ_COMPRESSED ||
-	     (d.reason == MHDGZ_SKIP_TYPE && !f.content_type && hnd_accept_wants_gzip(&rq->acc)))) {
+	decide_len = e->body_len;
+	undecided = (e->kind == HND_CALLBACK || e->kind == HND_PIPE) &&
+		    e->body_len == MHD_SIZE_UNKNOWN &&
+		    (d.reason == MHDGZ_COMPRESSED || (status == 304 && d.gzip_304) ||
+		     (d.reason == MHDGZ_SKIP_TYPE && !f.content_type &&
+		      hnd_accept_wants_gzip(&rq->acc)));
+	if (undecided && !rq->head && (status == 304 || !no_content(status))) {
 		/* A stream of unknown size is decided on its first bytes: empty
 		 * or ending below min_nbytes goes out identity, an untyped one
-		 * is sniffed. The prefix is sent first by whatever is queued.
+		 * is sniffed; a 304 stands for the 200 they decide. The prefix
+		 * is sent first by whatever is queued (a 304 sends nothing).
 		 * Not for HEAD: a HEAD never runs the application's reader. */
 		size_t want = gz->min_nbytes > HND_SNIFF_NBYTES ? gz->min_nbytes : HND_SNIFF_NBYTES;
 
@@ -122,8 +127,13 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 			want = HND_PREFIX_MAX;
 		if (hnd_prefix_read(e, want, hnd_low_latency(e, &f), &pre) == 0) {
 			peeked = true;
-			hnd_decide(gz, e->opt_out, status, &f, pre.buf, pre.len,
-				   pre.eof ? pre.len : MHD_SIZE_UNKNOWN, &rq->acc, &d);
+			undecided = false;
+			sniff = pre.buf;
+			sniff_len = pre.len;
+			decide_len = pre.eof ? pre.len : MHD_SIZE_UNKNOWN;
+			if (status != 304)
+				hnd_decide(gz, e->opt_out, status, &f, pre.buf, pre.len, decide_len,
+					   &rq->acc, &d);
 		}
 	}
 	/* Variants get Vary: Accept-Encoding as they are built; the response
@@ -169,7 +179,10 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 
 		if (hnd_gzip_stream_length(gz, e, f.etag, ll, &len) != 0)
 			len = MHD_SIZE_UNKNOWN;
-		v = hnd_fields_response(gz, response, &f, len, HND_REP_GZIP);
+		/* A stream of unknown size: its first bytes would decide the
+		 * coding, and a HEAD does not read them. */
+		v = hnd_fields_response(gz, response, &f, len,
+					undecided ? HND_REP_UNDECIDED : HND_REP_GZIP);
 		in_len = out_len = 0;
 		if (v) {
 			*queue_ret = v;
@@ -186,7 +199,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		v = hnd_gzip_stream_new(gz, e, f.etag, hnd_low_latency(e, &f),
 					peeked ? &pre : NULL);
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
-		if (v && hnd_copy_headers(gz, response, v, &f, true) == 0 &&
+		if (v && hnd_copy_headers(gz, response, v, &f, HND_REP_GZIP) == 0 &&
 		    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") ==
 			    MHD_YES) {
 			*queue_ret = v;
@@ -201,7 +214,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 			d.reason = MHDGZ_SKIP_ERROR;
 		}
 	} else if (status == 304) {
-		v = hnd_not_modified(gz, e, &f, sniff, sniff_len, &rq->acc, d.gzip_304);
+		v = hnd_not_modified(gz, e, &f, sniff, sniff_len, decide_len, &rq->acc, d.gzip_304);
 		if (v)
 			*queue_ret = v;
 	} else if (peeked) {
@@ -225,8 +238,10 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	if (*queue_ret == response && rq->head && e->body_len == MHD_SIZE_UNKNOWN &&
 	    !no_content(status)) {
 		/* HEAD of an identity stream of unknown length: libmicrohttpd
-		 * 0.9.75 would follow the headers with a last chunk. */
-		v = hnd_fields_response(gz, response, &f, MHD_SIZE_UNKNOWN, HND_REP_IDENTITY);
+		 * 0.9.75 would follow the headers with a last chunk. An
+		 * untyped one would be sniffed: its coding is not known. */
+		v = hnd_fields_response(gz, response, &f, MHD_SIZE_UNKNOWN,
+					undecided ? HND_REP_UNDECIDED : HND_REP_IDENTITY);
 		if (v) {
 			*queue_ret = v;
 			release = HND_RELEASE;

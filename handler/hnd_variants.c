@@ -20,7 +20,7 @@ static int
 rep_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
 	    const struct hnd_facts *f, enum hnd_rep rep)
 {
-	if (hnd_copy_headers(gz, r, v, f, rep != HND_REP_IDENTITY) < 0)
+	if (hnd_copy_headers(gz, r, v, f, rep) < 0)
 		return MHDGZ_EMHD;
 	if (rep == HND_REP_GZIP &&
 	    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") != MHD_YES)
@@ -224,7 +224,7 @@ hnd_sendfile_identity(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_fa
 		close(fd);
 		return NULL;
 	}
-	if (hnd_copy_headers(gz, e->response, v, f, false) < 0) {
+	if (hnd_copy_headers(gz, e->response, v, f, HND_REP_IDENTITY) < 0) {
 		MHD_destroy_response(v);
 		return NULL;
 	}
