@@ -269,6 +269,7 @@ struct hnd_entry {
 	struct MHD_Response *rep_304;     /* the 304 response: no body sent, gzip ETag */
 	struct MHD_Response *rep_304_identity; /* the 304 of an unknown-size identity 200 */
 	struct MHD_Response *sendfile_rep;     /* HND_FD: the sendfile identity response */
+	uint64_t stream_len[2]; /* HND_FD: gzip stream length (bulk, low latency); 0: not known */
 };
 
 /* hnd_table.c: a new entry holding one reference (its response's), or

@@ -373,12 +373,19 @@ hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, 
 	enum hnd_memo_mode mode = low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM;
 	int rc;
 
+	/* Known for this response (the file as it was at the first count, as
+	 * for a body compressed whole), or for its strong ETag. */
+	if (e->kind == HND_FD && e->stream_len[low_latency]) {
+		*len_ret = e->stream_len[low_latency];
+		return 0;
+	}
 	if (e->kind == HND_FD && hnd_memo_get(&gz->memo, etag, e->body_len, mode, len_ret))
 		return 0;
 	rc = stream_length(gz, e, low_latency, len_ret);
 	if (rc == 0) {
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		hnd_memo_put(&gz->memo, etag, e->body_len, mode, *len_ret);
+		e->stream_len[low_latency] = *len_ret;
 	}
 	return rc;
 }

@@ -404,13 +404,18 @@ struct mhdgz_outcome {
  * response would carry and no content. Its length is the GET response's:
  * a body compressed whole has its gzip Content-Length; a file streamed
  * compressed (above the whole-file limit) of up to 16 MiB is compressed
- * once to learn its gzip length (the same bytes GET would stream); the
+ * once to learn its gzip length (the same bytes GET would stream; kept
+ * with the response, and under its strong ETag for later responses); the
  * gzip stream of a content reader (a HEAD never runs the application's
  * reader), of a larger file, or of unknown length has no length, and then
  * the connection is closed after the header block (libmicrohttpd 0.9.75 cannot
  * frame a HEAD response of unknown length on a kept-alive connection: it
  * writes a last chunk after the header block). The same holds for the
- * identity response of a stream of unknown length.
+ * identity response of a stream of unknown length. A stream of unknown
+ * size is decided on its first bytes, which a HEAD does not read: for a
+ * client that accepts gzip its HEAD omits the fields the coding
+ * determines (Content-Encoding, ETag, integrity fields; RFC 9110 section
+ * 9.3.2 allows it) and carries the others.
  *
  * @param gz the handler that created the response (NULL: queued as it is).
  * @param connection as for mhdgz_queue_response().
