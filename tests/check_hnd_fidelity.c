@@ -1099,6 +1099,74 @@ START_TEST(test_digest_trailer)
 }
 END_TEST
 
+/* ===================================================================== */
+/*  The 304 of a 200 served identity                                       */
+/* ===================================================================== */
+
+/* A text resource below min_nbytes, strong ETag "abc": its 200 goes out
+ * identity with "abc" also to a gzip client, so its 304 (the 200's own
+ * response queued with 304) carries "abc", never W/"abc", and the 200's
+ * Content-Length; then a pipelined GET on the same connection. */
+static const char id_body[] = "a small text body, served identity below min_nbytes\n";
+
+static enum MHD_Result
+id_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
+{
+	struct MHD_Response *r;
+	unsigned int status;
+	enum MHD_Result ret;
+
+	(void)url;
+	r = mhdgz_response_from_buffer(s->gz, sizeof id_body - 1, (void *)id_body,
+				       MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "text/plain");
+	MHD_add_response_header(r, "ETag", "\"abc\"");
+	status = mhdgz_evaluate_preconditions(c, method, "\"abc\"");
+	ret = mhdgz_queue_response_ex(s->gz, c, method, status ? status : MHD_HTTP_OK, r, NULL);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+START_TEST(test_304_of_identity_200)
+{
+	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
+				  "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP
+				  "If-None-Match: \"abc\"\r\n\r\n"
+				  "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n";
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0); /* min 1024 */
+	struct th_server s = { 0 };
+	struct th_raw_response r[3];
+	char num[32];
+	int fd;
+
+	snprintf(num, sizeof num, "%zu", sizeof id_body - 1);
+	th_start(&s, gz, 0, id_route, NULL);
+	fd = th_raw_connect(s.port);
+	th_raw_send(fd, req, strlen(req));
+	for (int i = 0; i < 3; i++)
+		read_resp(fd, false, &r[i], "small resource");
+	expect_status_line(&r[0], "HTTP/1.1", 200, "identity 200");
+	th_raw_expect_field(&r[0], "Content-Encoding", NULL, "identity 200");
+	th_raw_expect_field(&r[0], "ETag", "\"abc\"", "identity 200");
+	th_raw_expect_field(&r[0], "Content-Length", num, "identity 200");
+	expect_status_line(&r[1], "HTTP/1.1", 304, "its 304");
+	th_raw_expect_field(&r[1], "ETag", "\"abc\"", "its 304");
+	th_raw_expect_field(&r[1], "Content-Length", num, "its 304");
+	th_raw_expect_field(&r[1], "Vary", "Accept-Encoding", "its 304");
+	th_raw_expect_field(&r[1], "Content-Encoding", NULL, "its 304");
+	expect_status_line(&r[2], "HTTP/1.1", 200, "then a 200");
+	th_raw_expect_field(&r[2], "ETag", "\"abc\"", "then a 200");
+	th_raw_expect_idle(fd, FX_IDLE_MS, "after the three");
+	close(fd);
+	for (int i = 0; i < 3; i++)
+		th_raw_response_free(&r[i]);
+	th_stop(&s);
+	mhdgz_free(gz);
+}
+END_TEST
+
 Suite *
 fidelity_suite(void)
 {
@@ -1113,7 +1181,8 @@ fidelity_suite(void)
 		    { test_digests, 0, (int)N_ELEMS(digest_kinds) },
 		    { test_unknown_size_first_bytes, 0, (int)N_ELEMS(unk_cases) },
 		    { test_dups_cloexec, 0, 0 },
-		    { test_digest_trailer, 0, 2 } } }
+		    { test_digest_trailer, 0, 2 },
+		    { test_304_of_identity_200, 0, 0 } } }
 	};
 
 	return ck_suite("fidelity", cases, 1);
