@@ -252,7 +252,8 @@ count_hdr(struct MHD_Response *r, const char *name)
 	return c;
 }
 
-/* Every field of r other than those the coding changes is on v. */
+/* Every field of r other than those the coding changes is on v; the
+ * integrity fields computed over the identity bytes never are (RFC 9530). */
 struct copied_ctx {
 	struct MHD_Response *v;
 	bool ok;
@@ -274,6 +275,13 @@ copied_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *val
 		if (!strcasecmp(key, changed[i]))
 			return MHD_YES;
 	h = count_hdr(c->v, key);
+	if (hnd_is_digest_field(key)) {
+		if (h.n != 0) {
+			c->ok = false;
+			c->missing = "absence of an identity digest";
+		}
+		return MHD_YES;
+	}
 	if (h.n == 0) {
 		c->ok = false;
 		c->missing = key;
