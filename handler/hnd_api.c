@@ -144,6 +144,7 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	}
 	gz->min_nbytes = o.min_nbytes ? o.min_nbytes : MHDGZ_DEFAULT_MIN_NBYTES;
 	gz->etag_policy = o.etag_policy;
+	gz->content_digest = (o.flags & MHDGZ_F_CONTENT_DIGEST) != 0;
 	rc = hnd_typelist_init(&gz->compress_types,
 			       o.compress_types ? o.compress_types : hnd_default_compress_types);
 	if (rc < 0)

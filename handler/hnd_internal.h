@@ -195,6 +195,7 @@ struct mhdgz {
 	const struct gz_backend *be;
 	int level;
 	size_t min_nbytes;
+	bool content_digest; /* MHDGZ_F_CONTENT_DIGEST */
 	enum mhdgz_etag_policy etag_policy;
 	struct hnd_typelist compress_types;
 	struct hnd_typelist skip_types;
@@ -451,6 +452,7 @@ struct hnd_facts {
 	const char *content_type;     /* NULL if absent */
 	const char *content_encoding; /* NULL if absent */
 	const char *etag;             /* NULL if absent */
+	bool content_digest;          /* a Content-Digest field is present */
 	bool content_range;           /* a Content-Range field is present */
 	bool no_transform;            /* Cache-Control has no-transform */
 	bool vary_has_ae;             /* Vary already lists Accept-Encoding or "*" */

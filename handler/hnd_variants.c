@@ -4,6 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <nettle/base64.h>
+#include <nettle/sha2.h>
+
 #include "hnd_internal.h"
 
 void
@@ -129,6 +132,24 @@ out:
 	return rc;
 }
 
+/* RFC 9530 Content-Digest of the gzip bytes b, added to v:
+ * "sha-256=:<base64>:". 0 or MHDGZ_EMHD. */
+static int
+add_content_digest(struct MHD_Response *v, const struct hnd_body *b)
+{
+	struct sha256_ctx ctx;
+	uint8_t digest[SHA256_DIGEST_SIZE];
+	char field[sizeof "sha-256=::" + BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE)];
+
+	sha256_init(&ctx);
+	sha256_update(&ctx, b->len, b->data);
+	sha256_digest(&ctx, sizeof digest, digest);
+	memcpy(field, "sha-256=:", 9);
+	base64_encode_raw(field + 9, sizeof digest, digest);
+	memcpy(field + 9 + BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE), ":", 2);
+	return MHD_add_response_header(v, "Content-Digest", field) == MHD_YES ? 0 : MHDGZ_EMHD;
+}
+
 /* Read a file entry's body into a new buffer (gz_free it). The file is
  * read now; a cached gzip variant keeps what it held at the first queue. */
 static int
@@ -189,6 +210,11 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 	}
 	if (rc == 0)
 		rc = hnd_build_response(gz, e->response, f, out, HND_REP_GZIP, &v);
+	if (rc == 0 && gz->content_digest && f->content_digest) {
+		rc = add_content_digest(v, out);
+		if (rc < 0)
+			MHD_destroy_response(v); /* drops the body */
+	}
 	if (rc < 0) {
 		hnd_count(gz, HND_C_FAILURES, 1);
 		return MHDGZ_SKIP_ERROR;

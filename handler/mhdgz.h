@@ -167,6 +167,14 @@ enum mhdgz_etag_policy {
 /** Flags of struct mhdgz_options. */
 /** Do not pool compressors: create one per compression (pass-through). */
 #define MHDGZ_F_NO_POOL 0x2u
+/** When the application's response carries a Content-Digest field (any
+ * algorithm), a gzip response compressed whole gets a new
+ * "Content-Digest: sha-256=:...:" computed over its gzip bytes (RFC 9530
+ * section 2; SHA-256 from nettle) instead of none: without this flag an
+ * integrity field of the identity bytes is only dropped (counted in
+ * digests_dropped). A gzip stream, whose bytes are not known when its
+ * header fields are sent, never carries one. */
+#define MHDGZ_F_CONTENT_DIGEST 0x4u
 
 /** Default min_nbytes: smaller bodies gain little and cost a round of
  * compressor setup (RFC-free tradition; nginx uses 20, Go's gziphandler 1400,

@@ -14,6 +14,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <nettle/base64.h>
+#include <nettle/sha2.h>
+
 #include "check_suites.h"
 #include "harness.h"
 #include "testutil.h"
@@ -1167,6 +1170,77 @@ START_TEST(test_304_of_identity_200)
 }
 END_TEST
 
+/* ===================================================================== */
+/*  Content-Digest recomputed (MHDGZ_F_CONTENT_DIGEST)                     */
+/* ===================================================================== */
+
+static enum MHD_Result
+cd_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
+{
+	const uint8_t *body = s->cls;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	(void)url;
+	r = mhdgz_response_from_buffer(s->gz, FX_LEN, (void *)body, MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "text/plain");
+	MHD_add_response_header(r, "Content-Digest", "sha-256=:AAAA:");
+	MHD_add_response_header(r, "Repr-Digest", "sha-256=:BBBB:");
+	ret = mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, r, NULL);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* With the flag, the gzip response carries one Content-Digest, the SHA-256
+ * of exactly the gzip bytes on the wire (RFC 9530: "sha-256=:base64:"),
+ * and no Repr-Digest of the identity; the identity response pipelined
+ * after it keeps the application's fields. */
+START_TEST(test_content_digest_recomputed)
+{
+	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
+				  "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+	uint8_t *body = tu_payload(FX_LEN, TU_TEXT, 91);
+	struct mhdgz_options o = th_opts();
+	struct mhdgz *gz;
+	struct th_server s = { 0 };
+	struct th_raw_response r[2];
+	struct sha256_ctx ctx;
+	uint8_t digest[SHA256_DIGEST_SIZE];
+	char want[64];
+	int fd;
+
+	o.flags |= MHDGZ_F_CONTENT_DIGEST;
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	th_start(&s, gz, 0, cd_route, body);
+	fd = th_raw_connect(s.port);
+	th_raw_send(fd, req, strlen(req));
+	read_resp(fd, false, &r[0], "gzip");
+	read_resp(fd, false, &r[1], "identity");
+	th_raw_expect_field(&r[0], "Content-Encoding", "gzip", "gzip");
+	expect_body(&r[0], true, body, FX_LEN, "gzip");
+	sha256_init(&ctx);
+	sha256_update(&ctx, r[0].len - r[0].body_off, r[0].bytes + r[0].body_off);
+	sha256_digest(&ctx, sizeof digest, digest);
+	memcpy(want, "sha-256=:", 9);
+	base64_encode_raw(want + 9, sizeof digest, digest);
+	memcpy(want + 9 + BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE), ":", 2);
+	th_raw_expect_field(&r[0], "Content-Digest", want, "gzip");
+	th_raw_expect_field(&r[0], "Repr-Digest", NULL, "gzip");
+	th_raw_expect_field(&r[1], "Content-Encoding", NULL, "identity");
+	th_raw_expect_field(&r[1], "Content-Digest", "sha-256=:AAAA:", "identity");
+	th_raw_expect_field(&r[1], "Repr-Digest", "sha-256=:BBBB:", "identity");
+	th_raw_expect_idle(fd, FX_IDLE_MS, "after both");
+	close(fd);
+	th_raw_response_free(&r[0]);
+	th_raw_response_free(&r[1]);
+	th_stop(&s);
+	mhdgz_free(gz);
+	free(body);
+}
+END_TEST
+
 Suite *
 fidelity_suite(void)
 {
@@ -1182,7 +1256,8 @@ fidelity_suite(void)
 		    { test_unknown_size_first_bytes, 0, (int)N_ELEMS(unk_cases) },
 		    { test_dups_cloexec, 0, 0 },
 		    { test_digest_trailer, 0, 2 },
-		    { test_304_of_identity_200, 0, 0 } } }
+		    { test_304_of_identity_200, 0, 0 },
+		    { test_content_digest_recomputed, 0, 0 } } }
 	};
 
 	return ck_suite("fidelity", cases, 1);

@@ -39,7 +39,7 @@ cd "$1" || exit 2
 # The sources, without what an in-tree make fuzz puts under tests/fuzz/
 # (a build and a copy of the tree) or npm under tests/interop/.
 mapfile -t files < <(find src handler examples tests bench \
-	\( -path tests/fuzz/build -o -path tests/fuzz/tree -o -name node_modules \) -prune -o \
+	\( -path tests/fuzz/build -o -path tests/fuzz/tree -o -path tests/interop-out -o -name node_modules \) -prune -o \
 	-type f \( -name '*.c' -o -name '*.h' \) -print | LC_ALL=C sort)
 [ "${#files[@]}" -gt 0 ] || { echo "style.sh: no C sources under $1" >&2; exit 2; }
 
