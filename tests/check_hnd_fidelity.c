@@ -650,6 +650,7 @@ struct opt_case {
 #define RF_10 MHD_RF_HTTP_1_0_SERVER
 #define RF_STRICT MHD_RF_HTTP_1_0_COMPATIBLE_STRICT
 #define RF_KA MHD_RF_SEND_KEEP_ALIVE_HEADER
+#define RF_INS MHD_RF_INSANITY_HEADER_CONTENT_LENGTH
 
 static const struct opt_case opt_cases[] = {
 	/* HTTP/1.0 server: every variant says HTTP/1.0; kept alive on
@@ -681,6 +682,13 @@ static const struct opt_case opt_cases[] = {
 	{ RF_KA, FX_FD, false, false, 200, "HTTP/1.1", "Keep-Alive", false },
 	{ RF_KA, FX_CB, true, false, 200, "HTTP/1.1", "Keep-Alive", false },
 	{ RF_KA, FX_FD_BIG, true, false, 200, "HTTP/1.1", "Keep-Alive", false },
+	/* An application's own Content-Length allowed: it describes the
+	 * identity body, so no variant copies it; libmicrohttpd's own is the
+	 * one sent (checked by reading exactly that many bytes). */
+	{ RF_INS, FX_BUF, false, false, 200, "HTTP/1.1", NULL, false },
+	{ RF_INS, FX_BUF, true, false, 200, "HTTP/1.1", NULL, false },
+	{ RF_INS, FX_FD, true, false, 200, "HTTP/1.1", NULL, false },
+	{ RF_INS, FX_CB, true, false, 200, "HTTP/1.1", NULL, false },
 };
 
 /* The flags set with mhdgz_response_set_options() on the application's
