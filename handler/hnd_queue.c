@@ -54,13 +54,9 @@ identity_of_prefix(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts
 	}
 	if (head)
 		return hnd_fields_response(gz, e->response, f, pre->len, HND_REP_IDENTITY);
-	b = gz_malloc(sizeof *b + pre->len);
+	b = hnd_body_new(pre->buf, pre->len);
 	if (!b)
 		return NULL;
-	atomic_init(&b->refs, 1);
-	b->len = pre->len;
-	if (pre->len)
-		memcpy(b->data, pre->buf, pre->len);
 	return hnd_build_response(gz, e->response, f, b, HND_REP_IDENTITY, &v) == 0 ? v : NULL;
 }
 

@@ -9,6 +9,20 @@
 
 #include "hnd_internal.h"
 
+struct hnd_body *
+hnd_body_new(const void *data, size_t len)
+{
+	struct hnd_body *b = gz_malloc(sizeof *b + len);
+
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = len;
+	if (len)
+		memcpy(b->data, data, len);
+	return b;
+}
+
 void
 hnd_body_unref(void *cls)
 {
@@ -118,14 +132,11 @@ compress_body(struct mhdgz *gz, const uint8_t *body, size_t body_len, struct hnd
 		rc = MHDGZ_ENOSPC; /* not smaller: the caller serves identity */
 		goto out;
 	}
-	out = gz_malloc(sizeof *out + out_len);
+	out = hnd_body_new(c->scratch, out_len);
 	if (!out) {
 		rc = MHDGZ_ENOMEM;
 		goto out;
 	}
-	atomic_init(&out->refs, 1);
-	out->len = out_len;
-	memcpy(out->data, c->scratch, out_len);
 	*out_ret = out;
 out:
 	gz_pool_put(gz->pool, c);
