@@ -1,4 +1,5 @@
 /* check_hnd_fidelity.c: issue 12 on the wire: a variant mhdgz queues differs from the application's response only by its coding (raw sockets, pipelined requests). */
+#define _GNU_SOURCE /* pipe2, F_SETPIPE_SZ */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -39,11 +40,62 @@ enum fx_kind {
 	FX_CB_UNK, /* mhdgz_response_from_callback, MHD_SIZE_UNKNOWN */
 	FX_FD,     /* mhdgz_response_from_fd, below the whole-file limit */
 	FX_FD_BIG, /* mhdgz_response_from_fd, above it: a gzip stream */
+	/* The other constructor twins (issue 12, kind 8). */
+	FX_FREE_CB,     /* mhdgz_response_from_buffer_with_free_callback */
+	FX_FREE_CB_CLS, /* mhdgz_response_from_buffer_with_free_callback_cls */
+	FX_IOVEC,       /* mhdgz_response_from_iovec, three pieces, one empty */
+	FX_FD64,        /* mhdgz_response_from_fd64, below the whole-file limit */
+	FX_PIPE,        /* mhdgz_response_from_pipe: a stream of unknown size */
 	FX_NKINDS
 };
 
-static const char *const kind_name[FX_NKINDS] = { "buffer", "callback", "callback-unknown", "fd",
-						  "fd-big" };
+static const char *const kind_name[FX_NKINDS] = { "buffer",
+						  "callback",
+						  "callback-unknown",
+						  "fd",
+						  "fd-big",
+						  "buffer-with-free-callback",
+						  "buffer-with-free-callback-cls",
+						  "iovec",
+						  "fd64",
+						  "pipe" };
+
+/* A body compressed whole (its gzip length known before sending). */
+static bool
+fx_whole(enum fx_kind k)
+{
+	return k == FX_BUF || k == FX_FD || k == FX_FREE_CB || k == FX_FREE_CB_CLS ||
+	       k == FX_IOVEC || k == FX_FD64;
+}
+
+/* A stream whose size is not known (MHD_SIZE_UNKNOWN). */
+static bool
+fx_unknown(enum fx_kind k)
+{
+	return k == FX_CB_UNK || k == FX_PIPE;
+}
+
+/* A body in a temporary file. */
+static bool
+fx_file(enum fx_kind k)
+{
+	return k == FX_FD || k == FX_FD_BIG || k == FX_FD64;
+}
+
+/* Runs of the application's free callback (buffer-with-free-callback and
+ * iovec kinds) in this test process, and of those the runs with another
+ * argument than libmicrohttpd's: the buffer for
+ * buffer_with_free_callback, the closure for the _cls and iovec twins. */
+static _Atomic unsigned int fx_frees, fx_frees_bad_arg;
+static const void *fx_free_arg;
+
+static void
+fx_free_cb(void *arg)
+{
+	atomic_fetch_add(&fx_frees, 1);
+	if (arg != fx_free_arg)
+		atomic_fetch_add(&fx_frees_bad_arg, 1);
+}
 
 /* A server answering every URL with one resource made as kind says; the
  * status is the URL's number ("/304"), 200 for "/". */
@@ -59,6 +111,7 @@ struct fx {
 	struct th_src src;
 	struct MHD_Response *shared; /* non-NULL: queued for every request */
 	struct mhdgz_outcome out[FX_MAX_OUT];
+	_Atomic unsigned int made; /* responses with a free callback created */
 	_Atomic unsigned int nout;
 	_Atomic unsigned int errors;
 };
@@ -67,7 +120,8 @@ static struct MHD_Response *
 fx_make(struct fx *x)
 {
 	struct MHD_Response *r = NULL;
-	int fd;
+	struct MHD_IoVec iov[3];
+	int fd, p[2];
 
 	switch (x->kind) {
 	case FX_BUF:
@@ -87,11 +141,52 @@ fx_make(struct fx *x)
 		if (fd >= 0)
 			r = mhdgz_response_from_fd(x->gz, x->len, fd);
 		break;
+	case FX_FD64:
+		fd = dup(x->file);
+		if (fd >= 0)
+			r = mhdgz_response_from_fd64(x->gz, x->len, fd);
+		break;
+	case FX_FREE_CB:
+		r = mhdgz_response_from_buffer_with_free_callback(x->gz, x->len,
+								  (void *)(uintptr_t)x->body,
+								  fx_free_cb);
+		break;
+	case FX_FREE_CB_CLS:
+		r = mhdgz_response_from_buffer_with_free_callback_cls(x->gz, x->len,
+								      (void *)(uintptr_t)x->body,
+								      fx_free_cb, x);
+		break;
+	case FX_IOVEC:
+		iov[0].iov_base = x->body;
+		iov[0].iov_len = x->len / 3;
+		iov[1].iov_base = x->body + x->len / 3;
+		iov[1].iov_len = 0;
+		iov[2].iov_base = x->body + x->len / 3;
+		iov[2].iov_len = x->len - x->len / 3;
+		r = mhdgz_response_from_iovec(x->gz, iov, 3, fx_free_cb, x);
+		break;
+	case FX_PIPE:
+		/* The whole body waits in the pipe, its write end closed. */
+		if (pipe2(p, O_CLOEXEC) != 0)
+			break;
+		if (fcntl(p[1], F_SETPIPE_SZ, (int)(2 * FX_LEN)) < 0 ||
+		    write(p[1], x->body, x->len) != (ssize_t)x->len) {
+			close(p[0]);
+			close(p[1]);
+			break;
+		}
+		close(p[1]);
+		r = mhdgz_response_from_pipe(x->gz, p[0]);
+		if (!r)
+			close(p[0]);
+		break;
 	default:
 		break;
 	}
 	if (!r)
 		return NULL;
+	if (x->kind == FX_FREE_CB || x->kind == FX_FREE_CB_CLS || x->kind == FX_IOVEC)
+		atomic_fetch_add(&x->made, 1);
 	for (int i = 0; x->hdr[i]; i += 2)
 		if (MHD_add_response_header(r, x->hdr[i], x->hdr[i + 1]) != MHD_YES)
 			atomic_fetch_add(&x->errors, 1);
@@ -134,7 +229,10 @@ fx_start(struct fx *x, size_t min_nbytes, bool shared)
 
 	x->gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, min_nbytes);
 	x->file = -1;
-	if (x->kind == FX_FD || x->kind == FX_FD_BIG)
+	atomic_store(&fx_frees, 0);
+	atomic_store(&fx_frees_bad_arg, 0);
+	fx_free_arg = x->kind == FX_FREE_CB ? (const void *)x->body : (const void *)x;
+	if (fx_file(x->kind))
 		x->file = th_temp_file(x->body, x->len);
 	x->src.data = x->body;
 	x->src.len = x->len;
@@ -146,6 +244,8 @@ fx_start(struct fx *x, size_t min_nbytes, bool shared)
 	th_start_ex(&x->srv, x->gz, &o, fx_route, x);
 }
 
+/* Stops the server; each response made with a free callback has run it
+ * exactly once by then (libmicrohttpd is done with them all). */
 static void
 fx_stop(struct fx *x)
 {
@@ -153,6 +253,10 @@ fx_stop(struct fx *x)
 	if (x->shared)
 		MHD_destroy_response(x->shared);
 	x->shared = NULL;
+	ck_assert_msg(atomic_load(&fx_frees) == atomic_load(&x->made),
+		      "%s: the free callback ran %u times for %u responses", kind_name[x->kind],
+		      atomic_load(&fx_frees), atomic_load(&x->made));
+	ck_assert_uint_eq(atomic_load(&fx_frees_bad_arg), 0);
 	mhdgz_free(x->gz);
 	x->gz = NULL;
 	if (x->file >= 0)
@@ -276,10 +380,16 @@ struct head_case {
 };
 
 static const struct head_case head_cases[] = {
-	{ FX_BUF, false, false },   { FX_BUF, true, false },    { FX_CB, false, false },
-	{ FX_CB, true, true },      { FX_CB_UNK, false, true }, { FX_CB_UNK, true, true },
-	{ FX_FD, false, false },    { FX_FD, true, false },     { FX_FD_BIG, false, false },
-	{ FX_FD_BIG, true, false },
+	{ FX_BUF, false, false },         { FX_BUF, true, false },
+	{ FX_CB, false, false },          { FX_CB, true, true },
+	{ FX_CB_UNK, false, true },       { FX_CB_UNK, true, true },
+	{ FX_FD, false, false },          { FX_FD, true, false },
+	{ FX_FD_BIG, false, false },      { FX_FD_BIG, true, false },
+	{ FX_FREE_CB, false, false },     { FX_FREE_CB, true, false },
+	{ FX_FREE_CB_CLS, false, false }, { FX_FREE_CB_CLS, true, false },
+	{ FX_IOVEC, false, false },       { FX_IOVEC, true, false },
+	{ FX_FD64, false, false },        { FX_FD64, true, false },
+	{ FX_PIPE, false, true },         { FX_PIPE, true, true },
 };
 
 /* HEAD sends the fields GET sends and not one byte of content; its
@@ -296,7 +406,7 @@ START_TEST(test_head_every_kind)
 			.hdr = { "Content-Type", "text/plain; charset=utf-8", "ETag", "\"v1\"",
 				 "Last-Modified", "Tue, 01 Jul 2025 10:00:00 GMT", "X-App", "a" } };
 	uint8_t *body = fx_body(hc->kind, 101 + (uint32_t)_i);
-	bool len_known = hc->kind != FX_CB_UNK;
+	bool len_known = !fx_unknown(hc->kind);
 	char req[512], ctx[96], num[32];
 	struct th_raw_response head, get;
 	struct mhdgz_stats st;
@@ -306,7 +416,7 @@ START_TEST(test_head_every_kind)
 	/* A stream of unknown size is decided on its first bytes, which a HEAD
 	 * does not read: for a gzip client its HEAD omits the fields the
 	 * coding determines (Content-Encoding, ETag; RFC 9110 section 9.3.2). */
-	bool undecided = hc->gzip && hc->kind == FX_CB_UNK;
+	bool undecided = hc->gzip && fx_unknown(hc->kind);
 	size_t coded;
 	int fd;
 
@@ -404,7 +514,7 @@ START_TEST(test_no_content_statuses)
 	bool gzip = (_i / NB_NVARIANTS) % 2;
 	enum nb_variant nv = (enum nb_variant)(_i % NB_NVARIANTS);
 	unsigned int status = nv == NB_103 ? 103 : nv == NB_204 ? 204 : 304;
-	bool whole = kind == FX_BUF || kind == FX_FD;
+	bool whole = fx_whole(kind);
 	struct fx x = { .kind = kind, .len = fx_len(kind) };
 	uint8_t *body = fx_body(kind, 201 + (uint32_t)_i);
 	char req[512], ctx[96], num[32];
@@ -415,8 +525,8 @@ START_TEST(test_no_content_statuses)
 	size_t coded;
 	int fd, h = 0;
 	/* The 304 of a 200 without length closes the connection. */
-	bool closes = status == 304 && ((gzip && (kind == FX_CB || kind == FX_CB_UNK)) ||
-					(!gzip && kind == FX_CB_UNK));
+	bool closes = status == 304 && ((gzip && (kind == FX_CB || fx_unknown(kind))) ||
+					(!gzip && fx_unknown(kind)));
 
 	snprintf(ctx, sizeof ctx, "%s %s %s", nb_name[nv], kind_name[kind],
 		 gzip ? "gzip" : "identity");
@@ -491,7 +601,7 @@ START_TEST(test_no_content_statuses)
 	th_raw_expect_idle(fd, FX_IDLE_MS, ctx);
 	close(fd);
 	expect_outcome(fx_out(&x, 0), "identity", MHDGZ_SKIP_STATUS,
-		       kind == FX_CB_UNK ? MHDGZ_NBYTES_UNKNOWN : x.len, 0, ctx);
+		       fx_unknown(kind) ? MHDGZ_NBYTES_UNKNOWN : x.len, 0, ctx);
 	st = th_stats(x.gz);
 	ck_assert_uint_eq(st.responses, 2);
 	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_STATUS], 1);
@@ -581,6 +691,9 @@ static const struct range_case range_cases[] = {
 	{ FX_FD, "text/plain", "Accept-Encoding" },
 	{ FX_BUF, "image/png", NULL },
 	{ FX_FD, "image/png", NULL },
+	{ FX_IOVEC, "text/plain", "Accept-Encoding" },
+	{ FX_FD64, "text/plain", "Accept-Encoding" },
+	{ FX_FREE_CB_CLS, "image/png", NULL },
 };
 
 /* A 206 (the application's Content-Range body) for a gzip and an identity
@@ -689,6 +802,15 @@ static const struct opt_case opt_cases[] = {
 	{ RF_INS, FX_BUF, true, false, 200, "HTTP/1.1", NULL, false },
 	{ RF_INS, FX_FD, true, false, 200, "HTTP/1.1", NULL, false },
 	{ RF_INS, FX_CB, true, false, 200, "HTTP/1.1", NULL, false },
+	/* The other constructor twins. */
+	{ RF_10, FX_IOVEC, true, false, 200, "HTTP/1.0", "Keep-Alive", false },
+	{ RF_10, FX_FREE_CB, true, false, 304, "HTTP/1.0", "Keep-Alive", false },
+	{ RF_10, FX_PIPE, true, false, 200, "HTTP/1.0", "close", true },
+	{ RF_10, FX_PIPE, false, false, 200, "HTTP/1.0", "close", true },
+	{ RF_STRICT, FX_FD64, true, false, 200, "HTTP/1.1", "close", true },
+	{ RF_STRICT, FX_PIPE, true, false, 200, "HTTP/1.1", "close", true },
+	{ RF_KA, FX_FREE_CB_CLS, true, false, 200, "HTTP/1.1", "Keep-Alive", false },
+	{ RF_KA, FX_PIPE, true, false, 200, "HTTP/1.1", "Keep-Alive", false },
 };
 
 /* The flags set with mhdgz_response_set_options() on the application's
@@ -705,7 +827,7 @@ START_TEST(test_response_options)
 			.hdr = { "Content-Type", "text/plain", "ETag", "\"o\"" } };
 	uint8_t *body = fx_body(oc->kind, 301 + (uint32_t)_i);
 	bool gzip_stream = oc->gzip && oc->status == 200 && !oc->head &&
-			   (oc->kind == FX_CB || oc->kind == FX_FD_BIG);
+			   (oc->kind == FX_CB || oc->kind == FX_FD_BIG || fx_unknown(oc->kind));
 	enum mhdgz_reason reason = oc->gzip ? MHDGZ_COMPRESSED : MHDGZ_SKIP_NOT_ACCEPTED;
 	struct mhdgz_stats st;
 	char req[512], ctx[96];
@@ -767,7 +889,8 @@ END_TEST
 /*  5. Integrity fields describe the bytes they were computed over        */
 /* ===================================================================== */
 
-static const enum fx_kind digest_kinds[] = { FX_BUF, FX_CB, FX_FD, FX_FD_BIG, FX_CB_UNK };
+static const enum fx_kind digest_kinds[] = { FX_BUF,     FX_CB,    FX_FD,   FX_FD_BIG, FX_CB_UNK,
+					     FX_FREE_CB, FX_IOVEC, FX_FD64, FX_PIPE };
 
 static const char *const digest_fields[] = { "Content-MD5", "Digest", "Content-Digest",
 					     "Repr-Digest" };
