@@ -427,9 +427,13 @@ END_TEST
 /* Responses that outlive the handle (issue 12, kind 9): a long-lived
  * buffer response with its cached gzip representation and a callback
  * response, both destroyed after MHD_stop_daemon() and mhdgz_free(), in
- * the README's teardown order. Nothing crashes (ASan), the handle's memory
- * goes with the last response (the counting allocator sees every mhdgz
- * block freed then, not before), and the reader's free callback runs. */
+ * the README's teardown order. On the wire (raw socket, pipelined): gzip,
+ * identity and HEAD answers on one connection; after mhdgz_free() the
+ * response still serves its identity bytes through plain libmicrohttpd
+ * (MHD_queue_response on a new daemon, two pipelined GETs). Nothing
+ * crashes (ASan), the handle's memory goes with the last response (the
+ * counting allocator sees every mhdgz block freed then, not before), and
+ * the reader's free callback runs once. */
 static struct MHD_Response *outlive_r;
 static int outlive_freed;
 
@@ -456,6 +460,51 @@ outlive_route(struct th_server *s, struct MHD_Connection *c, const char *url, co
 	return mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, outlive_r, NULL);
 }
 
+/* The same response queued by plain libmicrohttpd, no handle involved. */
+static enum MHD_Result
+outlive_plain_route(struct th_server *s, struct MHD_Connection *c, const char *url,
+		    const char *method)
+{
+	(void)s;
+	(void)url;
+	(void)method;
+	return MHD_queue_response(c, MHD_HTTP_OK, outlive_r);
+}
+
+/* Reads one response from fd and checks its body: gzip (decoded) or
+ * identity, byte for byte; HEAD: none, with the GET's Content-Length. */
+static void
+outlive_expect(int fd, bool head, bool gzip, const uint8_t *body, size_t len, const char *ctx)
+{
+	struct th_raw_response r;
+	const uint8_t *b;
+	size_t blen;
+
+	ck_assert_msg(th_raw_read_response(fd, head, 30000, &r) == 0, "%s: incomplete", ctx);
+	ck_assert_msg(r.status == 200, "%s: status %d", ctx, r.status);
+	th_raw_expect_field(&r, "Content-Encoding", gzip ? "gzip" : NULL, ctx);
+	th_raw_expect_field(&r, "Transfer-Encoding", NULL, ctx);
+	b = r.bytes + r.body_off;
+	blen = r.len - r.body_off;
+	if (head) {
+		ck_assert_msg(blen == 0, "%s: %zu bytes after the HEAD's head", ctx, blen);
+	} else if (gzip) {
+		uint8_t *dec = NULL;
+		size_t dec_len = 0;
+		char cl[32];
+
+		ck_assert_int_eq(tu_gunzip(b, blen, &dec, &dec_len), 0);
+		ck_assert_msg(dec_len == len && memcmp(dec, body, len) == 0, "%s: body differs",
+			      ctx);
+		snprintf(cl, sizeof cl, "%zu", blen);
+		th_raw_expect_field(&r, "Content-Length", cl, ctx);
+		free(dec);
+	} else {
+		ck_assert_msg(blen == len && memcmp(b, body, len) == 0, "%s: body differs", ctx);
+	}
+	th_raw_response_free(&r);
+}
+
 START_TEST(test_handle_outlived)
 {
 	enum { LEN = 32768 };
@@ -463,7 +512,13 @@ START_TEST(test_handle_outlived)
 	struct mhdgz *gz;
 	struct MHD_Response *cb;
 	struct th_server s = { 0 };
-	struct th_reply r;
+	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n"
+				  "GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+				  "HEAD / HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n";
+	static const char req_plain[] =
+		"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+		"GET / HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n";
+	int fd;
 
 	tu_alloc_install(0);
 	gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
@@ -476,16 +531,28 @@ START_TEST(test_handle_outlived)
 					  outlive_free);
 	ck_assert_ptr_nonnull(cb);
 	th_start(&s, gz, 0, outlive_route, NULL);
-	th_reply_init(&r);
-	th_fetch(NULL, s.port, "/", TH_GZIP, &r);
-	ck_assert_int_eq(r.rc, CURLE_OK);
-	ck_assert_str_eq(th_header(&r, "Content-Encoding", NULL), "gzip");
-	th_reply_free(&r);
+	fd = th_raw_connect(s.port);
+	th_raw_send(fd, req, strlen(req));
+	outlive_expect(fd, false, true, body, LEN, "gzip GET");
+	outlive_expect(fd, false, false, body, LEN, "identity GET");
+	outlive_expect(fd, true, true, body, LEN, "gzip HEAD");
+	th_raw_expect_idle(fd, 200, "after the HEAD");
+	close(fd);
 	th_stop(&s);
 	mhdgz_free(gz); /* the responses keep the handle alive */
 	ck_assert_int_gt(tu_alloc_live(), 0);
 	MHD_destroy_response(cb);
 	ck_assert_int_eq(outlive_freed, 1);
+	ck_assert_int_gt(tu_alloc_live(), 0);
+	/* Still a plain libmicrohttpd response: identity bytes for anyone. */
+	th_start(&s, NULL, 0, outlive_plain_route, NULL);
+	fd = th_raw_connect(s.port);
+	th_raw_send(fd, req_plain, strlen(req_plain));
+	outlive_expect(fd, false, false, body, LEN, "plain GET after mhdgz_free");
+	outlive_expect(fd, false, false, body, LEN, "plain gzip-accepting GET after mhdgz_free");
+	th_raw_expect_idle(fd, 200, "after the plain GETs");
+	close(fd);
+	th_stop(&s);
 	ck_assert_int_gt(tu_alloc_live(), 0);
 	MHD_destroy_response(outlive_r); /* the last one: the handle goes too */
 	ck_assert_int_eq(tu_alloc_live(), 0);
