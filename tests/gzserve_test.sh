@@ -598,6 +598,16 @@ fetch p4 "$S/pre.txt" --compressed
 check "precompressed: curl --compressed gets FILE" cmp -s "$T/p4.body" "$W/pre.txt"
 fetch p5 "$S/pre.txt" -H 'Accept-Encoding: gzip;q=0'
 eq "precompressed: gzip;q=0 gets identity" "$(hdr "$T/p5.h" Content-Encoding)" ""
+# Every Accept-Encoding line counts (RFC 9110 section 5.3), as in the
+# library: gzip named on the 20th of 20 lines, or refused there.
+ae20=()
+for i in $(seq 1 19); do ae20+=(-H "Accept-Encoding: x-unknown-$i"); done
+fetch p6 "$S/pre.txt" "${ae20[@]}" -H 'Accept-Encoding: gzip'
+eq "precompressed: gzip on the 20th Accept-Encoding line gets FILE.gz" \
+	"$(hdr "$T/p6.h" Content-Encoding)|$(hdr "$T/p6.h" Content-Length)" "gzip|$gzlen"
+fetch p7 "$S/pre.txt" -H 'Accept-Encoding: *' "${ae20[@]}" -H 'Accept-Encoding: gzip;q=0'
+eq "precompressed: * on the 1st line, gzip;q=0 on the 21st: identity" \
+	"$(hdr "$T/p7.h" Content-Encoding)" ""
 fetch p6 "$S/pre.txt" -H 'Accept-Encoding: gzip' -r 0-9
 eq "precompressed: a Range gets the whole .gz" "$(status "$T/p6.h")|$(size "$T/p6.body")" "200|$gzlen"
 
