@@ -76,6 +76,23 @@ parse_qvalue(const char *s, size_t len)
 }
 
 /*
+ * s[i] is the '"' opening a quoted-string (RFC 9110 section 5.6.4);
+ * returns the index just past its closing '"', honouring backslash
+ * escapes, or 0 when it is not closed within len.
+ */
+static size_t
+quoted_end(const char *s, size_t len, size_t i)
+{
+	for (i++; i < len; i++) {
+		if (s[i] == '\\')
+			i++;
+		else if (s[i] == '"')
+			return i + 1;
+	}
+	return 0;
+}
+
+/*
  * One element of Accept-Encoding: codings = content-coding / "identity" /
  * "*", followed by optional ";" parameters of which only q is defined.
  * Returns false for a malformed element (ignored by the caller).
@@ -104,6 +121,8 @@ parse_element(const char *s, size_t len, const char **tok, size_t *tok_len, int 
 		i++;
 		while (i < len && is_ows(s[i]))
 			i++;
+		if (i == len || s[i] == ';')
+			continue; /* an empty parameter ("gzip;q=0 ;"): nothing to read */
 		name = i;
 		while (i < len && is_tchar(s[i]))
 			i++;
@@ -116,8 +135,16 @@ parse_element(const char *s, size_t len, const char **tok, size_t *tok_len, int 
 		while (i < len && is_ows(s[i]))
 			i++;
 		val = i;
-		while (i < len && s[i] != ';' && !is_ows(s[i]))
-			i++;
+		if (i < len && s[i] == '"') {
+			/* A quoted-string value (RFC 9110 section 5.6.4); q is a
+			 * token, so a quoted q is malformed below. */
+			i = quoted_end(s, len, i);
+			if (i == 0)
+				return false;
+		} else {
+			while (i < len && s[i] != ';' && !is_ows(s[i]))
+				i++;
+		}
 		val_len = i - val;
 		if (ieq(s + name, name_len, "q")) {
 			*q = parse_qvalue(s + val, val_len);
@@ -129,13 +156,35 @@ parse_element(const char *s, size_t len, const char **tok, size_t *tok_len, int 
 	return true;
 }
 
+/*
+ * The first comma of line outside a quoted-string, or NULL. A '"' that is
+ * never closed is an ordinary character here (its element is malformed
+ * anyway), so the elements after it, a refusal such as "gzip;q=0" among
+ * them, still count.
+ */
+static const char *
+element_end(const char *line)
+{
+	size_t len = strlen(line);
+
+	for (size_t i = 0; i < len; i++) {
+		size_t q;
+
+		if (line[i] == ',')
+			return line + i;
+		if (line[i] == '"' && (q = quoted_end(line, len, i)) != 0)
+			i = q - 1;
+	}
+	return NULL;
+}
+
 static void
 parse_line(const char *line, struct hnd_accept *acc)
 {
 	const char *p = line;
 
 	while (*p) {
-		const char *end = strchr(p, ',');
+		const char *end = element_end(p);
 		size_t len = end ? (size_t)(end - p) : strlen(p);
 		const char *el = p, *tok;
 		size_t el_len = len, tok_len;

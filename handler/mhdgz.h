@@ -621,8 +621,12 @@ MHDGZ_API int mhdgz_response_set_low_latency(struct mhdgz *gz, struct MHD_Respon
  * The q-value (RFC 9110 section 12.4.2) the request gives to gzip, in
  * thousandths (0..1000), from all of its Accept-Encoding lines
  * (RFC 9110 section 12.5.3): an explicit "gzip" or "x-gzip" wins over "*";
- * codings and the "q" parameter are case-insensitive; a malformed element
- * (bad q such as "abc", "-1", "1.0001" or four decimals) is ignored.
+ * codings and the "q" parameter are case-insensitive; a coding listed
+ * twice counts with its higher q; parameter values may be quoted-strings
+ * (RFC 9110 section 5.6.4: a comma inside one separates nothing); empty
+ * parameters ("gzip;q=0 ;") are skipped; a malformed element (bad q such
+ * as "abc", "-1", "1.0001", four decimals or quoted; a '"' never closed)
+ * is ignored, and the other elements of its line still count.
  *
  * @param lines the header values; borrowed; NULL entries are skipped.
  * @param count number of lines; 0 means no Accept-Encoding header.

@@ -39,6 +39,10 @@
  *    ignores the element; we only test a case where both agree.
  *  - Empty list elements (",,gzip,,") are allowed by the #rule (5.6.1).
  *  - Lines are C strings: an embedded NUL ends the value there.
+ *  - An empty parameter ("gzip;q=0 ;") is skipped. A parameter value may
+ *    be a quoted-string (5.6.4): commas and ';' inside it separate
+ *    nothing; q must be a token. A '"' never closed on its line splits
+ *    nothing either way: its element is malformed, the others count.
  */
 struct ae_case {
 	const char *lines[4];
@@ -128,6 +132,24 @@ static const struct ae_case ae_cases[] = {
 	{ { "br", NULL, "gzip;q=0.6" }, 3, 600 },
 	{ { "gzip", "br" }, 1, 1000 }, /* count limits the lines read */
 	{ { "br", "gzip" }, 1, 0 },
+	/* empty parameters ("OWS ;" with nothing after) are skipped: a
+	 * refusal written with a stray ';' still refuses */
+	{ { "gzip;q=0 ;, *" }, 1, 0 },
+	{ { "gzip;q=0;, *" }, 1, 0 },
+	{ { "gzip;;q=0.4" }, 1, 400 },
+	{ { "*;q=0.3, gzip;q=0 ;" }, 1, 0 },
+	/* quoted-string parameter values: a comma or ';' inside is not a
+	 * separator, and a coding named inside is not an element */
+	{ { "x;p=\"a,gzip\"" }, 1, 0 },
+	{ { "x;p=\"a,gzip;q=0\", *" }, 1, 1000 },
+	{ { "x;p=\"a, gzip\", *;q=0.2" }, 1, 200 },
+	{ { "x;p=\"a\\\",gzip\", *;q=0.2" }, 1, 200 },
+	{ { "gzip;p=\"x;q=0\";q=0.6" }, 1, 600 },
+	{ { "gzip;q=\"0\", *;q=0.2" }, 1, 200 }, /* q is a token */
+	/* an unterminated quote: its element is malformed, the rest counts */
+	{ { "x;p=\"open, gzip" }, 1, 1000 },
+	{ { "x;p=\"open, gzip;q=0, *" }, 1, 0 },
+	{ { "gzip;p=\"open, *;q=0.2" }, 1, 200 },
 	/* embedded NUL: the C string ends there */
 	{ { "br\0gzip" }, 1, 0 },
 	{ { "gzip\0;q=0" }, 1, 1000 },
