@@ -311,7 +311,8 @@ enum hnd_rep {
 	HND_REP_GZIP_304,
 	HND_REP_IDENTITY,
 	/* HEAD of a stream of unknown size whose coding its first bytes would
-	 * decide (a HEAD never runs the reader): the fields that do not depend
+	 * decide (a HEAD never runs the reader), and the 304 that stands for
+	 * such a HEAD's 200: the fields that do not depend
 	 * on the coding, without Content-Encoding, ETag, Accept-Ranges or
 	 * digests (RFC 9110 section 9.3.2 lets a HEAD omit what is determined
 	 * only while generating the content). */

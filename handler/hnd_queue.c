@@ -132,6 +132,11 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 					   &rq->acc, &d);
 		}
 	}
+	/* Still undecided (a HEAD, or its 304): the coding would depend on
+	 * Accept-Encoding for some content, so say so even where an untyped
+	 * body might be sniffed binary and go out identity. */
+	if (undecided)
+		d.vary = true;
 	/* Variants get Vary: Accept-Encoding as they are built; the response
 	 * itself only when it is queued itself (below), so a response that is
 	 * only ever sent compressed is not modified at all. */
@@ -208,6 +213,17 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 				MHD_destroy_response(v);
 			hnd_count(gz, HND_C_FAILURES, 1);
 			d.reason = MHDGZ_SKIP_ERROR;
+		}
+	} else if (status == 304 && undecided) {
+		/* A 304 for a HEAD of a stream its first bytes would decide:
+		 * it stands for that HEAD's 200, which omits what the coding
+		 * determines (ETag, length; RFC 9110 section 15.4.5). */
+		v = hnd_fields_response(gz, response, &f, MHD_SIZE_UNKNOWN, HND_REP_UNDECIDED);
+		if (v) {
+			*queue_ret = v;
+			release = HND_RELEASE;
+		} else {
+			hnd_count(gz, HND_C_FAILURES, 1);
 		}
 	} else if (status == 304) {
 		v = hnd_not_modified(gz, e, &f, sniff, sniff_len, decide_len, &rq->acc, d.gzip_304);

@@ -482,6 +482,64 @@ START_TEST(test_head_every_kind)
 }
 END_TEST
 
+/* A conditional HEAD of a stream its first bytes would decide (a gzip
+ * client; typed, or untyped and so to be sniffed): the 304 stands for that
+ * HEAD's 200, so it has the same fields: no ETag, no Content-Encoding, no
+ * length, Vary: Accept-Encoding; it closes (no framing of an unknown
+ * length without a body), and the reader never runs. _i: kind x typed. */
+START_TEST(test_head_304_undecided)
+{
+	enum fx_kind kind = _i / 2 ? FX_PIPE : FX_CB_UNK;
+	bool typed = _i % 2;
+	struct fx x = { .kind = kind, .len = FX_LEN };
+	uint8_t *body = fx_body(kind, 151 + (uint32_t)_i);
+	static const char *const req[2] = { "HEAD / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n",
+					    "HEAD /304 HTTP/1.1\r\nHost: t\r\n" AE_GZIP
+					    "If-None-Match: \"v1\"\r\n\r\n" };
+	struct th_raw_response r[2];
+	char ctx[96];
+	int h = 0;
+
+	x.body = body;
+	if (typed) {
+		x.hdr[h++] = "Content-Type";
+		x.hdr[h++] = "text/plain";
+	}
+	x.hdr[h++] = "ETag";
+	x.hdr[h++] = "\"v1\"";
+	x.hdr[h++] = "X-App";
+	x.hdr[h++] = "a";
+	fx_start(&x, 0, false);
+	for (int i = 0; i < 2; i++) {
+		int fd = th_raw_connect(x.srv.port);
+
+		snprintf(ctx, sizeof ctx, "%s HEAD %s, %s", i ? "conditional" : "plain",
+			 kind_name[kind], typed ? "typed" : "untyped");
+		th_raw_send(fd, req[i], strlen(req[i]));
+		read_resp(fd, true, &r[i], ctx);
+		expect_status_line(&r[i], "HTTP/1.1", i ? 304 : 200, ctx);
+		ck_assert_msg(r[i].len == r[i].head_len, "%s: bytes after the head", ctx);
+		th_raw_expect_field(&r[i], "Content-Type", typed ? "text/plain" : NULL, ctx);
+		th_raw_expect_field(&r[i], "X-App", "a", ctx);
+		th_raw_expect_field(&r[i], "Vary", "Accept-Encoding", ctx);
+		th_raw_expect_field(&r[i], "ETag", NULL, ctx);
+		th_raw_expect_field(&r[i], "Content-Encoding", NULL, ctx);
+		th_raw_expect_field(&r[i], "Content-Length", NULL, ctx);
+		th_raw_expect_field(&r[i], "Transfer-Encoding", NULL, ctx);
+		th_raw_expect_field(&r[i], "Connection", "close", ctx);
+		th_raw_expect_closed(fd, FX_WAIT_MS, ctx);
+		close(fd);
+		th_raw_response_free(&r[i]);
+	}
+	ck_assert_uint_eq(atomic_load(&x.src.calls), 0);
+	ck_assert_uint_eq(th_stats(x.gz).reasons[MHDGZ_SKIP_STATUS], 1);
+	ck_assert_uint_eq(th_stats(x.gz).failures, 0);
+	ck_assert_uint_eq(atomic_load(&x.errors), 0);
+	fx_stop(&x);
+	free(body);
+}
+END_TEST
+
 /* ===================================================================== */
 /*  2. Statuses without content on every response kind                   */
 /* ===================================================================== */
@@ -1379,6 +1437,7 @@ fidelity_suite(void)
 		{ "fidelity",
 		  CK_CASE_TIMEOUT,
 		  { { test_head_every_kind, 0, (int)N_ELEMS(head_cases) },
+		    { test_head_304_undecided, 0, 4 },
 		    { test_no_content_statuses, 0, FX_NKINDS * 2 * NB_NVARIANTS },
 		    { test_304_length_of_gzip_200, 0, 0 },
 		    { test_206_vary, 0, (int)N_ELEMS(range_cases) },
