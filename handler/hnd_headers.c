@@ -17,7 +17,11 @@ facts_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *valu
 	struct hnd_facts_ctx *c = cls;
 	struct hnd_facts *f = c->f;
 
-	if (kind != MHD_HEADER_KIND || !value)
+	if (!value)
+		return MHD_YES;
+	if (kind == MHD_FOOTER_KIND && strcasecmp(key, "Content-Digest") == 0)
+		f->content_digest = true;
+	if (kind != MHD_HEADER_KIND)
 		return MHD_YES;
 	if (!f->content_type && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
 		f->content_type = value;

@@ -17,6 +17,9 @@
 #endif
 #include "mhdgz.h"
 
+#include <nettle/base64.h>
+#include <nettle/sha2.h>
+
 #include "gz_alloc.h"
 #include "gz_backend.h"
 #include "gz_error.h"
@@ -393,12 +396,22 @@ struct hnd_prefix {
 int hnd_prefix_read(struct hnd_entry *e, size_t want, bool one_call, struct hnd_prefix *px);
 void hnd_prefix_fini(struct hnd_prefix *px);
 /* hnd_stream.c: a per-connection gzip stream of a streaming entry, as a
- * response of unknown size, sending pre (may be NULL) first: on success
+ * response of unknown size with the fields of r (the entry's response,
+ * facts f) rewritten for gzip, sending pre (may be NULL) first: on success
  * the prefix moves into the stream. A file's stream remembers its gzip
- * length under etag (the entry's; may be NULL) when complete. Takes a
- * reference on e. NULL on failure (pre is still the caller's). */
-struct MHD_Response *hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag,
-					 bool low_latency, struct hnd_prefix *pre);
+ * length under f->etag (may be NULL) when complete. With digest,
+ * a complete stream ends with a Content-Digest trailer of its gzip bytes
+ * (announced by a Trailer field; sent by libmicrohttpd when the response
+ * is chunked). Takes a reference on e. NULL on failure (pre is still the
+ * caller's). */
+struct MHD_Response *hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e,
+					 struct MHD_Response *r, const struct hnd_facts *f,
+					 bool low_latency, bool digest, struct hnd_prefix *pre);
+
+/* hnd_variants.c: the RFC 9530 Content-Digest value "sha-256=:<base64>:"
+ * of what ctx has hashed, NUL-terminated in field (ctx is reset). */
+#define HND_CONTENT_DIGEST_MAX (sizeof "sha-256=::" + BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE))
+void hnd_content_digest_value(struct sha256_ctx *ctx, char field[HND_CONTENT_DIGEST_MAX]);
 /* An identity stream of unknown size sending pre first, then the source;
  * pre moves in on success. NULL on failure. */
 struct MHD_Response *hnd_identity_stream_new(struct mhdgz *gz, struct hnd_entry *e,
@@ -455,7 +468,7 @@ struct hnd_facts {
 	const char *content_type;     /* NULL if absent */
 	const char *content_encoding; /* NULL if absent */
 	const char *etag;             /* NULL if absent */
-	bool content_digest;          /* a Content-Digest field is present */
+	bool content_digest;          /* a Content-Digest field or trailer is present */
 	bool content_range;           /* a Content-Range field is present */
 	bool no_transform;            /* Cache-Control has no-transform */
 	bool vary_has_ae;             /* Vary already lists Accept-Encoding or "*" */

@@ -197,22 +197,25 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	} else if (d.reason == MHDGZ_COMPRESSED) {
 		/* Streams: a fresh gzip stream per queue (per connection); the
 		 * bytes are counted as they are produced. */
-		v = hnd_gzip_stream_new(gz, e, f.etag, hnd_low_latency(e, &f),
+		v = hnd_gzip_stream_new(gz, e, response, &f, hnd_low_latency(e, &f),
+					gz->content_digest && f.content_digest,
 					peeked ? &pre : NULL);
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
-		if (v && hnd_copy_headers(gz, response, v, &f, HND_REP_GZIP) == 0 &&
-		    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") ==
-			    MHD_YES) {
+		if (v) {
 			*queue_ret = v;
 			/* Our creation reference goes to the caller, who drops it
 			 * after queueing (libmicrohttpd then holds its own). */
 			release = HND_RELEASE;
 			in_len = out_len = 0;
 		} else {
-			if (v)
-				MHD_destroy_response(v);
 			hnd_count(gz, HND_C_FAILURES, 1);
 			d.reason = MHDGZ_SKIP_ERROR;
+			if (peeked) /* identity after all, the bytes read first */
+				v = identity_of_prefix(gz, e, &f, &pre, rq->head);
+			if (v) {
+				*queue_ret = v;
+				release = HND_RELEASE;
+			}
 		}
 	} else if (status == 304 && undecided) {
 		/* A 304 for a HEAD of a stream its first bytes would decide:

@@ -25,6 +25,10 @@ struct hnd_stream {
 	/* HND_FD: the entry's strong ETag, to remember the gzip length once
 	 * the member is complete (hnd_memo.c); "" for none. */
 	char etag[HND_MEMO_ETAG_MAX];
+	/* Content-Digest trailer: the SHA-256 of the gzip bytes so far. */
+	bool digest;
+	struct sha256_ctx sha;
+	struct MHD_Response *v; /* the stream's response, for the trailer */
 };
 
 /* Read the source at pos into buf: the user's reader or the file.
@@ -140,8 +144,24 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	}
-	if (n == 0 && end)
+	if (n > 0 && st->digest)
+		sha256_update(&st->sha, (size_t)n, (const uint8_t *)buf);
+	if (n == 0 && end) {
+		if (st->digest) {
+			/* The member is whole: its digest goes in the trailer,
+			 * which libmicrohttpd sends after this last call (a
+			 * response of one connection, so no other reader). */
+			char field[HND_CONTENT_DIGEST_MAX];
+
+			st->digest = false;
+			hnd_content_digest_value(&st->sha, field);
+			if (MHD_add_response_footer(st->v, "Content-Digest", field) != MHD_YES) {
+				hnd_count(st->gz, HND_C_FAILURES, 1);
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			}
+		}
 		return MHD_CONTENT_READER_END_OF_STREAM;
+	}
 	/* 0 without the end: no data yet and everything flushed; never an
 	 * empty chunk (libmicrohttpd calls again). */
 	return n;
@@ -168,9 +188,11 @@ stream_free(void *cls)
 }
 
 struct MHD_Response *
-hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_latency,
+hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *r,
+		    const struct hnd_facts *f, bool low_latency, bool digest,
 		    struct hnd_prefix *pre)
 {
+	const char *etag = f->etag;
 	struct hnd_stream *st;
 	struct MHD_Response *v;
 
@@ -184,10 +206,6 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag, boo
 	 * which adds flushes); hnd_memo_put takes strong ETags only. */
 	if (e->kind == HND_FD && etag && strlen(etag) < sizeof st->etag)
 		memcpy(st->etag, etag, strlen(etag) + 1);
-	if (pre) { /* the prefix moves into the stream */
-		st->pre = *pre;
-		memset(pre, 0, sizeof *pre);
-	}
 	if (e->kind == HND_FD) {
 		st->fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0); /* not inherited by children */
 		if (st->fd < 0)
@@ -203,11 +221,27 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag, boo
 		stream_free(st); /* drops the reference just taken */
 		return NULL;
 	}
+	if (hnd_copy_headers(gz, r, v, f, HND_REP_GZIP) < 0 ||
+	    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") != MHD_YES)
+		goto fail_v;
+	if (digest) {
+		st->digest = true;
+		st->v = v;
+		sha256_init(&st->sha);
+		if (MHD_add_response_header(v, MHD_HTTP_HEADER_TRAILER, "Content-Digest") !=
+		    MHD_YES)
+			goto fail_v;
+	}
+	if (pre) { /* the prefix moves into the stream, now that nothing fails */
+		st->pre = *pre;
+		memset(pre, 0, sizeof *pre);
+	}
 	return v;
+fail_v:
+	MHD_destroy_response(v); /* frees st, and the prefix was not moved in */
+	return NULL;
 fail:
 	gz_pump_fini(&st->pump);
-	if (pre) /* back to the caller, who still owns it on failure */
-		*pre = st->pre;
 	if (st->fd >= 0)
 		close(st->fd);
 	gz_free(st);

@@ -4,9 +4,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <nettle/base64.h>
-#include <nettle/sha2.h>
-
 #include "hnd_internal.h"
 
 struct hnd_body *
@@ -143,21 +140,28 @@ out:
 	return rc;
 }
 
-/* RFC 9530 Content-Digest of the gzip bytes b, added to v:
- * "sha-256=:<base64>:". 0 or MHDGZ_EMHD. */
+void
+hnd_content_digest_value(struct sha256_ctx *ctx, char field[HND_CONTENT_DIGEST_MAX])
+{
+	uint8_t digest[SHA256_DIGEST_SIZE];
+
+	sha256_digest(ctx, sizeof digest, digest);
+	memcpy(field, "sha-256=:", 9);
+	base64_encode_raw(field + 9, sizeof digest, digest);
+	memcpy(field + 9 + BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE), ":", 2);
+}
+
+/* RFC 9530 Content-Digest of the gzip bytes b, added to v. 0 or
+ * MHDGZ_EMHD. */
 static int
 add_content_digest(struct MHD_Response *v, const struct hnd_body *b)
 {
 	struct sha256_ctx ctx;
-	uint8_t digest[SHA256_DIGEST_SIZE];
-	char field[sizeof "sha-256=::" + BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE)];
+	char field[HND_CONTENT_DIGEST_MAX];
 
 	sha256_init(&ctx);
 	sha256_update(&ctx, b->len, b->data);
-	sha256_digest(&ctx, sizeof digest, digest);
-	memcpy(field, "sha-256=:", 9);
-	base64_encode_raw(field + 9, sizeof digest, digest);
-	memcpy(field + 9 + BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE), ":", 2);
+	hnd_content_digest_value(&ctx, field);
 	return MHD_add_response_header(v, "Content-Digest", field) == MHD_YES ? 0 : MHDGZ_EMHD;
 }
 

@@ -167,13 +167,17 @@ enum mhdgz_etag_policy {
 /** Flags of struct mhdgz_options. */
 /** Do not pool compressors: create one per compression (pass-through). */
 #define MHDGZ_F_NO_POOL 0x2u
-/** When the application's response carries a Content-Digest field (any
- * algorithm), a gzip response compressed whole gets a new
- * "Content-Digest: sha-256=:...:" computed over its gzip bytes (RFC 9530
- * section 2; SHA-256 from nettle) instead of none: without this flag an
+/** When the application's response carries a Content-Digest field or
+ * trailer (any algorithm), its gzip response gets a new
+ * "Content-Digest: sha-256=:...:" computed over exactly its gzip bytes
+ * (RFC 9530 section 2; SHA-256 from nettle) instead of none: a header
+ * field when compressed whole; for a gzip stream, whose bytes are not
+ * known when its header is sent, "Trailer: Content-Digest" and the field
+ * in the chunked trailer section once the member is complete (RFC 9112
+ * section 7.1.2; a stream sent without chunked framing, to an HTTP/1.0
+ * client, has no trailer section and so none). Without this flag an
  * integrity field of the identity bytes is only dropped (counted in
- * digests_dropped). A gzip stream, whose bytes are not known when its
- * header fields are sent, never carries one. */
+ * digests_dropped). */
 #define MHDGZ_F_CONTENT_DIGEST 0x4u
 
 /** Default min_nbytes: smaller bodies gain little and cost a round of

@@ -1363,6 +1363,21 @@ END_TEST
 /*  Content-Digest recomputed (MHDGZ_F_CONTENT_DIGEST)                     */
 /* ===================================================================== */
 
+/* want = the RFC 9530 Content-Digest value of b: "sha-256=:base64:". */
+static void
+cd_value(const uint8_t *b, size_t len, char want[64])
+{
+	struct sha256_ctx ctx;
+	uint8_t digest[SHA256_DIGEST_SIZE];
+
+	sha256_init(&ctx);
+	sha256_update(&ctx, len, b);
+	sha256_digest(&ctx, sizeof digest, digest);
+	memcpy(want, "sha-256=:", 9);
+	base64_encode_raw(want + 9, sizeof digest, digest);
+	memcpy(want + 9 + BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE), ":", 2);
+}
+
 static enum MHD_Result
 cd_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
@@ -1395,8 +1410,6 @@ START_TEST(test_content_digest_recomputed)
 	struct mhdgz *gz;
 	struct th_server s = { 0 };
 	struct th_raw_response r[2];
-	struct sha256_ctx ctx;
-	uint8_t digest[SHA256_DIGEST_SIZE];
 	char want[64];
 	int fd;
 
@@ -1409,12 +1422,7 @@ START_TEST(test_content_digest_recomputed)
 	read_resp(fd, false, &r[1], "identity");
 	th_raw_expect_field(&r[0], "Content-Encoding", "gzip", "gzip");
 	expect_body(&r[0], true, body, FX_LEN, "gzip");
-	sha256_init(&ctx);
-	sha256_update(&ctx, r[0].len - r[0].body_off, r[0].bytes + r[0].body_off);
-	sha256_digest(&ctx, sizeof digest, digest);
-	memcpy(want, "sha-256=:", 9);
-	base64_encode_raw(want + 9, sizeof digest, digest);
-	memcpy(want + 9 + BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE), ":", 2);
+	cd_value(r[0].bytes + r[0].body_off, r[0].len - r[0].body_off, want);
 	th_raw_expect_field(&r[0], "Content-Digest", want, "gzip");
 	th_raw_expect_field(&r[0], "Repr-Digest", NULL, "gzip");
 	th_raw_expect_field(&r[1], "Content-Encoding", NULL, "identity");
@@ -1426,6 +1434,103 @@ START_TEST(test_content_digest_recomputed)
 	th_raw_response_free(&r[1]);
 	th_stop(&s);
 	mhdgz_free(gz);
+	free(body);
+}
+END_TEST
+
+/* A gzip stream of a response with a Content-Digest (an unknown-size
+ * reader with it as a trailer, or a known-size reader with it as a header
+ * field): with the flag, the stream announces "Trailer: Content-Digest" and
+ * ends with a Content-Digest trailer, the SHA-256 of exactly the gzip
+ * bytes of its chunks; the identity stream pipelined after it keeps the
+ * application's field where it put it. _i: 0 trailer, 1 header. */
+struct cds {
+	struct th_src src;
+	bool header; /* the digest as a header field, else as a trailer */
+};
+
+static enum MHD_Result
+cds_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
+{
+	struct cds *x = s->cls;
+	bool header = x->header;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	(void)url;
+	r = mhdgz_response_from_callback(s->gz, header ? x->src.len : MHD_SIZE_UNKNOWN, 4096,
+					 th_src_read, &x->src, NULL);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "text/plain");
+	if (header)
+		MHD_add_response_header(r, "Content-Digest", dt_digest);
+	else
+		MHD_add_response_footer(r, "Content-Digest", dt_digest);
+	ret = mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, r, NULL);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+START_TEST(test_content_digest_stream)
+{
+	bool header = _i == 1;
+	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
+				  "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+	uint8_t *body = tu_payload(FX_LEN, TU_TEXT, 93);
+	struct cds x = { .src = { .data = body, .len = FX_LEN, .chunk = 1000 }, .header = header };
+	struct mhdgz_options o = th_opts();
+	struct mhdgz *gz;
+	struct th_server s = { 0 };
+	struct th_raw_response r[2];
+	uint8_t *gzbytes = NULL;
+	size_t gzlen = 0, nchunks = 0;
+	bool empty_early = false;
+	char want[64], line[96];
+	const char *ctx = header ? "header digest" : "trailer digest";
+	int fd;
+
+	o.flags |= MHDGZ_F_CONTENT_DIGEST;
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	th_start(&s, gz, 0, cds_route, &x);
+	fd = th_raw_connect(s.port);
+	th_raw_send(fd, req, strlen(req));
+	read_resp(fd, false, &r[0], ctx);
+	read_resp(fd, false, &r[1], ctx);
+	th_raw_expect_idle(fd, FX_IDLE_MS, ctx);
+	close(fd);
+	/* The gzip stream: chunked, the trailer announced and sent. */
+	ck_assert(r[0].chunked);
+	th_raw_expect_field(&r[0], "Content-Encoding", "gzip", ctx);
+	th_raw_expect_field(&r[0], "Trailer", "Content-Digest", ctx);
+	th_raw_expect_field(&r[0], "Content-Digest", NULL, ctx);
+	expect_body(&r[0], true, body, FX_LEN, ctx);
+	ck_assert_int_eq(th_dechunk(r[0].bytes + r[0].body_off, r[0].len - r[0].body_off, &gzbytes,
+				    &gzlen, &nchunks, &empty_early),
+			 0);
+	cd_value(gzbytes, gzlen, want);
+	snprintf(line, sizeof line, "\r\n0\r\nContent-Digest: %s\r\n\r\n", want);
+	ck_assert_msg(r[0].len >= strlen(line) &&
+			      memcmp(r[0].bytes + r[0].len - strlen(line), line, strlen(line)) == 0,
+		      "%s: the stream does not end with the trailer '%s'", ctx, want);
+	ck_assert_msg(!dt_has((const char *)r[0].bytes, r[0].len, dt_digest),
+		      "%s: the identity digest reached the gzip stream", ctx);
+	/* The identity response: the application's field where it was. */
+	th_raw_expect_field(&r[1], "Content-Encoding", NULL, ctx);
+	th_raw_expect_field(&r[1], "Trailer", NULL, ctx);
+	expect_body(&r[1], false, body, FX_LEN, ctx);
+	if (header)
+		th_raw_expect_field(&r[1], "Content-Digest", dt_digest, ctx);
+	else
+		ck_assert_msg(dt_has((const char *)r[1].bytes, r[1].len, dt_digest),
+			      "%s: the identity stream lost its trailer", ctx);
+	th_stop(&s);
+	ck_assert_uint_eq(th_stats(gz).digests_dropped, 1);
+	ck_assert_uint_eq(th_stats(gz).failures, 0);
+	th_raw_response_free(&r[0]);
+	th_raw_response_free(&r[1]);
+	mhdgz_free(gz);
+	free(gzbytes);
 	free(body);
 }
 END_TEST
@@ -1442,13 +1547,16 @@ fidelity_suite(void)
 		    { test_304_length_of_gzip_200, 0, 0 },
 		    { test_206_vary, 0, (int)N_ELEMS(range_cases) },
 		    { test_response_options, 0, (int)N_ELEMS(opt_cases) },
-		    { test_digests, 0, (int)N_ELEMS(digest_kinds) },
 		    { test_unknown_size_first_bytes, 0, (int)N_ELEMS(unk_cases) },
 		    { test_dups_cloexec, 0, 0 },
+		    { test_304_of_identity_200, 0, 0 } } },
+		{ "integrity",
+		  CK_CASE_TIMEOUT,
+		  { { test_digests, 0, (int)N_ELEMS(digest_kinds) },
 		    { test_digest_trailer, 0, 2 },
-		    { test_304_of_identity_200, 0, 0 },
-		    { test_content_digest_recomputed, 0, 0 } } }
+		    { test_content_digest_recomputed, 0, 0 },
+		    { test_content_digest_stream, 0, 2 } } }
 	};
 
-	return ck_suite("fidelity", cases, 1);
+	return ck_suite("fidelity", cases, N_ELEMS(cases));
 }

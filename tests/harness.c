@@ -600,13 +600,24 @@ th_dechunk(const uint8_t *raw, size_t len, uint8_t **out, size_t *out_len, size_
 			goto bad;
 		i += 2;
 		if (sz == 0) {
-			/* Last chunk: an empty trailer section ends the body. */
-			if (len - i == 2 && raw[i] == '\r' && raw[i + 1] == '\n')
-				break;
-			/* Either trailer fields follow, or a zero chunk came too
-			 * early (more chunks after it). */
-			*empty_early = true;
-			goto bad;
+			/* Last chunk: trailer fields ("name: value" lines), then
+			 * an empty line that ends the body, exactly. A line
+			 * without ':' is a chunk after a zero chunk that came
+			 * too early. */
+			while (!(len - i == 2 && raw[i] == '\r' && raw[i + 1] == '\n')) {
+				const uint8_t *eol = i < len ? memchr(raw + i, '\r', len - i)
+							     : NULL;
+
+				if (!eol || !memchr(raw + i, ':', (size_t)(eol - (raw + i)))) {
+					*empty_early = true;
+					goto bad;
+				}
+				i = (size_t)(eol - raw);
+				if (i + 1 >= len || raw[i + 1] != '\n')
+					goto bad;
+				i += 2;
+			}
+			break;
 		}
 		if (sz > len - i || len - i - sz < 2)
 			goto bad;

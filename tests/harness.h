@@ -212,7 +212,8 @@ int th_hdr_count(const struct th_reply *r, const char *name);
 bool th_has_token(const char *list, const char *token);
 
 /* Parse a raw chunked body (RFC 9112 section 7.1). Returns 0 when it is
- * well-formed and ends with the last chunk and an empty trailer section;
+ * well-formed and ends with the last chunk, trailer fields if any, and the
+ * empty line;
  * -1 otherwise. *out (malloc'd) receives the chunk data, *nchunks the
  * number of non-empty chunks; *empty_early is set when a zero-size chunk
  * occurs before the end. */
