@@ -132,10 +132,10 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 					   &rq->acc, &d);
 		}
 	}
-	/* Still undecided (a HEAD, or its 304): the coding would depend on
+	/* A HEAD (or its 304) still undecided: the coding would depend on
 	 * Accept-Encoding for some content, so say so even where an untyped
 	 * body might be sniffed binary and go out identity. */
-	if (undecided)
+	if (undecided && rq->head)
 		d.vary = true;
 	/* Variants get Vary: Accept-Encoding as they are built; the response
 	 * itself only when it is queued itself (below), so a response that is
@@ -217,7 +217,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 				release = HND_RELEASE;
 			}
 		}
-	} else if (status == 304 && undecided) {
+	} else if (status == 304 && undecided && rq->head) {
 		/* A 304 for a HEAD of a stream its first bytes would decide:
 		 * it stands for that HEAD's 200, which omits what the coding
 		 * determines (ETag, length; RFC 9110 section 15.4.5). */

@@ -14,6 +14,8 @@
  *                     bytes (the merged Vary of a variant goes to the heap;
  *                     the identity queue merges into the response itself)
  *            /cb      a content reader (callback stream)
+ *            /unk     a content reader of unknown size: decided on its
+ *                     first bytes, which every answer must still carry
  *   requests GET with gzip; GET without Accept-Encoding (identity, Vary
  *            merged into the response); GET with gzip and If-None-Match of
  *            the gzip ETag (a 304: the gzip variant standing for the 200)
@@ -115,8 +117,11 @@ route(struct th_server *s, struct MHD_Connection *c, const char *url, const char
 	} else if (strcmp(url, "/buf") == 0) {
 		r = mhdgz_response_from_buffer(s->gz, BUF_LEN, f->data, MHD_RESPMEM_PERSISTENT);
 		type = "text/html; charset=utf-8";
-	} else if (strcmp(url, "/cb") == 0) {
-		r = mhdgz_response_from_callback(s->gz, CB_LEN, 16 * 1024, cb_read, f->data, NULL);
+	} else if (strcmp(url, "/cb") == 0 || strcmp(url, "/unk") == 0) {
+		r = mhdgz_response_from_callback(s->gz,
+						 strcmp(url, "/cb") == 0 ? CB_LEN
+									 : MHD_SIZE_UNKNOWN,
+						 16 * 1024, cb_read, f->data, NULL);
 		type = "application/json";
 	}
 	if (!r) {
@@ -181,10 +186,8 @@ static const struct {
 	const char *path;
 	size_t len;
 } paths[] = {
-	{ "/file", FILE_LEN },
-	{ "/big", BIG_LEN },
-	{ "/buf", BUF_LEN },
-	{ "/cb", CB_LEN },
+	{ "/file", FILE_LEN }, { "/big", BIG_LEN }, { "/buf", BUF_LEN },
+	{ "/cb", CB_LEN },     { "/unk", CB_LEN },
 };
 
 static bool
