@@ -11,7 +11,8 @@ bench_bench_handler_CPPFLAGS = $(HND_CPPFLAGS) -I$(top_srcdir)/examples/payload 
 	-I$(top_srcdir)/tests
 bench_bench_handler_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(ZLIB_CFLAGS)
 bench_bench_handler_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la $(MHD_LIBS) $(ZLIB_LIBS)
-EXTRA_DIST += bench/e2e.sh bench/ircount.sh bench/verdict.sh bench/README.md
+EXTRA_DIST += bench/e2e.sh bench/ircount.sh bench/verdict.sh bench/README.md bench/compare.sh \
+	bench/compare/outbytes.go bench/compare.svg
 
 # make bench: the default rows in 1-2 minutes on 2 cores; make bench-full:
 # every backend x level. Override on the command line, e.g.
@@ -19,7 +20,7 @@ EXTRA_DIST += bench/e2e.sh bench/ircount.sh bench/verdict.sh bench/README.md
 BENCH_FLAGS = --count 5 --benchtime 0.2s
 BENCH_FULL_FLAGS = --count 3 --benchtime 0.5s
 BENCH_STAMP = $$(date +%Y%m%d-%H%M%S)
-.PHONY: bench bench-full bench-e2e bench-ir
+.PHONY: bench bench-full bench-e2e bench-ir bench-compare
 # The program prints measurements only; bench/verdict.sh reads its output
 # file and prints the comparisons and the targets' verdicts.
 bench: bench/bench_handler
@@ -39,3 +40,10 @@ bench-e2e: examples/gzserve/gzserve
 bench-ir: bench/bench_handler
 	$(SHELL) $(top_srcdir)/bench/ircount.sh bench/bench_handler
 
+# Go gziphandler's and gzhttp's own benchmarks beside ours, interleaved
+# (bench/compare.sh; needs golang-go and the two handlers' Debian source
+# packages, see bench/README.md).
+bench-compare: bench/bench_handler
+	@$(MKDIR_P) bench/results
+	$(SHELL) $(top_srcdir)/bench/compare.sh bench/bench_handler $(top_srcdir) \
+		bench/results/compare-$(BENCH_STAMP)
