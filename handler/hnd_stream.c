@@ -25,6 +25,18 @@ struct hnd_stream {
 	/* HND_FD: the entry's strong ETag, to remember the gzip length once
 	 * the member is complete (hnd_memo.c); "" for none. */
 	char etag[HND_MEMO_ETAG_MAX];
+	/* Length hiding (hnd_pad.c): the backend's gzip header is held until
+	 * the key's bytes are in the prefix, then sent rewritten with the
+	 * padding. pad_on: wanted; pad: its bytes once known (0 if the
+	 * header could not take it); pc: keyed with the ETag at creation. */
+	bool pad_on, pad_keyed, hdr_done;
+	size_t pad;
+	size_t pre_cap; /* bytes at pre.buf; 0: as hnd_prefix_read made it */
+	struct hnd_pad_ctx pc;
+	uint8_t hdr[10];
+	size_t hdr_len;  /* of the backend's header, bytes held */
+	uint8_t *padhdr; /* the header to send, 10 + pad bytes */
+	size_t padhdr_off;
 };
 
 /* Read the source at pos into buf: the user's reader or the file.
@@ -122,15 +134,130 @@ stream_source(void *cls, uint8_t *buf, size_t max)
 	return n;
 }
 
+/* Bytes read at a time for the prefix and the key: a reader's block. */
+static size_t
+read_block(const struct hnd_entry *e)
+{
+	return e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK;
+}
+
+/*
+ * Length hiding: read the bytes the padding is keyed on into the prefix
+ * (the pump sends them first, as it does the bytes read at queue time):
+ * the first HND_PAD_KEY_NBYTES of the body, or all of it, or what came
+ * before an error; for a low-latency reader (not a file, which never
+ * stalls) only its first call, so that it gains no latency. Returns 1 once
+ * keyed, 0 when the source has no data now (call again), MHDGZ_ENOMEM.
+ */
+static int
+pad_key(struct hnd_stream *st)
+{
+	struct hnd_entry *e = st->e;
+	size_t blk = read_block(e);
+	bool one_call = st->pump.low_latency && e->kind != HND_FD;
+
+	while (!st->pre.eof && !st->pre.failed && st->pre.len < HND_PAD_KEY_NBYTES &&
+	       !(one_call && st->pre.len > 0)) {
+		ssize_t n;
+
+		if (st->pre_cap < st->pre.len + blk) {
+			size_t cap = (HND_PAD_KEY_NBYTES > st->pre.len ? HND_PAD_KEY_NBYTES
+								       : st->pre.len) +
+				     blk;
+			uint8_t *buf = gz_malloc(cap);
+
+			if (!buf)
+				return MHDGZ_ENOMEM;
+			if (st->pre.len)
+				memcpy(buf, st->pre.buf, st->pre.len);
+			gz_free(st->pre.buf);
+			st->pre.buf = buf;
+			st->pre_cap = cap;
+		}
+		n = source_read(e, st->fd, st->pre.len, (char *)st->pre.buf + st->pre.len, blk);
+		if (n == MHD_CONTENT_READER_END_OF_STREAM)
+			st->pre.eof = true;
+		else if (n < 0)
+			st->pre.failed = true;
+		else if (n == 0)
+			return 0;
+		else
+			st->pre.len += (size_t)n;
+	}
+	hnd_pad_update(&st->pc, st->pre.buf, st->pre.len);
+	st->pad = hnd_pad_end(st->gz, &st->pc);
+	st->pad_keyed = true;
+	return 1;
+}
+
+/*
+ * The gzip header, padded: key, then take the backend's 10 header bytes
+ * from the pump and send them rewritten (hnd_pad_splice), as far as buf
+ * has room. Returns the bytes written to buf (hdr_done set once the whole
+ * header has gone), 0 to be called again, or a negative error.
+ */
+static ssize_t
+pad_header(struct hnd_stream *st, uint8_t *buf, size_t max)
+{
+	size_t n;
+
+	if (!st->pad_keyed) {
+		int rc = pad_key(st);
+
+		if (rc <= 0)
+			return rc;
+	}
+	while (st->hdr_len < sizeof st->hdr) {
+		bool end;
+		ssize_t r = gz_pump_read(&st->pump, stream_source, st, st->hdr + st->hdr_len,
+					 sizeof st->hdr - st->hdr_len, &end);
+
+		if (r < 0)
+			return r;
+		if (r == 0)
+			return end ? MHDGZ_EBACKEND : 0; /* a member is longer than 10 bytes */
+		st->hdr_len += (size_t)r;
+	}
+	if (!st->padhdr) {
+		st->padhdr = gz_malloc(sizeof st->hdr + st->pad);
+		if (!st->padhdr)
+			return MHDGZ_ENOMEM;
+		if (hnd_pad_splice(st->hdr, st->pad, st->padhdr) < 0) {
+			st->pad = 0; /* not a plain header: sent as it is */
+			memcpy(st->padhdr, st->hdr, sizeof st->hdr);
+		}
+	}
+	n = sizeof st->hdr + st->pad - st->padhdr_off;
+	if (n > max)
+		n = max;
+	memcpy(buf, st->padhdr + st->padhdr_off, n);
+	st->padhdr_off += n;
+	if (st->padhdr_off == sizeof st->hdr + st->pad) {
+		st->hdr_done = true;
+		gz_free(st->padhdr);
+		st->padhdr = NULL;
+	}
+	return (ssize_t)n;
+}
+
 static ssize_t
 stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct hnd_stream *st = cls;
-	bool end;
-	ssize_t n;
+	bool end = false;
+	ssize_t n = 0, off = 0;
 
 	(void)pos; /* compressed bytes sent so far; the pump tracks the source */
-	n = gz_pump_read(&st->pump, stream_source, st, (uint8_t *)buf, max, &end);
+	if (st->pad_on && !st->hdr_done) {
+		off = pad_header(st, (uint8_t *)buf, max);
+		if (off <= 0 || !st->hdr_done) {
+			n = off; /* an error, nothing yet, or part of the header */
+			off = 0;
+		}
+	}
+	if (n == 0 && (size_t)off < max && (!st->pad_on || st->hdr_done))
+		n = gz_pump_read(&st->pump, stream_source, st, (uint8_t *)buf + off,
+				 max - (size_t)off, &end);
 	if (n < 0) {
 		/* The user's error, a file read failure or a compressor failure:
 		 * end the response with an error, never a fake trailer. */
@@ -140,25 +267,29 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	}
-	if (n == 0 && end)
+	if (n == 0 && off == 0 && end)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	/* 0 without the end: no data yet and everything flushed; never an
 	 * empty chunk (libmicrohttpd calls again). */
-	return n;
+	return off + n;
 }
 
 static void
 stream_free(void *cls)
 {
 	struct hnd_stream *st = cls;
+	uint64_t out_total = st->pump.out_total + (st->hdr_done ? st->pad : 0);
 
 	/* Abandoned (client gone) or finished: the compressor goes back now. */
 	if (st->pump.done && st->etag[0]) /* a file's whole member: its length */
 		hnd_memo_put(&st->gz->memo, st->etag, st->e->body_len,
-			     st->pump.low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM,
-			     st->pump.out_total);
+			     HND_MEMO_MODE(st->pump.low_latency ? HND_MEMO_STREAM_LL
+								: HND_MEMO_STREAM,
+					   st->pad_on),
+			     out_total);
 	hnd_count(st->gz, HND_C_BYTES_IN, st->pump.in_total);
-	hnd_count(st->gz, HND_C_BYTES_OUT, st->pump.out_total);
+	hnd_count(st->gz, HND_C_BYTES_OUT, out_total);
+	gz_free(st->padhdr);
 	gz_pump_fini(&st->pump);
 	hnd_prefix_fini(&st->pre);
 	if (st->fd >= 0)
@@ -184,6 +315,9 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag, boo
 	 * which adds flushes); hnd_memo_put takes strong ETags only. */
 	if (e->kind == HND_FD && etag && strlen(etag) < sizeof st->etag)
 		memcpy(st->etag, etag, strlen(etag) + 1);
+	st->pad_on = hnd_padded(gz, e);
+	if (st->pad_on)
+		hnd_pad_begin(gz, HND_PAD_STREAM, etag, HND_PAD_KEY_NBYTES, &st->pc);
 	if (pre) { /* the prefix moves into the stream */
 		st->pre = *pre;
 		memset(pre, 0, sizeof *pre);
@@ -308,6 +442,7 @@ struct count_src {
 	struct hnd_entry *e;
 	struct gz_pump *pump;
 	bool stalled;
+	struct hnd_pad_ctx *pc; /* length hiding: keyed as the GET's stream is; or NULL */
 };
 
 static ssize_t
@@ -322,14 +457,18 @@ count_source(void *cls, uint8_t *buf, size_t max)
 		cs->stalled = true;
 	if (n <= 0)
 		return GZ_SOURCE_ERROR;
+	if (cs->pc)
+		hnd_pad_update(cs->pc, buf, (size_t)n);
 	return n;
 }
 
 /* The length by compressing: what hnd_gzip_stream_length() does on a miss. */
 static int
-stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t *len_ret)
+stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_latency,
+	      uint64_t *len_ret)
 {
 	struct gz_pump pump;
+	struct hnd_pad_ctx pc;
 	struct count_src cs = { .e = e, .pump = &pump };
 	uint8_t out[HND_FD_BLOCK / 2];
 	uint64_t total = 0;
@@ -348,6 +487,10 @@ stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t 
 			  e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency);
 	if (rc < 0)
 		return rc;
+	if (hnd_padded(gz, e)) { /* a file: keyed on its first bytes, as a GET's stream */
+		hnd_pad_begin(gz, HND_PAD_STREAM, etag, HND_PAD_KEY_NBYTES, &pc);
+		cs.pc = &pc;
+	}
 	/* Bounded: every round consumes input or writes output, and the
 	 * input is at most body_len bytes. */
 	while (!end) {
@@ -362,7 +505,9 @@ stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t 
 	gz_pump_fini(&pump);
 	if (!end)
 		return rc;
-	*len_ret = total;
+	/* The pad as a GET's stream adds it (a backend header that cannot
+	 * take one is not: none of this library's backends writes one). */
+	*len_ret = total + (cs.pc ? hnd_pad_end(gz, &pc) : 0);
 	return 0;
 }
 
@@ -370,7 +515,8 @@ int
 hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_latency,
 		       uint64_t *len_ret)
 {
-	enum hnd_memo_mode mode = low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM;
+	enum hnd_memo_mode mode = HND_MEMO_MODE(low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM,
+						hnd_padded(gz, e));
 	int rc;
 
 	/* Known for this response (the file as it was at the first count, as
@@ -381,7 +527,7 @@ hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, 
 	}
 	if (e->kind == HND_FD && hnd_memo_get(&gz->memo, etag, e->body_len, mode, len_ret))
 		return 0;
-	rc = stream_length(gz, e, low_latency, len_ret);
+	rc = stream_length(gz, e, etag, low_latency, len_ret);
 	if (rc == 0) {
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		hnd_memo_put(&gz->memo, etag, e->body_len, mode, *len_ret);
