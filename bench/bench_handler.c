@@ -122,7 +122,9 @@ handler_get(enum bh_kind kind, const struct gz_backend *be, int level)
 	o.size = sizeof o;
 	o.backend = id;
 	o.level = level;
-	o.flags = kind == K_UNPOOLED ? MHDGZ_F_NO_POOL : kind == K_PADDED ? MHDGZ_F_LENGTH_HIDING : 0;
+	o.flags = kind == K_UNPOOLED ? MHDGZ_F_NO_POOL
+		  : kind == K_PADDED ? MHDGZ_F_LENGTH_HIDING
+				     : 0;
 	h = calloc(1, sizeof *h);
 	if (!h)
 		die("out of memory");

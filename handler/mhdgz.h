@@ -242,15 +242,15 @@ struct mhdgz_options {
 	 * compressor pool", gives the bytes per backend). */
 	size_t pool_idle_cap;
 	/** Length hiding (MHDGZ_F_LENGTH_HIDING, mhdgz_response_set_length_hiding()):
-	 * the most padding bytes per gzip body, 1..MHDGZ_LENGTH_HIDING_MAX_LIMIT;
-	 * 0 = MHDGZ_DEFAULT_LENGTH_HIDING_MAX. */
+	 * the most padding bytes per gzip body, from 1 to
+	 * MHDGZ_LENGTH_HIDING_MAX_LIMIT; 0 = MHDGZ_DEFAULT_LENGTH_HIDING_MAX. */
 	size_t length_hiding_max;
 	/** The key of the padding's hash (HMAC-SHA256), copied; NULL = 32 random
 	 * bytes from getrandom() for this handler. Give the same key to every
 	 * process serving the same content so that they pad it alike (else
 	 * an attacker spreads requests over processes and averages). */
 	const void *length_hiding_key;
-	/** Bytes at length_hiding_key: MHDGZ_LENGTH_HIDING_KEY_MIN..
+	/** Bytes at length_hiding_key, from MHDGZ_LENGTH_HIDING_KEY_MIN to
 	 * MHDGZ_LENGTH_HIDING_KEY_MAX; ignored when it is NULL. */
 	size_t length_hiding_key_nbytes;
 };

@@ -182,6 +182,7 @@ START_TEST(test_attack)
 	struct th_reply r = { 0 };
 	unsigned int hits = 0, ties = 0, t;
 	uint64_t rank_sum = 0, seed = 12345, pad_min = UINT64_MAX, pad_max = 0;
+	int64_t gap_sum = 0; /* shortest wrong guess minus the right one, bytes */
 	struct mhdgz_stats st;
 
 	th_start(&s, gz, 0, br_route, NULL);
@@ -222,21 +223,28 @@ START_TEST(test_attack)
 			len[g] = r.body_len;
 			th_reply_free(&r);
 		}
+		size_t min_wrong = SIZE_MAX;
+
 		for (size_t g = 0; g < BR_GUESSES; g++) {
+			if (g != right && len[g] < min_wrong)
+				min_wrong = len[g];
 			shorter += g != right && len[g] < len[right];
 			equal += g != right && len[g] == len[right];
 		}
 		hits += shorter == 0 && equal == 0;
 		ties += shorter == 0 && equal > 0;
 		rank_sum += shorter;
+		gap_sum += (int64_t)min_wrong - (int64_t)len[right];
 	}
 	fprintf(stderr,
 		"breach %s: right guess the unique shortest in %u of %u trials, tied shortest "
-		"in %u, mean number of shorter wrong guesses %.1f of %u%s",
+		"in %u, mean number of shorter wrong guesses %.1f of %u, mean lead over the "
+		"shortest wrong guess %.1f bytes%s",
 		pad ? "padded" : "unpadded", hits, BR_TRIALS, ties, (double)rank_sum / BR_TRIALS,
-		BR_GUESSES - 1, pad ? "" : "\n");
+		BR_GUESSES - 1, (double)gap_sum / BR_TRIALS, pad ? "" : "\n");
 	if (pad)
-		fprintf(stderr, ", padding seen %" PRIu64 "..%" PRIu64 " bytes\n", pad_min, pad_max);
+		fprintf(stderr, ", padding seen %" PRIu64 "..%" PRIu64 " bytes\n", pad_min,
+			pad_max);
 	if (pad) {
 		ck_assert_uint_le(hits, BR_MAX_HITS);
 		/* The padding spans its range, so it is not a constant offset. */
