@@ -31,11 +31,10 @@ struct hnd_stream {
 	 * header could not take it); pc: keyed with the ETag at creation. */
 	bool pad_on, pad_keyed, hdr_done;
 	size_t pad;
-	size_t pre_cap; /* bytes at pre.buf; 0: as hnd_prefix_read made it */
 	struct hnd_pad_ctx pc;
 	uint8_t hdr[10];
 	size_t hdr_len;  /* of the backend's header, bytes held */
-	uint8_t *padhdr; /* the header to send, 10 + pad bytes */
+	uint8_t *padhdr; /* the header to send: room for 10 + pad_max bytes */
 	size_t padhdr_off;
 };
 
@@ -146,8 +145,9 @@ read_block(const struct hnd_entry *e)
  * (the pump sends them first, as it does the bytes read at queue time):
  * the first HND_PAD_KEY_NBYTES of the body, or all of it, or what came
  * before an error; for a low-latency reader (not a file, which never
- * stalls) only its first call, so that it gains no latency. Returns 1 once
- * keyed, 0 when the source has no data now (call again), MHDGZ_ENOMEM.
+ * stalls) only its first call, so that it gains no latency. The prefix has
+ * room for it (pad_prepare). Returns 1 once keyed, 0 when the source has no
+ * data now (call again).
  */
 static int
 pad_key(struct hnd_stream *st)
@@ -158,23 +158,9 @@ pad_key(struct hnd_stream *st)
 
 	while (!st->pre.eof && !st->pre.failed && st->pre.len < HND_PAD_KEY_NBYTES &&
 	       !(one_call && st->pre.len > 0)) {
-		ssize_t n;
+		ssize_t n = source_read(e, st->fd, st->pre.len, (char *)st->pre.buf + st->pre.len,
+					blk);
 
-		if (st->pre_cap < st->pre.len + blk) {
-			size_t cap = (HND_PAD_KEY_NBYTES > st->pre.len ? HND_PAD_KEY_NBYTES
-								       : st->pre.len) +
-				     blk;
-			uint8_t *buf = gz_malloc(cap);
-
-			if (!buf)
-				return MHDGZ_ENOMEM;
-			if (st->pre.len)
-				memcpy(buf, st->pre.buf, st->pre.len);
-			gz_free(st->pre.buf);
-			st->pre.buf = buf;
-			st->pre_cap = cap;
-		}
-		n = source_read(e, st->fd, st->pre.len, (char *)st->pre.buf + st->pre.len, blk);
 		if (n == MHD_CONTENT_READER_END_OF_STREAM)
 			st->pre.eof = true;
 		else if (n < 0)
@@ -188,6 +174,33 @@ pad_key(struct hnd_stream *st)
 	st->pad = hnd_pad_end(st->gz, &st->pc);
 	st->pad_keyed = true;
 	return 1;
+}
+
+/* What length hiding needs, allocated when the stream is made so that a
+ * failure still serves identity: the prefix grown to hold the key's bytes
+ * (its contents kept) and the rewritten header's room. 0 or MHDGZ_ENOMEM
+ * (st->pre unchanged). */
+static int
+pad_prepare(struct hnd_stream *st)
+{
+	size_t cap = HND_PAD_KEY_NBYTES + read_block(st->e);
+	uint8_t *buf;
+
+	if (st->pre.len > HND_PAD_KEY_NBYTES) /* keyed on what is held: nothing to read */
+		cap = st->pre.len;
+	st->padhdr = gz_malloc(sizeof st->hdr + st->gz->pad_max);
+	buf = gz_malloc(cap);
+	if (!st->padhdr || !buf) {
+		gz_free(buf);
+		gz_free(st->padhdr);
+		st->padhdr = NULL;
+		return MHDGZ_ENOMEM;
+	}
+	if (st->pre.len)
+		memcpy(buf, st->pre.buf, st->pre.len);
+	gz_free(st->pre.buf);
+	st->pre.buf = buf;
+	return 0;
 }
 
 /*
@@ -218,14 +231,9 @@ pad_header(struct hnd_stream *st, uint8_t *buf, size_t max)
 			return end ? MHDGZ_EBACKEND : 0; /* a member is longer than 10 bytes */
 		st->hdr_len += (size_t)r;
 	}
-	if (!st->padhdr) {
-		st->padhdr = gz_malloc(sizeof st->hdr + st->pad);
-		if (!st->padhdr)
-			return MHDGZ_ENOMEM;
-		if (hnd_pad_splice(st->hdr, st->pad, st->padhdr) < 0) {
-			st->pad = 0; /* not a plain header: sent as it is */
-			memcpy(st->padhdr, st->hdr, sizeof st->hdr);
-		}
+	if (st->padhdr_off == 0 && hnd_pad_splice(st->hdr, st->pad, st->padhdr) < 0) {
+		st->pad = 0; /* not a plain header: sent as it is */
+		memcpy(st->padhdr, st->hdr, sizeof st->hdr);
 	}
 	n = sizeof st->hdr + st->pad - st->padhdr_off;
 	if (n > max)
@@ -236,6 +244,7 @@ pad_header(struct hnd_stream *st, uint8_t *buf, size_t max)
 		st->hdr_done = true;
 		gz_free(st->padhdr);
 		st->padhdr = NULL;
+		st->padhdr_off = 0;
 	}
 	return (ssize_t)n;
 }
@@ -327,6 +336,8 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag, boo
 		if (st->fd < 0)
 			goto fail;
 	}
+	if (st->pad_on && pad_prepare(st) < 0)
+		goto fail;
 	if (gz_pump_init(&st->pump, gz->stream_pool,
 			 e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency) < 0)
 		goto fail;
@@ -340,8 +351,11 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag, boo
 	return v;
 fail:
 	gz_pump_fini(&st->pump);
+	gz_free(st->padhdr);
 	if (pre) /* back to the caller, who still owns it on failure */
 		*pre = st->pre;
+	else
+		hnd_prefix_fini(&st->pre);
 	if (st->fd >= 0)
 		close(st->fd);
 	gz_free(st);
