@@ -408,7 +408,9 @@ MHDGZ_API int mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response 
  *    content.
  *
  * Responses served identity are not padded (their length is the
- * application's).
+ * application's). A body whose padded gzip bytes are not smaller than the
+ * body is served identity. A padded stream holds up to 64 KiB plus one
+ * reader block of the body (the key's bytes) until it ends.
  *
  * @param gz the handler that created @a response.
  * @param response a response created through @a gz.
