@@ -357,7 +357,8 @@ struct hnd_body {
 };
 
 
-/* A body holding a copy of data[0..len), one reference; NULL without memory. */
+/* A body holding a copy of data[0..len) (data NULL: len bytes for the caller
+ * to fill), one reference; NULL without memory. */
 struct hnd_body *hnd_body_new(const void *data, size_t len);
 void hnd_body_unref(void *cls);
 /* A buffer response of body b (one reference passes in; NULL for none) with
