@@ -24,7 +24,19 @@
 /* Row families; see bench_handler.c for what one op is in each. */
 /* K_IDENTITY: a fresh mhdgz response queued for a client without gzip (the
  * pass-through cost); K_PLAIN: the same with libmicrohttpd alone. */
-enum bh_kind { K_HANDLER, K_RAW, K_CACHED, K_UNPOOLED, K_SMALLWIN, K_IDENTITY, K_PLAIN, K_COUNT };
+/* K_PADDED: K_HANDLER with MHDGZ_F_LENGTH_HIDING (BREACH padding, default
+ * length_hiding_max). */
+enum bh_kind {
+	K_HANDLER,
+	K_RAW,
+	K_CACHED,
+	K_UNPOOLED,
+	K_SMALLWIN,
+	K_IDENTITY,
+	K_PLAIN,
+	K_PADDED,
+	K_COUNT
+};
 
 #define BH_NSIZES 3
 extern const char *const bh_kind_name[K_COUNT];

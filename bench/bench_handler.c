@@ -30,6 +30,10 @@
  *               again: every op is a cache hit returning the same variant.
  *  Unpooled     GzipHandler with MHDGZ_F_NO_POOL: a compressor is created and
  *               freed in every op, showing what the compressor pool buys.
+ *  Padded       GzipHandler with MHDGZ_F_LENGTH_HIDING (BREACH length
+ *               hiding, the default length_hiding_max): the HMAC-SHA256 of
+ *               the body and the padded copy, against GzipHandler; out-B/op
+ *               includes the padding (mean about half the maximum).
  *  RawSmallWindow  zlib only, 2k: the raw call on a stream whose windowBits
  *               and memLevel are sized to the body as nginx does
  *               (nginx_params()); the small-body proposal, against Raw.
@@ -85,7 +89,7 @@ const char *const bh_kind_name[K_COUNT] = {
 	[K_HANDLER] = "GzipHandler",     [K_RAW] = "Raw",
 	[K_CACHED] = "Cached",           [K_UNPOOLED] = "Unpooled",
 	[K_SMALLWIN] = "RawSmallWindow", [K_IDENTITY] = "Identity",
-	[K_PLAIN] = "PlainMHD",
+	[K_PLAIN] = "PlainMHD",          [K_PADDED] = "Padded",
 };
 
 const size_t bh_size[BH_NSIZES] = { PAYLOAD_JSON_2K, PAYLOAD_JSON_20K, PAYLOAD_JSON_100K };
@@ -118,7 +122,13 @@ handler_get(enum bh_kind kind, const struct gz_backend *be, int level)
 	o.size = sizeof o;
 	o.backend = id;
 	o.level = level;
-	o.flags = kind == K_UNPOOLED ? MHDGZ_F_NO_POOL : 0;
+	o.flags = kind == K_UNPOOLED ? MHDGZ_F_NO_POOL
+		  : kind == K_PADDED ? MHDGZ_F_LENGTH_HIDING
+				     : 0;
+	/* A fixed key: the padding of each payload, so out-B/op, is the same
+	 * from run to run. */
+	o.length_hiding_key = "mhdgz bench length hiding key";
+	o.length_hiding_key_nbytes = 29;
 	h = calloc(1, sizeof *h);
 	if (!h)
 		die("out of memory");
@@ -228,7 +238,8 @@ nginx_params(size_t len, int *wbits_ret, int *memlevel_ret)
 /*
  * The row set. Default (make bench): every backend at its default level
  * plus zlib 6 and libdeflate 6, for the Handler and Raw families, S and P;
- * Cached for the default backend; Unpooled S for each backend's default.
+ * Cached for the default backend; Padded S for it; Unpooled S for each
+ * backend's default.
  * Full (make bench-full): every backend x full_levels for Handler and Raw,
  * S and P; Cached and Unpooled as in the default set. RawSmallWindow S for
  * zlib where nginx_params() shrinks the window (the 2k rows).
@@ -270,6 +281,8 @@ build_rows(void)
 			/* What a client without gzip costs, beside libmicrohttpd alone. */
 			add_rows(K_IDENTITY, dflt, dflt->level_default, s, true);
 			add_rows(K_PLAIN, dflt, dflt->level_default, s, true);
+			/* What length hiding costs, beside GzipHandler S. */
+			add_rows(K_PADDED, dflt, dflt->level_default, s, false);
 		}
 		for (b = 0; gz_backends[b]; b++) {
 			be = gz_backends[b];

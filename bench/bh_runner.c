@@ -196,6 +196,7 @@ worker_setup(struct bh_worker *w)
 		break;
 	case K_HANDLER:
 	case K_UNPOOLED:
+	case K_PADDED:
 		/* Warm the pool (one compressor per thread, scratch grown). */
 		for (i = 0; i < 2; i++)
 			if (op_handler(c->h->gz, body, len) < 0)

@@ -291,6 +291,20 @@ END {
 				dflt, l, sizes[s], v(r, "ns/op"), v(r, "allocs/op"),
 				v(h, "ns/op") / v(r, "ns/op")
 	}
+	# Informational: what BREACH length hiding costs, for the default backend.
+	for (s = 1; s <= nsz && dflt != ""; s++) {
+		l = be_level[dflt]
+		h = key("GzipHandler", dflt, l, sizes[s], 0)
+		p = key("Padded", dflt, l, sizes[s], 0)
+		if (has(h) && has(p))
+			printf "INFO length hiding %s/level=%d %s: %.0f vs %.0f ns/op (%+.1f%%; " \
+				"CPU %+.1f%%), %.0f vs %.0f out-B/op (%+.0f B, %+.1f%%)\n",
+				dflt, l, sizes[s], v(p, "ns/op"), v(h, "ns/op"),
+				(v(p, "ns/op") / v(h, "ns/op") - 1) * 100,
+				(div(v(p, "cpu-ns/op"), v(h, "cpu-ns/op")) - 1) * 100, v(p, "out-B/op"),
+				v(h, "out-B/op"), v(p, "out-B/op") - v(h, "out-B/op"),
+				(v(p, "out-B/op") / v(h, "out-B/op") - 1) * 100
+	}
 	printf "\n# verdict: %d PASS, %d FAIL, %d INCONCLUSIVE, %d SKIP\n",
 		npass, nfail, ninconclusive, nskip
 }

@@ -145,6 +145,15 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	gz->min_nbytes = o.min_nbytes ? o.min_nbytes : MHDGZ_DEFAULT_MIN_NBYTES;
 	gz->etag_policy = o.etag_policy;
 	gz->content_digest = (o.flags & MHDGZ_F_CONTENT_DIGEST) != 0;
+	gz->pad_default = (o.flags & MHDGZ_F_LENGTH_HIDING) != 0;
+	gz->pad_max = o.length_hiding_max ? o.length_hiding_max : MHDGZ_DEFAULT_LENGTH_HIDING_MAX;
+	if (gz->pad_max > MHDGZ_LENGTH_HIDING_MAX_LIMIT) {
+		rc = MHDGZ_EINVAL;
+		goto fail;
+	}
+	rc = hnd_pad_key_init(gz, o.length_hiding_key, o.length_hiding_key_nbytes);
+	if (rc < 0)
+		goto fail;
 	rc = hnd_typelist_init(&gz->compress_types,
 			       o.compress_types ? o.compress_types : hnd_default_compress_types);
 	if (rc < 0)

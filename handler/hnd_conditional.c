@@ -38,7 +38,8 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 		if (gzip && hnd_whole_body(e) && e->rep_304) {
 			return e->rep_304;
 		} else if (gzip && hnd_whole_body(e) && !e->gzip_rep &&
-			   hnd_memo_get(&gz->memo, f->etag, e->body_len, HND_MEMO_WHOLE, &len)) {
+			   hnd_memo_get(&gz->memo, f->etag, e->body_len,
+					HND_MEMO_MODE(HND_MEMO_WHOLE, hnd_padded(gz, e)), &len)) {
 			/* Its length is known by its strong ETag: no compression. */
 			if (len == HND_MEMO_NOT_SMALLER) {
 				gzip = false;

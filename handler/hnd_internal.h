@@ -10,6 +10,8 @@
 
 #include "config.h"
 
+#include <nettle/hmac.h>
+
 /* Exported: the public functions (the rest is hidden by
  * -fvisibility=hidden and the linker version script). */
 #ifdef MHDGZ_HAVE_VISIBILITY
@@ -87,6 +89,7 @@ enum hnd_counter {
 	HND_C_FAILURES,
 	HND_C_CACHE_HITS,
 	HND_C_DIGESTS_DROPPED,
+	HND_C_PADDED,
 	HND_C_REASON0, /* + enum mhdgz_reason */
 	HND_C_COUNT = HND_C_REASON0 + MHDGZ_REASON_COUNT
 };
@@ -167,6 +170,12 @@ struct hnd_entry *hnd_table_lookup(struct hnd_table *t, const struct MHD_Respons
  * file: HND_FD_BLOCK input blocks), flushed per block or not. */
 enum hnd_memo_mode { HND_MEMO_WHOLE, HND_MEMO_STREAM, HND_MEMO_STREAM_LL };
 
+/* Or'ed into a mode: the length of the padded bytes (length hiding is
+ * per response, so one ETag may name a padded and an unpadded length). */
+#define HND_MEMO_PADDED 4u
+#define HND_MEMO_MODE(mode, padded)                                                                \
+	((enum hnd_memo_mode)((unsigned int)(mode) | ((padded) ? HND_MEMO_PADDED : 0u)))
+
 /* What the gzip length is when gzip was found not smaller (identity 200). */
 #define HND_MEMO_NOT_SMALLER UINT64_MAX
 
@@ -207,6 +216,12 @@ struct mhdgz {
 	struct hnd_table table;
 	struct hnd_memo memo;
 	bool memo_ready;
+	/* BREACH length hiding (hnd_pad.c): on for every response unless a
+	 * response says otherwise; padding of 1..pad_max bytes; the HMAC key. */
+	bool pad_default;
+	size_t pad_max;
+	size_t pad_key_nbytes;
+	uint8_t pad_key[MHDGZ_LENGTH_HIDING_KEY_MAX];
 	struct hnd_stripe stats[HND_STAT_STRIPES];
 };
 
@@ -262,6 +277,8 @@ struct hnd_entry {
 	pthread_mutex_t lock;      /* guards everything below */
 	bool opt_out;
 	bool low_latency;
+	int8_t length_hiding;             /* 0: the handle's default; 1 on; -1 off */
+	bool gzip_padded;                 /* gzip_rep carries length-hiding padding */
 	bool response_queued;             /* queued itself: its fields are now read-only */
 	enum MHD_ResponseFlags mhd_flags; /* mhdgz_response_set_options: every variant gets them */
 	bool vary_done;                   /* Vary: Accept-Encoding merged into the response */
@@ -344,7 +361,8 @@ struct hnd_body {
 };
 
 
-/* A body holding a copy of data[0..len), one reference; NULL without memory. */
+/* A body holding a copy of data[0..len) (data NULL: len bytes for the caller
+ * to fill), one reference; NULL without memory. */
 struct hnd_body *hnd_body_new(const void *data, size_t len);
 void hnd_body_unref(void *cls);
 /* A buffer response of body b (one reference passes in; NULL for none) with
@@ -425,6 +443,46 @@ int hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *et
 			   bool low_latency, uint64_t *len_ret);
 /* hnd_stream.c: the identity reader of a streaming entry's own response. */
 ssize_t hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max);
+
+/* ------------------------------------------------------------------------ */
+/* BREACH length hiding (hnd_pad.c)                                         */
+
+/* Bytes of a stream's body its padding is keyed on (with its ETag): a
+ * stream's gzip header, which carries the padding, is held back until this
+ * many bytes (or the whole body) have been read. More covers more of a
+ * page, at the cost of that much memory per stream while it is read and of
+ * first-byte latency for a slow producer. */
+#ifndef HND_PAD_KEY_NBYTES
+#define HND_PAD_KEY_NBYTES (64 * 1024)
+#endif
+
+/* What the key covers: a whole body, or a stream's first bytes. */
+#define HND_PAD_WHOLE 'W'
+#define HND_PAD_STREAM 'S'
+
+struct hnd_pad_ctx {
+	struct hmac_sha256_ctx h;
+	uint64_t left; /* body bytes still to be keyed */
+};
+
+/* The handle's key: a copy of key[0..key_nbytes), or 32 bytes of
+ * getrandom() for NULL. 0, MHDGZ_EINVAL (bad size), MHDGZ_EBACKEND. */
+int hnd_pad_key_init(struct mhdgz *gz, const void *key, size_t key_nbytes);
+/* Whether e's gzip bytes carry padding (its setting or the handle's). */
+bool hnd_padded(const struct mhdgz *gz, const struct hnd_entry *e);
+/* The padding length, 1..gz->pad_max: HMAC-SHA256 under the handle's key of
+ * kind, etag (may be NULL) and the first limit bytes given to update. */
+void hnd_pad_begin(const struct mhdgz *gz, char kind, const char *etag, uint64_t limit,
+		   struct hnd_pad_ctx *pc);
+void hnd_pad_update(struct hnd_pad_ctx *pc, const uint8_t *data, size_t len);
+size_t hnd_pad_end(const struct mhdgz *gz, struct hnd_pad_ctx *pc);
+/* The same for a whole body (kind HND_PAD_WHOLE, no ETag). */
+size_t hnd_pad_of_body(const struct mhdgz *gz, const uint8_t *body, size_t len);
+/* Rewrite a gzip member's 10-byte header hdr into out (10 + pad bytes):
+ * FCOMMENT set, a comment of pad bytes (pad - 1 spaces and its NUL) after
+ * it; out NULL only checks. 0, or MHDGZ_EINVAL for a header that is not a
+ * plain one (FLG other than FTEXT), which is then to be sent unpadded. */
+int hnd_pad_splice(const uint8_t *hdr, size_t pad, uint8_t *out);
 
 /* ------------------------------------------------------------------------ */
 /* Negotiation (hnd_negotiate.c): pure functions, no allocation.           */

@@ -85,6 +85,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	size_t sniff_len = 0;
 	uint64_t in_len = 0, out_len = 0, coded_len = MHDGZ_NBYTES_UNKNOWN;
 	int release = 0;
+	bool padded = false; /* what is queued carries length-hiding padding */
 	char vary_buf[256], *vary_heap = NULL;
 
 	*queue_ret = response;
@@ -146,7 +147,8 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		in_len = out_len = e->body_len;
 	if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e) && rq->head && !e->gzip_rep &&
 	    !(rq->flags & HND_REQ_NO_CACHE) &&
-	    hnd_memo_get(&gz->memo, f.etag, e->body_len, HND_MEMO_WHOLE, &coded_len)) {
+	    hnd_memo_get(&gz->memo, f.etag, e->body_len,
+			 HND_MEMO_MODE(HND_MEMO_WHOLE, hnd_padded(gz, e)), &coded_len)) {
 		/* HEAD of a body whose gzip length its strong ETag tells: the
 		 * fields and that length, no compression. */
 		if (coded_len == HND_MEMO_NOT_SMALLER) {
@@ -158,6 +160,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 				*queue_ret = v;
 				release = HND_RELEASE;
 				out_len = coded_len;
+				padded = hnd_padded(gz, e);
 			} else {
 				hnd_count(gz, HND_C_FAILURES, 1);
 				d.reason = MHDGZ_SKIP_ERROR;
@@ -171,6 +174,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		if (d.reason == MHDGZ_COMPRESSED) {
 			*queue_ret = v;
 			out_len = coded_len = e->gzip_rep_len;
+			padded = e->gzip_padded;
 		}
 	} else if (d.reason == MHDGZ_COMPRESSED && rq->head) {
 		/* HEAD of a stream: the fields GET would send, with the length
@@ -188,8 +192,10 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		if (v) {
 			*queue_ret = v;
 			release = HND_RELEASE;
-			if (len != MHD_SIZE_UNKNOWN)
+			if (len != MHD_SIZE_UNKNOWN) {
 				res->coded_nbytes = len;
+				padded = hnd_padded(gz, e);
+			}
 		} else {
 			hnd_count(gz, HND_C_FAILURES, 1);
 			d.reason = MHDGZ_SKIP_ERROR;
@@ -207,6 +213,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 			 * after queueing (libmicrohttpd then holds its own). */
 			release = HND_RELEASE;
 			in_len = out_len = 0;
+			padded = hnd_padded(gz, e);
 		} else {
 			hnd_count(gz, HND_C_FAILURES, 1);
 			d.reason = MHDGZ_SKIP_ERROR;
@@ -289,6 +296,8 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	hnd_count(gz, HND_C_BYTES_OUT, out_len);
 	if (d.reason == MHDGZ_COMPRESSED)
 		hnd_count(gz, HND_C_COMPRESSED, 1);
+	if (d.reason == MHDGZ_COMPRESSED && padded)
+		hnd_count(gz, HND_C_PADDED, 1);
 done:
 	hnd_count(gz, HND_C_REASON0 + d.reason, 1);
 	res->reason = d.reason;

@@ -42,6 +42,7 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	st->failures = sum(gz, HND_C_FAILURES);
 	st->cache_hits = sum(gz, HND_C_CACHE_HITS);
 	st->digests_dropped = sum(gz, HND_C_DIGESTS_DROPPED);
+	st->padded = sum(gz, HND_C_PADDED);
 	gz_pool_get_stats(gz->pool, &ps);
 	st->pool_gets = ps.gets;
 	st->pool_misses = ps.misses;

@@ -29,6 +29,17 @@ struct hnd_stream {
 	bool digest;
 	struct sha256_ctx sha;
 	struct MHD_Response *v; /* the stream's response, for the trailer */
+	/* Length hiding (hnd_pad.c): the backend's gzip header is held until
+	 * the key's bytes are in the prefix, then sent rewritten with the
+	 * padding. pad_on: wanted; pad: its bytes once known (0 if the
+	 * header could not take it); pc: keyed with the ETag at creation. */
+	bool pad_on, pad_keyed, hdr_done;
+	size_t pad;
+	struct hnd_pad_ctx pc;
+	uint8_t hdr[10];
+	size_t hdr_len;  /* of the backend's header, bytes held */
+	uint8_t *padhdr; /* the header to send: room for 10 + pad_max bytes */
+	size_t padhdr_off;
 };
 
 /* Read the source at pos into buf: the user's reader or the file.
@@ -126,15 +137,140 @@ stream_source(void *cls, uint8_t *buf, size_t max)
 	return n;
 }
 
+/* Bytes read at a time for the prefix and the key: a reader's block. */
+static size_t
+read_block(const struct hnd_entry *e)
+{
+	return e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK;
+}
+
+/*
+ * Length hiding: read the bytes the padding is keyed on into the prefix
+ * (the pump sends them first, as it does the bytes read at queue time):
+ * the first HND_PAD_KEY_NBYTES of the body, or all of it, or what came
+ * before an error; for a low-latency reader (not a file, which never
+ * stalls) only its first call, so that it gains no latency. The prefix has
+ * room for it (pad_prepare). Returns 1 once keyed, 0 when the source has no
+ * data now (call again).
+ */
+static int
+pad_key(struct hnd_stream *st)
+{
+	struct hnd_entry *e = st->e;
+	size_t blk = read_block(e);
+	bool one_call = st->pump.low_latency && e->kind != HND_FD;
+
+	while (!st->pre.eof && !st->pre.failed && st->pre.len < HND_PAD_KEY_NBYTES &&
+	       !(one_call && st->pre.len > 0)) {
+		ssize_t n = source_read(e, st->fd, st->pre.len, (char *)st->pre.buf + st->pre.len,
+					blk);
+
+		if (n == MHD_CONTENT_READER_END_OF_STREAM)
+			st->pre.eof = true;
+		else if (n < 0)
+			st->pre.failed = true;
+		else if (n == 0)
+			return 0;
+		else
+			st->pre.len += (size_t)n;
+	}
+	hnd_pad_update(&st->pc, st->pre.buf, st->pre.len);
+	st->pad = hnd_pad_end(st->gz, &st->pc);
+	st->pad_keyed = true;
+	return 1;
+}
+
+/* What length hiding needs, allocated when the stream is made so that a
+ * failure still serves identity: the prefix grown to hold the key's bytes
+ * (its contents kept) and the rewritten header's room. 0 or MHDGZ_ENOMEM
+ * (st->pre unchanged). */
+static int
+pad_prepare(struct hnd_stream *st)
+{
+	size_t cap = HND_PAD_KEY_NBYTES + read_block(st->e);
+	uint8_t *buf;
+
+	if (st->pre.len > HND_PAD_KEY_NBYTES) /* keyed on what is held: nothing to read */
+		cap = st->pre.len;
+	st->padhdr = gz_malloc(sizeof st->hdr + st->gz->pad_max);
+	buf = gz_malloc(cap);
+	if (!st->padhdr || !buf) {
+		gz_free(buf);
+		gz_free(st->padhdr);
+		st->padhdr = NULL;
+		return MHDGZ_ENOMEM;
+	}
+	if (st->pre.len)
+		memcpy(buf, st->pre.buf, st->pre.len);
+	gz_free(st->pre.buf);
+	st->pre.buf = buf;
+	return 0;
+}
+
+/*
+ * The gzip header, padded: key, then take the backend's 10 header bytes
+ * from the pump and send them rewritten (hnd_pad_splice), as far as buf
+ * has room. Returns the bytes written to buf (hdr_done set once the whole
+ * header has gone), 0 to be called again, or a negative error.
+ */
+static ssize_t
+pad_header(struct hnd_stream *st, uint8_t *buf, size_t max)
+{
+	size_t n;
+
+	if (!st->pad_keyed) {
+		int rc = pad_key(st);
+
+		if (rc <= 0)
+			return rc;
+	}
+	while (st->hdr_len < sizeof st->hdr) {
+		bool end;
+		ssize_t r = gz_pump_read(&st->pump, stream_source, st, st->hdr + st->hdr_len,
+					 sizeof st->hdr - st->hdr_len, &end);
+
+		if (r < 0)
+			return r;
+		if (r == 0)
+			return end ? MHDGZ_EBACKEND : 0; /* a member is longer than 10 bytes */
+		st->hdr_len += (size_t)r;
+	}
+	if (st->padhdr_off == 0 && hnd_pad_splice(st->hdr, st->pad, st->padhdr) < 0) {
+		st->pad = 0; /* not a plain header: sent as it is */
+		memcpy(st->padhdr, st->hdr, sizeof st->hdr);
+	}
+	n = sizeof st->hdr + st->pad - st->padhdr_off;
+	if (n > max)
+		n = max;
+	memcpy(buf, st->padhdr + st->padhdr_off, n);
+	st->padhdr_off += n;
+	if (st->padhdr_off == sizeof st->hdr + st->pad) {
+		st->hdr_done = true;
+		gz_free(st->padhdr);
+		st->padhdr = NULL;
+		st->padhdr_off = 0;
+	}
+	return (ssize_t)n;
+}
+
 static ssize_t
 stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct hnd_stream *st = cls;
-	bool end;
-	ssize_t n;
+	bool end = false;
+	ssize_t n = 0, off = 0;
 
 	(void)pos; /* compressed bytes sent so far; the pump tracks the source */
-	n = gz_pump_read(&st->pump, stream_source, st, (uint8_t *)buf, max, &end);
+	if (st->pad_on && !st->hdr_done) {
+		off = pad_header(st, (uint8_t *)buf, max);
+		if (off <= 0 || !st->hdr_done) {
+			n = off; /* an error, nothing yet, or part of the header */
+			off = 0;
+		}
+	}
+	if (n == 0 && (size_t)off < max && (!st->pad_on || st->hdr_done))
+		n = gz_pump_read(&st->pump, stream_source, st, (uint8_t *)buf + off,
+				 max - (size_t)off, &end);
 	if (n < 0) {
 		/* The user's error, a file read failure or a compressor failure:
 		 * end the response with an error, never a fake trailer. */
@@ -144,9 +280,7 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	}
-	if (n > 0 && st->digest)
-		sha256_update(&st->sha, (size_t)n, (const uint8_t *)buf);
-	if (n == 0 && end) {
+	if (n == 0 && off == 0 && end) {
 		if (st->digest) {
 			/* The member is whole: its digest goes in the trailer,
 			 * which libmicrohttpd sends after this last call (a
@@ -162,23 +296,30 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	}
+	/* The bytes sent, the padded header among them. */
+	if (st->digest && off + n > 0)
+		sha256_update(&st->sha, (size_t)(off + n), (const uint8_t *)buf);
 	/* 0 without the end: no data yet and everything flushed; never an
 	 * empty chunk (libmicrohttpd calls again). */
-	return n;
+	return off + n;
 }
 
 static void
 stream_free(void *cls)
 {
 	struct hnd_stream *st = cls;
+	uint64_t out_total = st->pump.out_total + (st->hdr_done ? st->pad : 0);
 
 	/* Abandoned (client gone) or finished: the compressor goes back now. */
 	if (st->pump.done && st->etag[0]) /* a file's whole member: its length */
 		hnd_memo_put(&st->gz->memo, st->etag, st->e->body_len,
-			     st->pump.low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM,
-			     st->pump.out_total);
+			     HND_MEMO_MODE(st->pump.low_latency ? HND_MEMO_STREAM_LL
+								: HND_MEMO_STREAM,
+					   st->pad_on),
+			     out_total);
 	hnd_count(st->gz, HND_C_BYTES_IN, st->pump.in_total);
-	hnd_count(st->gz, HND_C_BYTES_OUT, st->pump.out_total);
+	hnd_count(st->gz, HND_C_BYTES_OUT, out_total);
+	gz_free(st->padhdr);
 	gz_pump_fini(&st->pump);
 	hnd_prefix_fini(&st->pre);
 	if (st->fd >= 0)
@@ -206,11 +347,20 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 	 * which adds flushes); hnd_memo_put takes strong ETags only. */
 	if (e->kind == HND_FD && etag && strlen(etag) < sizeof st->etag)
 		memcpy(st->etag, etag, strlen(etag) + 1);
+	st->pad_on = hnd_padded(gz, e);
+	if (st->pad_on)
+		hnd_pad_begin(gz, HND_PAD_STREAM, etag, HND_PAD_KEY_NBYTES, &st->pc);
+	if (pre) { /* the prefix moves into the stream */
+		st->pre = *pre;
+		memset(pre, 0, sizeof *pre);
+	}
 	if (e->kind == HND_FD) {
 		st->fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0); /* not inherited by children */
 		if (st->fd < 0)
 			goto fail;
 	}
+	if (st->pad_on && pad_prepare(st) < 0)
+		goto fail;
 	if (gz_pump_init(&st->pump, gz->stream_pool,
 			 e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency) < 0)
 		goto fail;
@@ -218,6 +368,10 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 	v = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, HND_FD_BLOCK, stream_read, st,
 					      stream_free);
 	if (!v) {
+		if (pre) { /* back to the caller, as below */
+			*pre = st->pre;
+			memset(&st->pre, 0, sizeof st->pre);
+		}
 		stream_free(st); /* drops the reference just taken */
 		return NULL;
 	}
@@ -232,16 +386,23 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 		    MHD_YES)
 			goto fail_v;
 	}
-	if (pre) { /* the prefix moves into the stream, now that nothing fails */
-		st->pre = *pre;
-		memset(pre, 0, sizeof *pre);
-	}
 	return v;
 fail_v:
-	MHD_destroy_response(v); /* frees st, and the prefix was not moved in */
+	/* Nothing was read yet: the prefix goes back to the caller, who
+	 * still owns it on failure, before the response frees st. */
+	if (pre) {
+		*pre = st->pre;
+		memset(&st->pre, 0, sizeof st->pre);
+	}
+	MHD_destroy_response(v);
 	return NULL;
 fail:
 	gz_pump_fini(&st->pump);
+	gz_free(st->padhdr);
+	if (pre) /* back to the caller, who still owns it on failure */
+		*pre = st->pre;
+	else
+		hnd_prefix_fini(&st->pre);
 	if (st->fd >= 0)
 		close(st->fd);
 	gz_free(st);
@@ -342,6 +503,7 @@ struct count_src {
 	struct hnd_entry *e;
 	struct gz_pump *pump;
 	bool stalled;
+	struct hnd_pad_ctx *pc; /* length hiding: keyed as the GET's stream is; or NULL */
 };
 
 static ssize_t
@@ -356,14 +518,18 @@ count_source(void *cls, uint8_t *buf, size_t max)
 		cs->stalled = true;
 	if (n <= 0)
 		return GZ_SOURCE_ERROR;
+	if (cs->pc)
+		hnd_pad_update(cs->pc, buf, (size_t)n);
 	return n;
 }
 
 /* The length by compressing: what hnd_gzip_stream_length() does on a miss. */
 static int
-stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t *len_ret)
+stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_latency,
+	      uint64_t *len_ret)
 {
 	struct gz_pump pump;
+	struct hnd_pad_ctx pc;
 	struct count_src cs = { .e = e, .pump = &pump };
 	uint8_t out[HND_FD_BLOCK / 2];
 	uint64_t total = 0;
@@ -382,6 +548,10 @@ stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t 
 			  e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency);
 	if (rc < 0)
 		return rc;
+	if (hnd_padded(gz, e)) { /* a file: keyed on its first bytes, as a GET's stream */
+		hnd_pad_begin(gz, HND_PAD_STREAM, etag, HND_PAD_KEY_NBYTES, &pc);
+		cs.pc = &pc;
+	}
 	/* Bounded: every round consumes input or writes output, and the
 	 * input is at most body_len bytes. */
 	while (!end) {
@@ -396,7 +566,9 @@ stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t 
 	gz_pump_fini(&pump);
 	if (!end)
 		return rc;
-	*len_ret = total;
+	/* The pad as a GET's stream adds it (a backend header that cannot
+	 * take one is not: none of this library's backends writes one). */
+	*len_ret = total + (cs.pc ? hnd_pad_end(gz, &pc) : 0);
 	return 0;
 }
 
@@ -404,7 +576,8 @@ int
 hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_latency,
 		       uint64_t *len_ret)
 {
-	enum hnd_memo_mode mode = low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM;
+	enum hnd_memo_mode mode = HND_MEMO_MODE(low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM,
+						hnd_padded(gz, e));
 	int rc;
 
 	/* Known for this response (the file as it was at the first count, as
@@ -415,7 +588,7 @@ hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, 
 	}
 	if (e->kind == HND_FD && hnd_memo_get(&gz->memo, etag, e->body_len, mode, len_ret))
 		return 0;
-	rc = stream_length(gz, e, low_latency, len_ret);
+	rc = stream_length(gz, e, etag, low_latency, len_ret);
 	if (rc == 0) {
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		hnd_memo_put(&gz->memo, etag, e->body_len, mode, *len_ret);

@@ -15,7 +15,7 @@ hnd_body_new(const void *data, size_t len)
 		return NULL;
 	atomic_init(&b->refs, 1);
 	b->len = len;
-	if (len)
+	if (len && data) /* NULL: the caller fills it */
 		memcpy(b->data, data, len);
 	return b;
 }
@@ -105,10 +105,14 @@ fail:
 /*
  * Compress body into a new exactly-sized hnd_body. The compressor's scratch
  * space (kept across uses in the compressor pool) takes the worst-case output,
- * so a pooled compressor allocates only the result.
+ * so a pooled compressor allocates only the result. With *pad nonzero, the
+ * header gets a comment of that many bytes (length hiding), or *pad becomes
+ * 0 when the backend's header cannot take one; "not smaller" is judged on
+ * the bytes sent, padding included.
  */
 static int
-compress_body(struct mhdgz *gz, const uint8_t *body, size_t body_len, struct hnd_body **out_ret)
+compress_body(struct mhdgz *gz, const uint8_t *body, size_t body_len, size_t *pad,
+	      struct hnd_body **out_ret)
 {
 	struct gz_compressor *c;
 	size_t bound, out_len = 0;
@@ -125,14 +129,20 @@ compress_body(struct mhdgz *gz, const uint8_t *body, size_t body_len, struct hnd
 	rc = c->be->compress(c, body, body_len, c->scratch, bound, &out_len);
 	if (rc < 0)
 		goto out;
-	if (out_len >= body_len) {
+	if (*pad && (out_len < 10 || hnd_pad_splice(c->scratch, *pad, NULL) < 0))
+		*pad = 0;
+	if (out_len + *pad >= body_len) {
 		rc = MHDGZ_ENOSPC; /* not smaller: the caller serves identity */
 		goto out;
 	}
-	out = hnd_body_new(c->scratch, out_len);
+	out = hnd_body_new(*pad ? NULL : c->scratch, out_len + *pad);
 	if (!out) {
 		rc = MHDGZ_ENOMEM;
 		goto out;
+	}
+	if (*pad) {
+		hnd_pad_splice(c->scratch, *pad, out->data);
+		memcpy(out->data + 10 + *pad, c->scratch + 10, out_len - 10);
 	}
 	*out_ret = out;
 out:
@@ -197,6 +207,9 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 {
 	struct hnd_body *out = NULL;
 	struct MHD_Response *v = NULL;
+	bool padded = hnd_padded(gz, e);
+	enum hnd_memo_mode mode = HND_MEMO_MODE(HND_MEMO_WHOLE, padded);
+	size_t pad = 0;
 	int rc;
 
 	if (!no_cache) {
@@ -212,15 +225,18 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 	if (e->kind == HND_FD) {
 		uint8_t *file = NULL;
 		rc = read_file(e, &file);
-		if (rc == 0)
-			rc = compress_body(gz, file, (size_t)e->body_len, &out);
+		if (rc == 0) {
+			pad = padded ? hnd_pad_of_body(gz, file, (size_t)e->body_len) : 0;
+			rc = compress_body(gz, file, (size_t)e->body_len, &pad, &out);
+		}
 		gz_free(file);
 	} else {
-		rc = compress_body(gz, e->body, (size_t)e->body_len, &out);
+		pad = padded ? hnd_pad_of_body(gz, e->body, (size_t)e->body_len) : 0;
+		rc = compress_body(gz, e->body, (size_t)e->body_len, &pad, &out);
 	}
 	if (rc == MHDGZ_ENOSPC) {
 		e->not_smaller = true;
-		hnd_memo_put(&gz->memo, f->etag, e->body_len, HND_MEMO_WHOLE, HND_MEMO_NOT_SMALLER);
+		hnd_memo_put(&gz->memo, f->etag, e->body_len, mode, HND_MEMO_NOT_SMALLER);
 		return MHDGZ_SKIP_NOT_SMALLER;
 	}
 	if (rc == 0)
@@ -238,7 +254,8 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 		MHD_destroy_response(e->gzip_rep);
 	e->gzip_rep = v;
 	e->gzip_rep_len = out->len;
-	hnd_memo_put(&gz->memo, f->etag, e->body_len, HND_MEMO_WHOLE, out->len);
+	e->gzip_padded = pad != 0;
+	hnd_memo_put(&gz->memo, f->etag, e->body_len, mode, out->len);
 	e->gzip_body = out; /* borrowed: the variant holds the reference */
 	*v_ret = v;
 	return MHDGZ_COMPRESSED;

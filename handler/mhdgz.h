@@ -179,6 +179,26 @@ enum mhdgz_etag_policy {
  * integrity field of the identity bytes is only dropped (counted in
  * digests_dropped). */
 #define MHDGZ_F_CONTENT_DIGEST 0x4u
+/** BREACH length hiding for every gzip response of the handler, unless a
+ * response opts out with mhdgz_response_set_length_hiding(): the gzip
+ * member carries 1 to length_hiding_max bytes of padding in its header
+ * comment (RFC 1952 section 2.3.1, FCOMMENT), a length chosen by a keyed
+ * hash of the body, so that the same body always has the same length and
+ * bodies differing in one byte have independent lengths. README, "BREACH",
+ * says when it is needed and what it does and does not give. */
+#define MHDGZ_F_LENGTH_HIDING 0x8u
+
+/** Default length_hiding_max in bytes: the mean padding is half of it.
+ * With 64 candidate guesses that each gain d bytes when right, an attacker
+ * picking the shortest response is right with probability about
+ * d / 512 + 1 / 64 (README, "BREACH"). */
+#define MHDGZ_DEFAULT_LENGTH_HIDING_MAX 512
+/** Largest length_hiding_max accepted, in bytes. */
+#define MHDGZ_LENGTH_HIDING_MAX_LIMIT 65536
+/** Shortest and longest length_hiding_key accepted, in bytes. @{ */
+#define MHDGZ_LENGTH_HIDING_KEY_MIN 16
+#define MHDGZ_LENGTH_HIDING_KEY_MAX 64
+/** @} */
 
 /** Default min_nbytes: smaller bodies gain little and cost a round of
  * compressor setup (RFC-free tradition; nginx uses 20, Go's gziphandler 1400,
@@ -225,6 +245,18 @@ struct mhdgz_options {
 	 * Each idle compressor holds the backend's state (README, "Why a
 	 * compressor pool", gives the bytes per backend). */
 	size_t pool_idle_cap;
+	/** Length hiding (MHDGZ_F_LENGTH_HIDING, mhdgz_response_set_length_hiding()):
+	 * the most padding bytes per gzip body, from 1 to
+	 * MHDGZ_LENGTH_HIDING_MAX_LIMIT; 0 = MHDGZ_DEFAULT_LENGTH_HIDING_MAX. */
+	size_t length_hiding_max;
+	/** The key of the padding's hash (HMAC-SHA256), copied; NULL = 32 random
+	 * bytes from getrandom() for this handler. Give the same key to every
+	 * process serving the same content so that they pad it alike (else
+	 * an attacker spreads requests over processes and averages). */
+	const void *length_hiding_key;
+	/** Bytes at length_hiding_key, from MHDGZ_LENGTH_HIDING_KEY_MIN to
+	 * MHDGZ_LENGTH_HIDING_KEY_MAX; ignored when it is NULL. */
+	size_t length_hiding_key_nbytes;
 };
 
 /** A compression handler: configuration, compressor pool, response table, stats. */
@@ -238,8 +270,11 @@ struct mhdgz;
  *        mhdgz_free(). Untouched on error.
  * @return 0; MHDGZ_EINVAL for a NULL gz_ret, an unknown opts->size, an
  *         unknown backend, a level out of range, an ETag policy out of range
- *         or a malformed media type pattern; MHDGZ_ENOTSUP for a backend not
- *         compiled in; MHDGZ_ENOMEM.
+ *         or a malformed media type pattern, a length_hiding_max above
+ *         MHDGZ_LENGTH_HIDING_MAX_LIMIT or a length_hiding_key of a size
+ *         out of range; MHDGZ_ENOTSUP for a backend not compiled in;
+ *         MHDGZ_EBACKEND if getrandom() failed (no key given);
+ *         MHDGZ_ENOMEM.
  * @note Thread-safe (creates independent handlers).
  */
 MHDGZ_API int mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret);
@@ -352,6 +387,43 @@ MHDGZ_API int mhdgz_response_set_options(struct mhdgz *gz, struct MHD_Response *
  * @note Thread-safe; call before the response is first queued.
  */
 MHDGZ_API int mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response);
+
+/**
+ * Turn BREACH length hiding on or off for one response, overriding the
+ * handler's MHDGZ_F_LENGTH_HIDING. With it, every gzip body of the
+ * response carries 1 to length_hiding_max bytes of padding in its gzip
+ * header comment (RFC 1952 section 2.3.1, FCOMMENT; every gzip decoder
+ * skips it), the length given by HMAC-SHA256, under the handler's key, of:
+ *
+ *  - a body compressed whole (buffers, files up to 1 MiB): the whole
+ *    body. The same body gets the same bytes, so the cached gzip body,
+ *    HEAD and 304 lengths stay right.
+ *  - a stream (content reader, pipe, larger file): its ETag field, if
+ *    any, and its first 64 KiB (all of it if shorter). The gzip header is
+ *    held back until they have been read, so a slow producer's first
+ *    bytes are delayed by up to that much; a low-latency stream
+ *    (mhdgz_response_set_low_latency(), text/event-stream) instead keys on
+ *    its reader's first call and adds no latency. Content after the first
+ *    64 KiB does not change the padding: a page whose secret and
+ *    reflected input both lie beyond it gets a constant padding, which
+ *    hides nothing (serve it identity, see README, "BREACH"). An ETag
+ *    that changes on every request of the same content would let an
+ *    attacker average: give streams no ETag or one derived from the
+ *    content.
+ *
+ * Responses served identity are not padded (their length is the
+ * application's). A body whose padded gzip bytes are not smaller than the
+ * body is served identity. A padded stream holds up to 64 KiB plus one
+ * reader block of the body (the key's bytes) until it ends.
+ *
+ * @param gz the handler that created @a response.
+ * @param response a response created through @a gz.
+ * @param on nonzero: pad its gzip bodies; 0: do not.
+ * @return 0, MHDGZ_EINVAL if @a response was not created by @a gz.
+ * @note Thread-safe; call before the response is first queued.
+ */
+MHDGZ_API int mhdgz_response_set_length_hiding(struct mhdgz *gz, struct MHD_Response *response,
+					       int on);
 
 /**
  * Why a response was, or was not, compressed. The decision takes these
@@ -696,6 +768,9 @@ struct mhdgz_stats {
 				   *   Content-Digest, Repr-Digest) left out of
 				   *   gzip responses built: they describe the
 				   *   identity bytes (RFC 9530) */
+	uint64_t padded;          /**< gzip responses queued with length-hiding
+				   *   padding (bodies, streams and HEADs whose
+				   *   length includes it; cache hits included) */
 };
 
 /**

@@ -20,7 +20,8 @@
  *            merged into the response); GET with gzip and If-None-Match of
  *            the gzip ETag (a 304: the gzip variant standing for the 200)
  *   handlers libdeflate pooled (streams: zlib pool), libdeflate unpooled,
- *            zlib unpooled, ISA-L unpooled (when compiled in)
+ *            zlib unpooled, ISA-L unpooled (when compiled in), libdeflate
+ *            unpooled with length hiding (MHDGZ_F_LENGTH_HIDING)
  *
  * For each handler x path x request kind, the k-th allocation of the
  * library fails, k = 1, 2, ... until a request needs fewer than k. Every
@@ -180,6 +181,9 @@ static const struct {
 	{ MHDGZ_BACKEND_DEFAULT, MHDGZ_F_NO_POOL },
 	{ MHDGZ_BACKEND_ZLIB, MHDGZ_F_NO_POOL },
 	{ MHDGZ_BACKEND_ISAL, MHDGZ_F_NO_POOL },
+	/* BREACH length hiding: the padded body, the stream's key prefix and
+	 * rewritten header. */
+	{ MHDGZ_BACKEND_DEFAULT, MHDGZ_F_NO_POOL | MHDGZ_F_LENGTH_HIDING },
 };
 
 static const struct {

@@ -110,6 +110,8 @@ bad_opt "--level x" --level x
 bad_opt "--backend brotli" --backend brotli
 bad_opt "--etag strong" --etag strong
 bad_opt "--threads 0" --threads 0
+bad_opt "--length-hiding 0" --length-hiding 0
+bad_opt "--length-hiding 65537" --length-hiding 65537
 bad_opt "--min-size -5" --min-size -5
 bad_opt "--min-size 12k" --min-size 12k
 bad_opt "--types with a bad pattern" --types 'text/html,notatype'
@@ -328,6 +330,25 @@ if start nocomp --no-compress; then
 	eq "--no-compress server: SIGTERM exit 0" "$STOP_RC" 0
 else
 	nok "--no-compress server starts" "see stderr"
+fi
+
+# --length-hiding: every gzip body padded in its header comment (FLG 0x10),
+# the same body twice the same bytes, decoding to the identity body.
+if start lh --length-hiding 100 --quiet; then
+	fetch lh1 "$BASE/20k.json" -H 'Accept-Encoding: gzip'
+	fetch lh2 "$BASE/20k.json" -H 'Accept-Encoding: gzip'
+	eq "--length-hiding: FLG is FCOMMENT" "$(od -An -tx1 -j3 -N1 "$T/lh1.body" | tr -d ' ')" 10
+	check "--length-hiding: the same body, the same bytes" cmp -s "$T/lh1.body" "$T/lh2.body"
+	gunzip_to "$T/lh1.body" "$T/lh1.gunz"
+	check "--length-hiding: gzip -d gives the identity body" cmp -s "$T/lh1.gunz" "$T/p20k.id.body"
+	fetch lh3 "$BASE/20k.json" --compressed
+	check "--length-hiding: curl --compressed decodes it" cmp -s "$T/lh3.body" "$T/p20k.id.body"
+	fetch lhs "$BASE/stats"
+	check "--length-hiding: /stats counts padded responses" grep -Eq '"padded":[3-9],' "$T/lhs.body"
+	tl_stop "$PID"
+	eq "--length-hiding server: SIGTERM exit 0" "$STOP_RC" 0
+else
+	nok "--length-hiding server starts" "see stderr"
 fi
 
 if start minsz --min-size 200000 --types 'application/json' --threads 1; then

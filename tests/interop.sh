@@ -12,7 +12,10 @@
 #    of its identity response, HEAD and GET agree, and a keep-alive
 #    sequence with 204, 304, HEAD and GET shares one connection;
 #  - a --root tree with FILE.gz beside FILE (--precompressed): the same
-#    page in Chromium, FILE.gz's own bytes on the wire, decoding to FILE.
+#    page in Chromium, FILE.gz's own bytes on the wire, decoding to FILE;
+#  - the demo with --length-hiding 512 (BREACH padding in the gzip header
+#    comment): curl --compressed, Python (gzip and zlib) and Chromium (page,
+#    script, stylesheet, fetch, EventSource) decode every padded body.
 #
 # Each check prints one line, "PASS client: what" or "FAIL client: what
 # (why)"; the script ends with "N passed, M failed" and exits 1 on any
@@ -420,6 +423,34 @@ if [ "$HAVE_CURL" = 1 ]; then
 			done
 			run_driver "browser[precompressed]" 90 node "$NODE_DIR/browser.js" \
 				"{\"name\":\"precompressed\",\"base\":\"$BASE\",\"out\":\"$OUT\",\"events\":false,\"gzSizes\":{$sizes}}"
+		fi
+	fi
+fi
+
+# --- the demo with --length-hiding: padded gzip headers --------------------------------
+if [ "$HAVE_CURL" = 1 ]; then
+	if ! start padded --length-hiding 512; then
+		fail "gzserve: --length-hiding 512 started" "$(tail -n 3 "$OUT/padded.log" | tr '\n' ' ')"
+	else
+		echo "# --length-hiding 512 on $BASE"
+		for p in "${FIXED[@]}"; do
+			f=$(refname "$p")
+			what="curl: --length-hiding $p padded (FLG FCOMMENT), --compressed decodes to the identity bytes"
+			"${CURL[@]}" -H 'Accept-Encoding: gzip' -D "$T/raw.h" -o "$T/raw" "$BASE$p"
+			"${CURL[@]}" --compressed -o "$T/dec" "$BASE$p"
+			flg=$(od -An -tx1 -j3 -N1 "$T/raw" | tr -d ' ')
+			if [ "$(coding "$T/raw.h")" != gzip ] || [ "$flg" != 10 ]; then
+				fail "$what" "Content-Encoding '$(coding "$T/raw.h")', FLG $flg"
+			elif ! cmp -s "$T/dec" "$REF/$f"; then
+				fail "$what" "$(wc -c <"$T/dec") decoded bytes differ from $REF/$f"
+			else
+				pass "$what"
+			fi
+		done
+		[ "$HAVE_PY" = 1 ] && run_driver python 60 "$PYTHON" "$SRCDIR/interop/http_check.py" padded "$BASE" "$REF"
+		if [ "$HAVE_BROWSER" = 1 ]; then
+			run_driver "browser[padded]" 90 node "$NODE_DIR/browser.js" \
+				"{\"name\":\"padded\",\"base\":\"$BASE\",\"out\":\"$OUT\",\"events\":true}"
 		fi
 	fi
 fi

@@ -434,11 +434,11 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 	fprintf(f,
 		"},\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"compressions\":%" PRIu64
 		",\"failures\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"pool_gets\":%" PRIu64
-		",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64
+		",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64 ",\"padded\":%" PRIu64
 		",\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d}}\n",
 		st.bytes_in, st.bytes_out, st.compressions, st.failures, st.cache_hits,
-		st.pool_gets, st.pool_misses, st.pool_idle, (uint64_t)atomic_load(&s->requests),
-		atomic_load(&s->in_flight));
+		st.pool_gets, st.pool_misses, st.pool_idle, st.padded,
+		(uint64_t)atomic_load(&s->requests), atomic_load(&s->in_flight));
 	if (fclose(f) != 0) {
 		free(body);
 		return MHD_NO;

@@ -29,6 +29,7 @@ struct config {
 	unsigned int threads;
 	bool precompressed;
 	enum mhdgz_etag_policy etag;
+	size_t length_hiding; /* --length-hiding: most padding bytes; 0: off */
 	bool no_compress;
 	bool quiet;
 };

@@ -132,6 +132,10 @@ usage(FILE *f)
 		"                    (like nginx's gzip_static)\n"
 		"  --etag POLICY     the strong ETag of a compressed response: weak (W/\"x\",\n"
 		"                    the default), suffix (\"x-gzip\"), drop, or keep\n"
+		"  --length-hiding N pad every gzip response with 1 to N bytes (1-%u) in its\n"
+		"                    gzip header, a length keyed on the body: BREACH\n"
+		"                    mitigation for pages holding a secret next to reflected\n"
+		"                    input (default: off; libmhdgz's default N is %u)\n"
 		"  --no-compress     never compress on the fly (precompressed files still go)\n"
 		"  --quiet           no access log and no libmicrohttpd messages. The log\n"
 		"                    is one line per request on stderr: method, target,\n"
@@ -143,7 +147,8 @@ usage(FILE *f)
 		"SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to\n"
 		"%d s; open /events streams are ended at once, with a complete gzip\n"
 		"member) and exits 0. Exit status 2: invalid option; 1: cannot start.\n",
-		MHDGZ_DEFAULT_MIN_NBYTES, GZS_GRACE_MS / 1000);
+		MHDGZ_DEFAULT_MIN_NBYTES, MHDGZ_LENGTH_HIDING_MAX_LIMIT,
+		MHDGZ_DEFAULT_LENGTH_HIDING_MAX, GZS_GRACE_MS / 1000);
 }
 
 __attribute__((format(printf, 1, 2), noreturn)) static void
@@ -220,6 +225,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 		O_THREADS,
 		O_PRECOMPRESSED,
 		O_ETAG,
+		O_LENGTH_HIDING,
 		O_NO_COMPRESS,
 		O_QUIET,
 		O_HELP
@@ -235,6 +241,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "precompressed", no_argument, NULL, O_PRECOMPRESSED },
 		{ "etag", required_argument, NULL, O_ETAG },
+		{ "length-hiding", required_argument, NULL, O_LENGTH_HIDING },
 		{ "no-compress", no_argument, NULL, O_NO_COMPRESS },
 		{ "quiet", no_argument, NULL, O_QUIET },
 		{ "help", no_argument, NULL, O_HELP },
@@ -299,6 +306,10 @@ parse_options(int argc, char **argv, struct config *cfg)
 				bad_option("--etag: '%s' is not weak, suffix, drop or keep",
 					   optarg);
 			break;
+		case O_LENGTH_HIDING:
+			cfg->length_hiding = (size_t)number_arg("--length-hiding", optarg, 1,
+								MHDGZ_LENGTH_HIDING_MAX_LIMIT);
+			break;
 		case O_NO_COMPRESS:
 			cfg->no_compress = true;
 			break;
@@ -351,6 +362,10 @@ handler_new(struct server *s)
 		o.min_nbytes = s->cfg.min_size ? s->cfg.min_size : 1;
 	o.compress_types = s->cfg.no_compress ? none : s->cfg.types;
 	o.etag_policy = s->cfg.etag;
+	if (s->cfg.length_hiding) {
+		o.flags |= MHDGZ_F_LENGTH_HIDING;
+		o.length_hiding_max = s->cfg.length_hiding;
+	}
 	s->level = s->cfg.level;
 	if (!s->cfg.level_set)
 		(void)mhdgz_backend_levels(s->cfg.backend, NULL, NULL, &s->level);

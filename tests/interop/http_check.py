@@ -1,12 +1,17 @@
 """http_check.py: tests/interop.sh's Python client: http.client + gzip against gzserve.
 
 Usage: python3 http_check.py demo BASE_URL REF_DIR
+       python3 http_check.py padded BASE_URL REF_DIR
        python3 http_check.py root BASE_URL ROOT_DIR
 
 demo: every demo endpoint with Accept-Encoding: gzip decodes to the bytes of
       REF_DIR/<name> (identity bodies fetched by curl), HEAD/GET parity,
       /events as 10 ordered events, /stats as JSON, and a keep-alive sequence
       of 200/204/304/HEAD/GET on one connection.
+padded: gzserve --length-hiding N: every demo endpoint's gzip body carries
+      its padding in the header comment (FLG FCOMMENT, 1..N bytes), decodes
+      with gzip.decompress and with zlib (wbits 31) to REF_DIR/<name>, twice
+      the same bytes; then every demo check.
 root: gzserve --root ROOT_DIR --precompressed: a FILE with a FILE.gz beside it
       is sent as exactly FILE.gz's bytes, decoding to FILE; one without is
       compressed on the fly.
@@ -23,6 +28,7 @@ import os
 import sys
 import threading
 import urllib.parse
+import zlib
 
 # Per socket operation, in seconds; interop.sh bounds the whole run too.
 TIMEOUT_S = 10
@@ -240,9 +246,32 @@ def root(base, root_dir):
     conn.close()
 
 
+def padded(base, ref_dir):
+    conn = connect(base)
+    for path in FIXED:
+        def one(path=path):
+            with open(os.path.join(ref_dir, ref_name(path)), "rb") as f:
+                ref = f.read()
+            _, raw, _, body = gzip_get(conn, path)
+            _, again, _, _ = gzip_get(conn, path)
+            if raw[3] != 0x10:
+                return f"FLG {raw[3]:#x}, want FCOMMENT (0x10)"
+            end = raw.index(b"\0", 10)
+            if raw[10:end].strip(b" ") or not 1 <= end - 10 + 1 <= 65536:
+                return f"comment of {end - 10 + 1} bytes is not padding"
+            if body != ref or zlib.decompress(raw, 31) != ref:
+                return f"decodes to {len(body)} bytes, not {ref_name(path)}"
+            if again != raw:
+                return "a second GET gives other bytes"
+            return None
+        check(f"{path} padded ({ref_name(path)}): decodes with gzip and zlib, stable", one)
+    conn.close()
+    demo(base, ref_dir)
+
+
 def main():
     mode, base, folder = sys.argv[1:4]
-    {"demo": demo, "root": root}[mode](base, folder)
+    {"demo": demo, "padded": padded, "root": root}[mode](base, folder)
     return 0
 
 
