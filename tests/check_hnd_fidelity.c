@@ -1443,7 +1443,8 @@ END_TEST
  * field): with the flag, the stream announces "Trailer: Content-Digest" and
  * ends with a Content-Digest trailer, the SHA-256 of exactly the gzip
  * bytes of its chunks; the identity stream pipelined after it keeps the
- * application's field where it put it. _i: 0 trailer, 1 header. */
+ * application's field where it put it. _i: 0 trailer, 1 header, 2 header
+ * with length hiding (the digest covers the padded gzip header too). */
 struct cds {
 	struct th_src src;
 	bool header; /* the digest as a header field, else as a trailer */
@@ -1474,7 +1475,7 @@ cds_route(struct th_server *s, struct MHD_Connection *c, const char *url, const 
 
 START_TEST(test_content_digest_stream)
 {
-	bool header = _i == 1;
+	bool header = _i >= 1, padded = _i == 2;
 	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
 				  "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 	uint8_t *body = tu_payload(FX_LEN, TU_TEXT, 93);
@@ -1487,10 +1488,12 @@ START_TEST(test_content_digest_stream)
 	size_t gzlen = 0, nchunks = 0;
 	bool empty_early = false;
 	char want[64], line[96];
-	const char *ctx = header ? "header digest" : "trailer digest";
+	const char *ctx = padded   ? "header digest, length hiding"
+			  : header ? "header digest"
+				   : "trailer digest";
 	int fd;
 
-	o.flags |= MHDGZ_F_CONTENT_DIGEST;
+	o.flags |= MHDGZ_F_CONTENT_DIGEST | (padded ? MHDGZ_F_LENGTH_HIDING : 0);
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	th_start(&s, gz, 0, cds_route, &x);
 	fd = th_raw_connect(s.port);
@@ -1504,10 +1507,23 @@ START_TEST(test_content_digest_stream)
 	th_raw_expect_field(&r[0], "Content-Encoding", "gzip", ctx);
 	th_raw_expect_field(&r[0], "Trailer", "Content-Digest", ctx);
 	th_raw_expect_field(&r[0], "Content-Digest", NULL, ctx);
-	expect_body(&r[0], true, body, FX_LEN, ctx);
+	if (!padded) /* the strict member check wants FLG 0 */
+		expect_body(&r[0], true, body, FX_LEN, ctx);
 	ck_assert_int_eq(th_dechunk(r[0].bytes + r[0].body_off, r[0].len - r[0].body_off, &gzbytes,
 				    &gzlen, &nchunks, &empty_early),
 			 0);
+	if (padded) {
+		uint8_t *dec = NULL;
+		size_t dec_len = 0;
+
+		ck_assert_int_eq(tu_gunzip(gzbytes, gzlen, &dec, &dec_len), 0);
+		ck_assert_msg(dec_len == FX_LEN && memcmp(dec, body, FX_LEN) == 0,
+			      "%s: the padded stream decodes to other bytes", ctx);
+		free(dec);
+	}
+	/* Padded: FLG.FCOMMENT set in the header the digest covers. */
+	ck_assert_msg(gzlen > 10 && ((gzbytes[3] & 0x10) != 0) == padded, "%s: FLG 0x%02x", ctx,
+		      gzlen > 3 ? gzbytes[3] : 0);
 	cd_value(gzbytes, gzlen, want);
 	snprintf(line, sizeof line, "\r\n0\r\nContent-Digest: %s\r\n\r\n", want);
 	ck_assert_msg(r[0].len >= strlen(line) &&
@@ -1555,7 +1571,7 @@ fidelity_suite(void)
 		  { { test_digests, 0, (int)N_ELEMS(digest_kinds) },
 		    { test_digest_trailer, 0, 2 },
 		    { test_content_digest_recomputed, 0, 0 },
-		    { test_content_digest_stream, 0, 2 } } }
+		    { test_content_digest_stream, 0, 3 } } }
 	};
 
 	return ck_suite("fidelity", cases, N_ELEMS(cases));
