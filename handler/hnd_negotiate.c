@@ -156,56 +156,59 @@ parse_element(const char *s, size_t len, const char **tok, size_t *tok_len, int 
 	return true;
 }
 
-/*
- * The first comma of line outside a quoted-string, or NULL. A '"' that is
- * never closed is an ordinary character here (its element is malformed
- * anyway), so the elements after it, a refusal such as "gzip;q=0" among
- * them, still count.
- */
-static const char *
-element_end(const char *line)
+/* One list element (untrimmed) into acc. */
+static void
+add_element(const char *el, size_t el_len, struct hnd_accept *acc)
 {
-	size_t len = strlen(line);
+	const char *tok;
+	size_t tok_len;
+	int q, *slot = NULL;
 
-	for (size_t i = 0; i < len; i++) {
-		size_t q;
-
-		if (line[i] == ',')
-			return line + i;
-		if (line[i] == '"' && (q = quoted_end(line, len, i)) != 0)
-			i = q - 1;
-	}
-	return NULL;
+	trim(&el, &el_len);
+	if (!el_len || !parse_element(el, el_len, &tok, &tok_len, &q))
+		return;
+	if (ieq(tok, tok_len, "gzip") || ieq(tok, tok_len, "x-gzip"))
+		slot = &acc->gzip;
+	else if (ieq(tok, tok_len, "identity"))
+		slot = &acc->identity;
+	else if (tok_len == 1 && tok[0] == '*')
+		slot = &acc->star;
+	/* Repeated codings: the most favourable listing counts. */
+	if (slot && q > *slot)
+		*slot = q;
 }
 
+/*
+ * Elements end at commas outside quoted-strings. A '"' that is never
+ * closed is an ordinary character (its element is malformed anyway), so
+ * the elements after it, a refusal such as "gzip;q=0" among them, still
+ * count; and no later '"' can close either (a scan from it meets the same
+ * bytes in the same escape state), so the line is read once: linear time.
+ */
 static void
 parse_line(const char *line, struct hnd_accept *acc)
 {
-	const char *p = line;
+	size_t len = strlen(line), i = 0, start = 0;
+	bool quotes = true; /* a '"' may still open a quoted-string that closes */
 
-	while (*p) {
-		const char *end = element_end(p);
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-		const char *el = p, *tok;
-		size_t el_len = len, tok_len;
-		int q;
+	for (;;) {
+		if (i == len || line[i] == ',') {
+			add_element(line + start, i - start, acc);
+			if (i == len)
+				break;
+			start = ++i;
+		} else if (line[i] == '"' && quotes) {
+			size_t q = quoted_end(line, len, i);
 
-		trim(&el, &el_len);
-		if (el_len && parse_element(el, el_len, &tok, &tok_len, &q)) {
-			int *slot = NULL;
-			if (ieq(tok, tok_len, "gzip") || ieq(tok, tok_len, "x-gzip"))
-				slot = &acc->gzip;
-			else if (ieq(tok, tok_len, "identity"))
-				slot = &acc->identity;
-			else if (tok_len == 1 && tok[0] == '*')
-				slot = &acc->star;
-			/* Repeated codings: the most favourable listing counts. */
-			if (slot && q > *slot)
-				*slot = q;
+			if (q != 0) {
+				i = q;
+			} else {
+				quotes = false;
+				i++;
+			}
+		} else {
+			i++;
 		}
-		if (!end)
-			break;
-		p = end + 1;
 	}
 }
 
