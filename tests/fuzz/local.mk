@@ -29,7 +29,8 @@ FUZZ_BUILD = tests/fuzz/build
 FUZZ_TREE = tests/fuzz/tree
 # --disable-shared: the targets link the convenience libraries only.
 FUZZ_CONFIGURE_FLAGS = --enable-fuzz-targets --disable-tests --disable-fuzz --disable-shared \
-	--with-libdeflate=$(have_libdeflate) --with-isal=$(have_isal)
+	--with-libdeflate=$(have_libdeflate) --with-isal=$(have_isal) \
+	--with-zstd=$(have_zstd) --with-brotli=$(have_brotli)
 
 EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/corpus tests/fuzz/fuzz_accept.dict \
 	tests/fuzz/fuzz_decide.dict tests/fuzz/fuzz_types.dict tests/fuzz/fuzz_etag.dict
