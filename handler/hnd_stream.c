@@ -22,6 +22,7 @@ struct hnd_stream {
 	struct hnd_prefix pre; /* bytes read at queue time, sent first */
 	size_t pre_off;        /* of them, bytes given to the pump */
 	struct gz_pump pump;
+	enum gz_coding coding; /* of the pump's pool */
 	/* HND_FD: the entry's strong ETag, to remember the gzip length once
 	 * the member is complete (hnd_memo.c); "" for none. */
 	char etag[HND_MEMO_ETAG_MAX];
@@ -155,7 +156,9 @@ stream_free(void *cls)
 	/* Abandoned (client gone) or finished: the compressor goes back now. */
 	if (st->pump.done && st->etag[0]) /* a file's whole member: its length */
 		hnd_memo_put(&st->gz->memo, st->etag, st->e->body_len,
-			     st->pump.low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM,
+			     HND_MEMO_MODE(st->pump.low_latency ? HND_MEMO_STREAM_LL
+								: HND_MEMO_STREAM,
+					   st->coding),
 			     st->pump.out_total);
 	hnd_count(st->gz, HND_C_BYTES_IN, st->pump.in_total);
 	hnd_count(st->gz, HND_C_BYTES_OUT, st->pump.out_total);
@@ -169,7 +172,7 @@ stream_free(void *cls)
 
 struct MHD_Response *
 hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_latency,
-		    struct hnd_prefix *pre)
+		    struct hnd_prefix *pre, enum gz_coding coding)
 {
 	struct hnd_stream *st;
 	struct MHD_Response *v;
@@ -180,6 +183,7 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag, boo
 	st->gz = gz;
 	st->e = e;
 	st->fd = -1;
+	st->coding = coding;
 	/* Only a file gives the same bytes every time (a reader may stall,
 	 * which adds flushes); hnd_memo_put takes strong ETags only. */
 	if (e->kind == HND_FD && etag && strlen(etag) < sizeof st->etag)
@@ -193,7 +197,7 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag, boo
 		if (st->fd < 0)
 			goto fail;
 	}
-	if (gz_pump_init(&st->pump, gz->stream_pool,
+	if (gz_pump_init(&st->pump, hnd_pool(gz, coding, true),
 			 e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency) < 0)
 		goto fail;
 	atomic_fetch_add(&e->refs, 1);
@@ -327,7 +331,8 @@ count_source(void *cls, uint8_t *buf, size_t max)
 
 /* The length by compressing: what hnd_gzip_stream_length() does on a miss. */
 static int
-stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t *len_ret)
+stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, enum gz_coding coding,
+	      uint64_t *len_ret)
 {
 	struct gz_pump pump;
 	struct count_src cs = { .e = e, .pump = &pump };
@@ -344,7 +349,7 @@ stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t 
 	 * have effects); only a file is read to learn the length. */
 	if (e->kind != HND_FD)
 		return MHDGZ_ENOTSUP;
-	rc = gz_pump_init(&pump, gz->stream_pool,
+	rc = gz_pump_init(&pump, hnd_pool(gz, coding, true),
 			  e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency);
 	if (rc < 0)
 		return rc;
@@ -368,24 +373,26 @@ stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t 
 
 int
 hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_latency,
-		       uint64_t *len_ret)
+		       enum gz_coding coding, uint64_t *len_ret)
 {
-	enum hnd_memo_mode mode = low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM;
+	enum hnd_memo_mode mode = HND_MEMO_MODE(low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM,
+						coding);
+	uint64_t *known = &e->coded[coding].stream_len[low_latency];
 	int rc;
 
 	/* Known for this response (the file as it was at the first count, as
 	 * for a body compressed whole), or for its strong ETag. */
-	if (e->kind == HND_FD && e->stream_len[low_latency]) {
-		*len_ret = e->stream_len[low_latency];
+	if (e->kind == HND_FD && *known) {
+		*len_ret = *known;
 		return 0;
 	}
 	if (e->kind == HND_FD && hnd_memo_get(&gz->memo, etag, e->body_len, mode, len_ret))
 		return 0;
-	rc = stream_length(gz, e, low_latency, len_ret);
+	rc = stream_length(gz, e, low_latency, coding, len_ret);
 	if (rc == 0) {
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		hnd_memo_put(&gz->memo, etag, e->body_len, mode, *len_ret);
-		e->stream_len[low_latency] = *len_ret;
+		*known = *len_ret;
 	}
 	return rc;
 }
