@@ -12,7 +12,12 @@
 #    of its identity response, HEAD and GET agree, and a keep-alive
 #    sequence with 204, 304, HEAD and GET shares one connection;
 #  - a --root tree with FILE.gz beside FILE (--precompressed): the same
-#    page in Chromium, FILE.gz's own bytes on the wire, decoding to FILE.
+#    page in Chromium, FILE.gz's own bytes on the wire, decoding to FILE;
+#  - zstd and br (issue 14): the demo with --codings zstd,br,gzip and with
+#    --codings br,gzip: Chromium (which advertises br and zstd) gets every
+#    resource in that coding, the page runs, the events arrive; curl
+#    --compressed and Python (python3-zstandard, python3-brotli) decode
+#    every fixed endpoint to its identity bytes.
 #
 # Each check prints one line, "PASS client: what" or "FAIL client: what
 # (why)"; the script ends with "N passed, M failed" and exits 1 on any
@@ -423,6 +428,43 @@ if [ "$HAVE_CURL" = 1 ]; then
 		fi
 	fi
 fi
+
+# --- zstd and br (issue 14) ------------------------------------------------------
+# The demo offering zstd first, then br first: with every q-value 1 (curl's
+# and Chromium's Accept-Encoding) the server's order picks the coding.
+for order in zstd,br,gzip br,gzip; do
+	want=${order%%,*}
+	[ "$HAVE_CURL" = 1 ] || break
+	if ! start "codings-$want" --codings "$order"; then
+		fail "gzserve: --codings $order started" "$(tail -n 3 "$OUT/codings-$want.log" | tr '\n' ' ')"
+		continue
+	fi
+	echo "# demo --codings $order on $BASE"
+	mkdir -p "$OUT/$want"
+	bad=""
+	for p in "${FIXED[@]}"; do
+		f=$(refname "$p")
+		"${CURL[@]}" --compressed -D "$T/c.h" -o "$OUT/$want/$f" "$BASE$p"
+		if [ "$(coding "$T/c.h")" != "$want" ]; then
+			bad="$bad $p:coding=$(coding "$T/c.h")"
+		elif ! cmp -s "$OUT/$want/$f" "$REF/$f"; then
+			bad="$bad $p:bytes"
+		fi
+	done
+	if [ -z "$bad" ]; then
+		pass "curl: --compressed gets $want for every fixed endpoint, decodes to the identity bytes"
+	else
+		fail "curl: --compressed gets $want" "$bad"
+	fi
+	if [ "$HAVE_PY" = 1 ]; then
+		run_driver python 30 "$PYTHON" "$SRCDIR/interop/codings_check.py" "$BASE" "$REF" "$want" "${FIXED[@]}"
+	fi
+	if [ "$HAVE_BROWSER" = 1 ]; then
+		run_driver "browser[$want]" 90 node "$NODE_DIR/browser.js" \
+			"{\"name\":\"$want\",\"base\":\"$BASE\",\"out\":\"$OUT\",\"events\":true,\"coding\":\"$want\"}"
+	fi
+	kill "$PID" 2>/dev/null
+done
 
 echo "# $((SECONDS - T_START)) s; logs, bodies and screenshots in $OUT"
 echo "$NPASS passed, $NFAIL failed"
