@@ -5,8 +5,8 @@
  * never a level, gz_backend.h): quality 1 is nearly as fast and smaller.
  *
  * Format (RFC 7932, the "br" content coding of RFC 9110's registry): one
- * brotli stream per body, generic mode. A stream's window is brotli's
- * default (BROTLI_DEFAULT_WINDOW, 4 MiB); a whole buffer's is the smallest
+ * brotli stream per body, generic mode. A stream's window is
+ * GZ_BROTLI_STREAM_LGWIN (512 KiB); a whole buffer's is the smallest
  * that holds it (at least 1 KiB), with the size as BROTLI_PARAM_SIZE_HINT,
  * which changes no byte a decoder needs and bounds the encoder's ring
  * buffer.
@@ -44,6 +44,14 @@
 #include "gz_alloc.h"
 #include "gz_backend.h"
 
+/* The window of a stream, in bits (BROTLI_PARAM_LGWIN): a stream holds
+ * its compressor for as long as it lasts, and brotli's default 4 MiB window
+ * (22) costs about 10 MiB per open stream at quality 5. Larger: better
+ * ratio on long streams; smaller: less memory per open stream. */
+#ifndef GZ_BROTLI_STREAM_LGWIN
+#define GZ_BROTLI_STREAM_LGWIN 19
+#endif
+
 /* See README for the bench figures behind the default. */
 #ifndef GZ_BROTLI_LEVEL_DEFAULT
 #define GZ_BROTLI_LEVEL_DEFAULT 5
@@ -74,7 +82,7 @@ gz_brotli_renew(struct gz_brotli *b, size_t size_hint)
 {
 	BrotliEncoderState *st = BrotliEncoderCreateInstance(gz_opaque_malloc, gz_opaque_free,
 							     NULL);
-	uint32_t lgwin = BROTLI_DEFAULT_WINDOW;
+	uint32_t lgwin = GZ_BROTLI_STREAM_LGWIN;
 	int ok;
 
 	if (!st)

@@ -57,6 +57,17 @@
 /* RFC 9659 section 3: "the window size is limited to 8 MB" (2^23 bytes). */
 #define GZ_ZSTD_WINDOW_LOG_MAX 23
 
+/* The window of a stream, as a power of two (capped further by the
+ * level's own). A stream holds its compressor for as long as it lasts (an
+ * event stream: the connection's life), and zstd's stream buffers grow
+ * with the window: level 3's default 2 MiB window makes 3.6 MiB per open
+ * stream, 512 KiB about 1.2 MiB. A whole buffer's window is sized to the
+ * buffer by zstd itself. Larger: better ratio on long streams; smaller:
+ * less memory per open stream. */
+#ifndef GZ_ZSTD_STREAM_WINDOW_LOG
+#define GZ_ZSTD_STREAM_WINDOW_LOG 19
+#endif
+
 struct gz_zstd {
 	struct gz_compressor base; /* first: the core casts between the two */
 	ZSTD_CCtx *cctx;
@@ -67,6 +78,10 @@ struct gz_zstd {
 	int synced;
 	/* compress() used the context; stream() refuses until reset(). */
 	int need_reset;
+	/* No stream() call since the last reset: the next one starts a frame
+	 * and sets the stream window. */
+	int fresh;
+	unsigned int wlog_whole, wlog_stream; /* ZSTD_c_windowLog of each use */
 };
 
 /* zstd's error code to ours. */
@@ -93,6 +108,9 @@ gz_zstd_init(struct gz_compressor *c)
 
 	if (wlog > GZ_ZSTD_WINDOW_LOG_MAX)
 		wlog = GZ_ZSTD_WINDOW_LOG_MAX;
+	z->wlog_whole = wlog;
+	z->wlog_stream = wlog < GZ_ZSTD_STREAM_WINDOW_LOG ? wlog : GZ_ZSTD_STREAM_WINDOW_LOG;
+	z->fresh = 1;
 	z->cctx = ZSTD_createCCtx_advanced(mem);
 	if (!z->cctx)
 		return GZ_ENOMEM;
@@ -143,9 +161,14 @@ gz_zstd_compress(struct gz_compressor *c, const void *in, size_t in_len, void *o
 	z->need_reset = 1;
 	z->ended = 0;
 	z->synced = 0;
-	/* ZSTD_compress2 abandons any frame in progress and pledges in_len,
-	 * so the frame header carries the content size. */
-	r = ZSTD_compress2(z->cctx, out, out_cap, in_len ? in : "", in_len);
+	/* Abandon any frame in progress (parameters can change only between
+	 * frames); ZSTD_compress2 then pledges in_len, so the frame header
+	 * carries the content size. */
+	r = ZSTD_CCtx_reset(z->cctx, ZSTD_reset_session_only);
+	if (!ZSTD_isError(r))
+		r = ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_windowLog, (int)z->wlog_whole);
+	if (!ZSTD_isError(r))
+		r = ZSTD_compress2(z->cctx, out, out_cap, in_len ? in : "", in_len);
 	if (ZSTD_isError(r))
 		return gz_zstd_err(r);
 	*out_len_ret = r;
@@ -160,6 +183,7 @@ gz_zstd_reset(struct gz_compressor *c)
 	z->ended = 0;
 	z->synced = 0;
 	z->need_reset = 0;
+	z->fresh = 1;
 	return ZSTD_isError(ZSTD_CCtx_reset(z->cctx, ZSTD_reset_session_only)) ? GZ_EBACKEND : 0;
 }
 
@@ -188,6 +212,12 @@ gz_zstd_stream(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush)
 		return GZ_STREAM_END;
 	if (mode == ZSTD_e_flush && io->in_len == 0 && z->synced)
 		return 0;
+	if (z->fresh) {
+		if (ZSTD_isError(ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_windowLog,
+							(int)z->wlog_stream)))
+			return GZ_EBACKEND;
+		z->fresh = 0;
+	}
 
 	for (;;) {
 		ZSTD_inBuffer ib = { io->in, io->in_len, 0 };
