@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # codings_check.py: tests/interop.sh's Python check of zstd and br: Python's own decoders
-# (Debian's python3-zstandard and python3-brotli) on what gzserve sends for
+# (Debian's python3-zstandard and python3-brotli; gzip for gzip) on what gzserve sends for
 # "Accept-Encoding: <coding>", every fixed demo endpoint on one keep-alive
 # connection, compared with the identity bodies in REF.
 #
@@ -12,6 +12,9 @@ try:
     if coding == "zstd":
         import zstandard
         decode = lambda b: zstandard.ZstdDecompressor().decompressobj().decompress(b)
+    elif coding == "gzip":
+        import gzip
+        decode = gzip.decompress
     else:
         import brotli
         decode = brotli.decompress
