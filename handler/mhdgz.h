@@ -685,7 +685,8 @@ mhdgz_response_from_iovec(struct mhdgz *gz, const struct MHD_IoVec *iov, unsigne
 
 /**
  * Mark a streaming response low-latency: every chunk its reader produces is
- * compressed and sync-flushed (RFC 1951 empty stored block) before the
+ * compressed and sync-flushed (gzip: an RFC 1951 empty stored block; zstd:
+ * the block closed, ZSTD_e_flush; br: BROTLI_OPERATION_FLUSH) before the
  * reader is asked for more, so it reaches the client at once.
  *
  * @return 0, MHDGZ_EINVAL if @a response is not a streaming response of
