@@ -18,6 +18,7 @@ interop: examples/gzserve/gzserve
 # memcheck serialises the threads) goes first.
 VALGRIND_JOBS = 2
 VALGRIND_TESTS = tests/check_core:pool tests/check_core:backend tests/check_handler:e2e \
+	tests/check_core:codings:space tests/check_core:codings:pump tests/check_core:codings:alloc \
 	tests/check_core:alloc tests/check_core:stream tests/check_handler:negotiate
 EXTRA_DIST += tests/valgrind.sh
 .PHONY: valgrind
