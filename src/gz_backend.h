@@ -112,8 +112,9 @@ struct gz_backend {
 	/* GZ_CAP_ONESHOT: compress in[0..in_len) into one complete gzip member
 	 * (RFC 1952: MTIME 0, no name, CRC-32 and ISIZE trailer) at out.
 	 * Returns 0 and *out_len_ret, GZ_ENOSPC if out_cap is too small, or
-	 * GZ_EBACKEND / GZ_ENOMEM. Never writes beyond out + out_cap and
-	 * allocates nothing. Leaves the compressor ready for another compress();
+	 * GZ_EBACKEND / GZ_ENOMEM. Never writes beyond out + out_cap and (the
+	 * gzip backends) allocates nothing; zstd sizes its workspace on first
+	 * use and brotli makes a new encoder per body (their files say more). Leaves the compressor ready for another compress();
 	 * any stream in progress is abandoned, and stream() returns
 	 * GZ_EINVAL until reset() is called. */
 	int (*compress)(struct gz_compressor *c, const void *in, size_t in_len, void *out,
@@ -128,7 +129,8 @@ struct gz_backend {
 	 * written (only with GZ_FLUSH_FINISH; later calls keep returning it and
 	 * write nothing), or a negative MHDGZ_E* code (GZ_EINVAL for a flush
 	 * value outside enum gz_flush). Never writes beyond out + out_cap and
-	 * allocates nothing.
+	 * (the gzip backends) allocates nothing; zstd and brotli allocate their
+	 * stream buffers with the stream's first input.
 	 * A sync flush is complete when the call returns with io->in_len == 0
 	 * and io->out_cap > 0: every byte consumed so far can then be decoded
 	 * from the output. Repeating GZ_FLUSH_SYNC with no new input after that

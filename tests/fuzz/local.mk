@@ -62,12 +62,14 @@ tests_fuzz_fuzz_etag_CPPFLAGS = $(HND_CPPFLAGS)
 tests_fuzz_fuzz_etag_CFLAGS = $(fuzz_hnd_cflags)
 tests_fuzz_fuzz_etag_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_etag_LDADD = $(fuzz_hnd_ldadd)
-# fuzz_stream reaches the core only.
-tests_fuzz_fuzz_stream_SOURCES = tests/fuzz/fuzz_stream.c tests/fuzz/fuzz_util.h
-tests_fuzz_fuzz_stream_CPPFLAGS = $(CORE_CPPFLAGS)
-tests_fuzz_fuzz_stream_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS)
+# fuzz_stream reaches the core only; it decodes every coding with the
+# tests' reference decoders (tests/testutil.c).
+tests_fuzz_fuzz_stream_SOURCES = tests/fuzz/fuzz_stream.c tests/fuzz/fuzz_util.h \
+	tests/testutil.c tests/testutil.h
+tests_fuzz_fuzz_stream_CPPFLAGS = $(CORE_CPPFLAGS) -I$(top_srcdir)/tests
+tests_fuzz_fuzz_stream_CFLAGS = $(AM_CFLAGS) $(tests_dec_cflags)
 tests_fuzz_fuzz_stream_LDFLAGS = -fsanitize=fuzzer
-tests_fuzz_fuzz_stream_LDADD = src/libmhdgz_core.la $(ZLIB_LIBS)
+tests_fuzz_fuzz_stream_LDADD = src/libmhdgz_core.la $(tests_dec_libs)
 endif
 
 .PHONY: fuzz fuzz-build
