@@ -116,12 +116,21 @@ handler_get(enum bh_kind kind, const struct gz_backend *be, int level)
 	for (h = bh_handlers; h; h = h->next)
 		if (h->kind == kind && h->be == be && h->level == level)
 			return h;
-	if (mhdgz_backend_from_name(be->name, &id) != 0)
-		die("backend %s has no public id", be->name);
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
-	o.backend = id;
-	o.level = level;
+	if (be->coding != GZ_CODING_GZIP) {
+		/* zstd or br alone, at the level; gzip's defaults beside. */
+		o.codings = gz_coding_name(be->coding);
+		if (be->coding == GZ_CODING_ZSTD)
+			o.zstd_level = level;
+		else
+			o.br_level = level;
+	} else {
+		if (mhdgz_backend_from_name(be->name, &id) != 0)
+			die("backend %s has no public id", be->name);
+		o.backend = id;
+		o.level = level;
+	}
 	o.flags = kind == K_UNPOOLED ? MHDGZ_F_NO_POOL
 		  : kind == K_PADDED ? MHDGZ_F_LENGTH_HIDING
 				     : 0;
@@ -289,6 +298,25 @@ build_rows(void)
 			l = be->level_default;
 			add_rows(K_UNPOOLED, be, l, s, be == dflt);
 		}
+		/* zstd and brotli beside gzip (issue 14): the levels where one
+		 * can beat libdeflate 6 on time, on size, or both. */
+		for (b = 0; gz_coding_backends[b]; b++) {
+			static const int zl[] = { 1, 3, 6 }, bl[] = { 1, 4, 5 };
+
+			be = gz_coding_backends[b];
+			if (bh_opt.full) {
+				nlv = full_levels(be, lv);
+			} else {
+				const int *src = be->coding == GZ_CODING_ZSTD ? zl : bl;
+
+				for (nlv = 0; nlv < 3; nlv++)
+					lv[nlv] = src[nlv];
+			}
+			for (i = 0; i < nlv; i++) {
+				add_rows(K_HANDLER, be, lv[i], s, true);
+				add_rows(K_RAW, be, lv[i], s, true);
+			}
+		}
 	}
 }
 
@@ -436,9 +464,13 @@ print_header(void)
 	out("backends:");
 	for (b = 0; gz_backends[b]; b++)
 		out(" %s", gz_backends[b]->name);
+	for (b = 0; gz_coding_backends[b]; b++)
+		out(" %s", gz_coding_backends[b]->name);
 	out("\ndefault-backend: %s\ndefault-levels:", mhdgz_backend_name(MHDGZ_BACKEND_DEFAULT));
 	for (b = 0; gz_backends[b]; b++)
 		out(" %s=%d", gz_backends[b]->name, gz_backends[b]->level_default);
+	for (b = 0; gz_coding_backends[b]; b++)
+		out(" %s=%d", gz_coding_backends[b]->name, gz_coding_backends[b]->level_default);
 	out("\nncpu: %d\n", bh_online_cpus);
 	for (s = 0; s < BH_NSIZES; s++)
 		if (bh_body_len[s] && nginx_params(bh_body_len[s], &wb, &ml))

@@ -21,12 +21,14 @@
 static inline enum mhdgz_reason
 bh_select(struct mhdgz *gz, struct MHD_Response *r, bool gzip)
 {
-	static const char *const ae_gzip[] = { "gzip" };
+	/* The handler's one coding ("gzip" for the gzip rows; "zstd", "br"
+	 * for theirs), as the only one the request accepts. */
+	const char *ae_coded[] = { gz_coding_name(gz->order[0]) };
 	struct hnd_request rq = { .head = false, .flags = 0 };
 	struct hnd_result res;
 	struct MHD_Response *q;
 
-	hnd_accept_parse(gzip ? ae_gzip : NULL, gzip ? 1 : 0, &rq.acc);
+	hnd_accept_parse(gzip ? ae_coded : NULL, gzip ? 1 : 0, &rq.acc);
 	(void)hnd_select(gz, &rq, MHD_HTTP_OK, r, &q, &res);
 	if ((q == r) == (res.reason == MHDGZ_COMPRESSED))
 		return MHDGZ_SKIP_ERROR;

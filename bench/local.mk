@@ -9,8 +9,9 @@ bench_bench_handler_SOURCES = bench/bench.h bench/bench_handler.c bench/bh_alloc
 	bench/bh_runner.c bench/bh_verify.c tests/testutil.c tests/testutil.h
 bench_bench_handler_CPPFLAGS = $(HND_CPPFLAGS) -I$(top_srcdir)/examples/payload \
 	-I$(top_srcdir)/tests
-bench_bench_handler_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(ZLIB_CFLAGS)
-bench_bench_handler_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la $(MHD_LIBS) $(ZLIB_LIBS)
+bench_bench_handler_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(tests_dec_cflags)
+bench_bench_handler_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la $(MHD_LIBS) \
+	$(tests_dec_libs)
 EXTRA_DIST += bench/e2e.sh bench/ircount.sh bench/verdict.sh bench/README.md bench/compare.sh \
 	bench/compare/outbytes.go bench/compare.svg
 

@@ -12,6 +12,11 @@ _Static_assert(MHDGZ_OK == GZ_OK && MHDGZ_ENOMEM == GZ_ENOMEM && MHDGZ_EINVAL ==
 _Static_assert(MHDGZ_BACKEND_ZLIB == GZ_ID_ZLIB && MHDGZ_BACKEND_LIBDEFLATE == GZ_ID_LIBDEFLATE &&
 		       MHDGZ_BACKEND_ISAL == GZ_ID_ISAL,
 	       "enum mhdgz_backend and GZ_ID_* agree");
+_Static_assert(MHDGZ_CODING_GZIP == (int)GZ_CODING_GZIP &&
+		       MHDGZ_CODING_ZSTD == (int)GZ_CODING_ZSTD &&
+		       MHDGZ_CODING_BR == (int)GZ_CODING_BR &&
+		       MHDGZ_CODING_COUNT == (int)GZ_CODING_COUNT,
+	       "enum mhdgz_coding and enum gz_coding agree");
 
 /* Names of the backends the public enum knows, compiled in or not (so
  * that mhdgz_backend_from_name can tell unknown from not compiled in). */
@@ -87,13 +92,134 @@ mhdgz_backend_levels(enum mhdgz_backend backend, int *min_ret, int *max_ret, int
 	return 0;
 }
 
+MHDGZ_API int
+mhdgz_coding_available(enum mhdgz_coding coding)
+{
+	return (unsigned int)coding < GZ_CODING_COUNT &&
+	       gz_backend_for_coding((enum gz_coding)coding) != NULL;
+}
+
+MHDGZ_API const char *
+mhdgz_coding_name(enum mhdgz_coding coding)
+{
+	return gz_coding_name((enum gz_coding)coding);
+}
+
+MHDGZ_API int
+mhdgz_coding_levels(enum mhdgz_coding coding, int *min_ret, int *max_ret, int *default_ret)
+{
+	const struct gz_backend *be;
+
+	if ((unsigned int)coding >= GZ_CODING_COUNT)
+		return MHDGZ_EINVAL;
+	be = gz_backend_for_coding((enum gz_coding)coding);
+	if (!be)
+		return MHDGZ_ENOTSUP;
+	if (min_ret)
+		*min_ret = be->level_min;
+	if (max_ret)
+		*max_ret = be->level_max;
+	if (default_ret)
+		*default_ret = be->level_default;
+	return 0;
+}
+
+/* Parse struct mhdgz_options codings into gz->order: 0, MHDGZ_EINVAL or
+ * MHDGZ_ENOTSUP (see mhdgz.h). */
+static int
+parse_codings(struct mhdgz *gz, const char *list)
+{
+	const char *p = list;
+	bool seen[GZ_CODING_COUNT] = { false };
+
+	gz->norder = 0;
+	if (!list) {
+		gz->order[gz->norder++] = GZ_CODING_GZIP;
+		return 0;
+	}
+	for (;;) {
+		size_t len;
+		enum gz_coding k;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		len = strcspn(p, ", \t");
+		for (k = 0; k < GZ_CODING_COUNT; k++)
+			if (len == strlen(gz_coding_name(k)) &&
+			    strncasecmp(p, gz_coding_name(k), len) == 0)
+				break;
+		if (k == GZ_CODING_COUNT || seen[k])
+			return MHDGZ_EINVAL;
+		if (!gz_backend_for_coding(k))
+			return MHDGZ_ENOTSUP;
+		seen[k] = true;
+		gz->order[gz->norder++] = k;
+		p += len;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p == '\0')
+			return 0;
+		if (*p != ',')
+			return MHDGZ_EINVAL;
+		p++;
+	}
+}
+
+/* Backend, level and pools of the codings other than gzip that are
+ * offered; a level out of range is refused even when its coding is not
+ * offered (never clamped, never silently ignored). */
+static int
+coders_init(struct mhdgz *gz, const struct mhdgz_options *o, size_t cap)
+{
+	const int levels[GZ_CODING_COUNT] = {
+		[GZ_CODING_ZSTD] = o->zstd_level, [GZ_CODING_BR] = o->br_level
+	};
+	size_t i;
+	int rc;
+
+	gz->coder[GZ_CODING_GZIP] = (struct hnd_coder){
+		.be = gz->be, .level = gz->level, .pool = gz->pool, .stream_pool = gz->stream_pool
+	};
+	for (i = 0; i < GZ_CODING_COUNT; i++) {
+		const struct gz_backend *be = gz_backend_for_coding((enum gz_coding)i);
+
+		if (i == GZ_CODING_GZIP || levels[i] == 0)
+			continue;
+		if (!be)
+			return MHDGZ_ENOTSUP;
+		if (levels[i] < be->level_min || levels[i] > be->level_max)
+			return MHDGZ_EINVAL;
+	}
+	for (i = 0; i < gz->norder; i++) {
+		enum gz_coding k = gz->order[i];
+		struct hnd_coder *cd = &gz->coder[k];
+
+		if (k == GZ_CODING_GZIP)
+			continue;
+		cd->be = gz_backend_for_coding(k);
+		cd->level = levels[k] ? levels[k] : cd->be->level_default;
+		rc = gz_pool_pair_new(cd->be, cd->level, cap, &cd->pool, &cd->stream_pool);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* Free a handle and everything it holds (the last reference is gone, or
  * mhdgz_new failed half way). */
 static void
 handle_destroy(struct mhdgz *gz)
 {
+	size_t k;
+
 	if (!gz)
 		return;
+	for (k = 0; k < GZ_CODING_COUNT; k++) {
+		if (k == GZ_CODING_GZIP) /* the handle's own pools, below */
+			continue;
+		gz_pool_free(gz->coder[k].stream_pool);
+		gz_pool_free(gz->coder[k].pool);
+	}
 	if (gz->table.bucket)
 		hnd_table_fini(&gz->table);
 	if (gz->memo_ready)
@@ -166,6 +292,12 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	      : o.pool_idle_cap           ? o.pool_idle_cap
 					  : HND_POOL_IDLE_CAP;
 	rc = gz_pool_pair_new(gz->be, gz->level, cap, &gz->pool, &gz->stream_pool);
+	if (rc < 0)
+		goto fail;
+	rc = parse_codings(gz, o.codings);
+	if (rc < 0)
+		goto fail;
+	rc = coders_init(gz, &o, cap);
 	if (rc < 0)
 		goto fail;
 	rc = hnd_table_init(&gz->table);

@@ -29,38 +29,41 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 {
 	struct hnd_decision d200;
 	struct MHD_Response *v;
-	bool gzip = gzip_client && !e->not_smaller;
+	struct hnd_coded *k = &e->coded[f->coding];
+	bool gzip = gzip_client && !k->not_smaller;
 	uint64_t len = MHD_SIZE_UNKNOWN;
 
 	if (gzip && e->body_len != 0) {
 		hnd_decide(gz, e->opt_out, 200, f, sniff, sniff_len, body_len, acc, &d200);
 		gzip = d200.reason == MHDGZ_COMPRESSED;
-		if (gzip && hnd_whole_body(e) && e->rep_304) {
-			return e->rep_304;
-		} else if (gzip && hnd_whole_body(e) && !e->gzip_rep &&
+		if (gzip && hnd_whole_body(e) && k->rep_304) {
+			return k->rep_304;
+		} else if (gzip && hnd_whole_body(e) && !k->rep &&
 			   hnd_memo_get(&gz->memo, f->etag, e->body_len,
-					HND_MEMO_MODE(HND_MEMO_WHOLE, hnd_padded(gz, e)), &len)) {
+					HND_MEMO_MODE(HND_MEMO_WHOLE, f->coding,
+						      hnd_padded(gz, e, f->coding)),
+					&len)) {
 			/* Its length is known by its strong ETag: no compression. */
 			if (len == HND_MEMO_NOT_SMALLER) {
 				gzip = false;
 			} else {
-				e->rep_304 = hnd_fields_response(gz, e->response, f, len,
+				k->rep_304 = hnd_fields_response(gz, e->response, f, len,
 								 HND_REP_GZIP_304);
-				if (!e->rep_304)
+				if (!k->rep_304)
 					hnd_count(gz, HND_C_FAILURES, 1);
-				return e->rep_304;
+				return k->rep_304;
 			}
 		} else if (gzip && hnd_whole_body(e)) {
 			if (hnd_gzip_representation(gz, e, f, false, &v) != MHDGZ_COMPRESSED) {
 				gzip = false; /* not smaller, or failed: the 200 is identity */
 			} else {
-				if (!e->rep_304) {
-					atomic_fetch_add(&e->gzip_body->refs, 1);
-					if (hnd_build_response(gz, e->response, f, e->gzip_body,
-							       HND_REP_GZIP_304, &e->rep_304) < 0)
+				if (!k->rep_304) {
+					atomic_fetch_add(&k->body->refs, 1);
+					if (hnd_build_response(gz, e->response, f, k->body,
+							       HND_REP_GZIP_304, &k->rep_304) < 0)
 						hnd_count(gz, HND_C_FAILURES, 1);
 				}
-				return e->rep_304;
+				return k->rep_304;
 			}
 		}
 	}
@@ -68,21 +71,21 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 		/* An empty response stands for the 304 itself. */
 		if (gz->etag_policy == MHDGZ_ETAG_KEEP || !f->etag)
 			return e->response;
-		if (!e->rep_304 &&
-		    hnd_build_response(gz, e->response, f, NULL, HND_REP_GZIP_304, &e->rep_304) < 0)
+		if (!k->rep_304 &&
+		    hnd_build_response(gz, e->response, f, NULL, HND_REP_GZIP_304, &k->rep_304) < 0)
 			hnd_count(gz, HND_C_FAILURES, 1);
-		return e->rep_304;
+		return k->rep_304;
 	}
 	if (gzip) { /* a stream: its gzip length, where a file gives it */
-		if (!e->rep_304) {
-			if (hnd_gzip_stream_length(gz, e, f->etag, hnd_low_latency(e, f), &len) !=
-			    0)
+		if (!k->rep_304) {
+			if (hnd_gzip_stream_length(gz, e, f->etag, hnd_low_latency(e, f), f->coding,
+						   &len) != 0)
 				len = MHD_SIZE_UNKNOWN;
-			e->rep_304 = hnd_fields_response(gz, e->response, f, len, HND_REP_GZIP_304);
-			if (!e->rep_304)
+			k->rep_304 = hnd_fields_response(gz, e->response, f, len, HND_REP_GZIP_304);
+			if (!k->rep_304)
 				hnd_count(gz, HND_C_FAILURES, 1);
 		}
-		return e->rep_304;
+		return k->rep_304;
 	}
 	if (e->body_len != MHD_SIZE_UNKNOWN)
 		return e->response;

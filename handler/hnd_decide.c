@@ -72,6 +72,7 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 
 	d->vary = false;
 	d->gzip_304 = false;
+	d->coding = GZ_CODING_GZIP;
 	if (opt_out) {
 		d->reason = MHDGZ_SKIP_OPT_OUT;
 		return;
@@ -104,7 +105,7 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 			return;
 		}
 		d->vary = true;
-		d->gzip_304 = hnd_accept_wants_gzip(acc);
+		d->gzip_304 = hnd_accept_choose(acc, gz->order, gz->norder, &d->coding);
 		d->reason = MHDGZ_SKIP_STATUS;
 		return;
 	}
@@ -117,7 +118,7 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 		return;
 	}
 	d->vary = true;
-	if (!hnd_accept_wants_gzip(acc)) {
+	if (!hnd_accept_choose(acc, gz->order, gz->norder, &d->coding)) {
 		d->reason = MHDGZ_SKIP_NOT_ACCEPTED;
 		return;
 	}

@@ -264,7 +264,7 @@ hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *
 		return MHDGZ_EMHD;
 	if (!coded)
 		return 0;
-	etag = hnd_etag_for_gzip(gz->etag_policy, f->etag, buf, sizeof buf);
+	etag = hnd_etag_for_coding(gz->etag_policy, f->etag, f->coding, buf, sizeof buf);
 	if (etag && MHD_add_response_header(v, MHD_HTTP_HEADER_ETAG, etag) != MHD_YES)
 		return MHDGZ_EMHD;
 	return 0;
@@ -272,6 +272,13 @@ hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *
 
 const char *
 hnd_etag_for_gzip(enum mhdgz_etag_policy policy, const char *etag, char *buf, size_t cap)
+{
+	return hnd_etag_for_coding(policy, etag, GZ_CODING_GZIP, buf, cap);
+}
+
+const char *
+hnd_etag_for_coding(enum mhdgz_etag_policy policy, const char *etag, enum gz_coding coding,
+		    char *buf, size_t cap)
 {
 	bool weak;
 	const char *op;
@@ -289,7 +296,7 @@ hnd_etag_for_gzip(enum mhdgz_etag_policy policy, const char *etag, char *buf, si
 	if (policy == MHDGZ_ETAG_WEAKEN)
 		n = snprintf(buf, cap, "W/\"%.*s\"", (int)op_len, op);
 	else
-		n = snprintf(buf, cap, "\"%.*s" HND_GZIP_SUFFIX "\"", (int)op_len, op);
+		n = snprintf(buf, cap, "\"%.*s-%s\"", (int)op_len, op, gz_coding_name(coding));
 	if (n < 0 || (size_t)n >= cap)
 		return NULL;
 	return buf;

@@ -68,7 +68,8 @@
 #define HND_HEAD_LENGTH_MAX (16 * 1024 * 1024)
 #endif
 
-/* The opaque-tag suffix of MHDGZ_ETAG_SUFFIX: "x" becomes "x-gzip". */
+/* The opaque-tag suffix of MHDGZ_ETAG_SUFFIX: "x" becomes "x-gzip"; the
+ * other codings' variants get "-" and their token ("x-zstd", "x-br"). */
 #define HND_GZIP_SUFFIX "-gzip"
 
 /* Counters are striped over this many cache lines so threads of a pool do
@@ -91,7 +92,9 @@ enum hnd_counter {
 	HND_C_DIGESTS_DROPPED,
 	HND_C_PADDED,
 	HND_C_REASON0, /* + enum mhdgz_reason */
-	HND_C_COUNT = HND_C_REASON0 + MHDGZ_REASON_COUNT
+	/* + enum gz_coding: coded variants queued per coding */
+	HND_C_CODED0 = HND_C_REASON0 + MHDGZ_REASON_COUNT,
+	HND_C_COUNT = HND_C_CODED0 + GZ_CODING_COUNT
 };
 
 struct hnd_stripe {
@@ -170,11 +173,13 @@ struct hnd_entry *hnd_table_lookup(struct hnd_table *t, const struct MHD_Respons
  * file: HND_FD_BLOCK input blocks), flushed per block or not. */
 enum hnd_memo_mode { HND_MEMO_WHOLE, HND_MEMO_STREAM, HND_MEMO_STREAM_LL };
 
-/* Or'ed into a mode: the length of the padded bytes (length hiding is
- * per response, so one ETag may name a padded and an unpadded length). */
-#define HND_MEMO_PADDED 4u
-#define HND_MEMO_MODE(mode, padded)                                                                \
-	((enum hnd_memo_mode)((unsigned int)(mode) | ((padded) ? HND_MEMO_PADDED : 0u)))
+/* The memo's mode of a coding's bytes, padded by length hiding or not:
+ * the modes above for unpadded gzip, shifted per other coding, and apart
+ * again when padded (length hiding is per response, so one ETag may name a
+ * padded and an unpadded length), so that each is remembered apart. */
+#define HND_MEMO_MODE(mode, coding, padded)                                                        \
+	((enum hnd_memo_mode)((unsigned int)(mode) + 4u * (unsigned int)(coding) +                 \
+			      ((padded) ? 16u : 0u)))
 
 /* What the gzip length is when gzip was found not smaller (identity 200). */
 #define HND_MEMO_NOT_SMALLER UINT64_MAX
@@ -200,6 +205,16 @@ void hnd_memo_put(struct hnd_memo *m, const char *etag, uint64_t body_len, enum 
 bool hnd_memo_get(struct hnd_memo *m, const char *etag, uint64_t body_len, enum hnd_memo_mode mode,
 		  uint64_t *gzip_len_ret);
 
+/* A content coding the handle offers: its backend, level and pools. For
+ * gzip, the pools are the handle's own pool and stream_pool (not owned
+ * here); for the others, created by mhdgz_new and owned here. */
+struct hnd_coder {
+	const struct gz_backend *be; /* NULL: not offered */
+	int level;
+	struct gz_pool *pool;        /* whole buffers */
+	struct gz_pool *stream_pool; /* streams */
+};
+
 struct mhdgz {
 	/* 1 for the application until mhdgz_free, plus 1 per live entry: the
 	 * handle outlives every response made through it. */
@@ -223,7 +238,19 @@ struct mhdgz {
 	size_t pad_key_nbytes;
 	uint8_t pad_key[MHDGZ_LENGTH_HIDING_KEY_MAX];
 	struct hnd_stripe stats[HND_STAT_STRIPES];
+	/* The codings offered (struct mhdgz_options codings), in the server's
+	 * order of preference; gzip alone by default. */
+	enum gz_coding order[GZ_CODING_COUNT];
+	size_t norder;
+	struct hnd_coder coder[GZ_CODING_COUNT];
 };
+
+/* The pool of coding's whole-buffer (stream false) or stream compressors. */
+static inline struct gz_pool *
+hnd_pool(const struct mhdgz *gz, enum gz_coding coding, bool stream)
+{
+	return stream ? gz->coder[coding].stream_pool : gz->coder[coding].pool;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Tracked responses                                                        */
@@ -233,6 +260,17 @@ enum hnd_kind {
 	HND_CALLBACK, /* mhdgz_response_from_callback */
 	HND_FD,       /* mhdgz_response_from_fd* */
 	HND_PIPE      /* mhdgz_response_from_pipe: read once, unknown size */
+};
+
+/* What an entry keeps per content coding (the gzip ones for gzip). */
+struct hnd_coded {
+	bool not_smaller;             /* the coding was tried and did not shrink the body */
+	bool padded;                  /* rep carries length-hiding padding (gzip) */
+	struct MHD_Response *rep;     /* the coded representation: body, headers */
+	size_t rep_len;               /* its body length in bytes */
+	struct hnd_body *body;        /* its body (rep holds the reference) */
+	struct MHD_Response *rep_304; /* the 304 response: no body sent, the coding's ETag */
+	uint64_t stream_len[2]; /* HND_FD: coded stream length (bulk, low latency); 0: not known */
 };
 
 /*
@@ -278,19 +316,13 @@ struct hnd_entry {
 	bool opt_out;
 	bool low_latency;
 	int8_t length_hiding;             /* 0: the handle's default; 1 on; -1 off */
-	bool gzip_padded;                 /* gzip_rep carries length-hiding padding */
 	bool response_queued;             /* queued itself: its fields are now read-only */
 	enum MHD_ResponseFlags mhd_flags; /* mhdgz_response_set_options: every variant gets them */
 	bool vary_done;                   /* Vary: Accept-Encoding merged into the response */
-	bool not_smaller;                 /* gzip was tried and did not shrink the body */
 	int sniffed;                      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
-	struct MHD_Response *gzip_rep;    /* the gzip representation: body, headers */
-	size_t gzip_rep_len;              /* its body length in bytes */
-	struct hnd_body *gzip_body;       /* its body (gzip_rep holds the reference) */
-	struct MHD_Response *rep_304;     /* the 304 response: no body sent, gzip ETag */
-	struct MHD_Response *rep_304_identity; /* the 304 of an unknown-size identity 200 */
-	struct MHD_Response *sendfile_rep;     /* HND_FD: the sendfile identity response */
-	uint64_t stream_len[2]; /* HND_FD: gzip stream length (bulk, low latency); 0: not known */
+	struct hnd_coded coded[GZ_CODING_COUNT]; /* per content coding */
+	struct MHD_Response *rep_304_identity;   /* the 304 of an unknown-size identity 200 */
+	struct MHD_Response *sendfile_rep;       /* HND_FD: the sendfile identity response */
 };
 
 /* hnd_table.c: a new entry holding one reference (its response's), or
@@ -323,7 +355,8 @@ void hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, ch
 			  char **heap);
 /* What a response built in another's place stands for: the gzip
  * representation (header fields rewritten for the coding, Content-Encoding
- * set), a 304 for it (the same fields without Content-Encoding), the
+ * set; "gzip" here and below means the coding in struct hnd_facts
+ * coding, gzip, zstd or br), a 304 for it (the same fields without Content-Encoding), the
  * identity representation (the fields as they are), or a HEAD whose coding
  * is not known. */
 enum hnd_rep {
@@ -413,12 +446,12 @@ struct hnd_prefix {
 };
 int hnd_prefix_read(struct hnd_entry *e, size_t want, bool one_call, struct hnd_prefix *px);
 void hnd_prefix_fini(struct hnd_prefix *px);
-/* hnd_stream.c: a per-connection gzip stream of a streaming entry, as a
- * response of unknown size with the fields of r (the entry's response,
- * facts f) rewritten for gzip, sending pre (may be NULL) first: on success
- * the prefix moves into the stream. A file's stream remembers its gzip
- * length under f->etag (may be NULL) when complete. With digest,
- * a complete stream ends with a Content-Digest trailer of its gzip bytes
+/* hnd_stream.c: a per-connection stream of a streaming entry in f->coding,
+ * as a response of unknown size with the fields of r (the entry's response,
+ * facts f) rewritten for the coding, sending pre (may be NULL) first: on
+ * success the prefix moves into the stream. A file's stream remembers its
+ * coded length under f->etag (may be NULL) when complete. With digest, a
+ * complete stream ends with a Content-Digest trailer of its coded bytes
  * (announced by a Trailer field; sent by libmicrohttpd when the response
  * is chunked). Takes a reference on e. NULL on failure (pre is still the
  * caller's). */
@@ -440,7 +473,7 @@ struct MHD_Response *hnd_identity_stream_new(struct mhdgz *gz, struct hnd_entry 
  * when it cannot be known: not a file, over HND_HEAD_LENGTH_MAX, a
  * failure. e->lock held. */
 int hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag,
-			   bool low_latency, uint64_t *len_ret);
+			   bool low_latency, enum gz_coding coding, uint64_t *len_ret);
 /* hnd_stream.c: the identity reader of a streaming entry's own response. */
 ssize_t hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max);
 
@@ -468,8 +501,9 @@ struct hnd_pad_ctx {
 /* The handle's key: a copy of key[0..key_nbytes), or 32 bytes of
  * getrandom() for NULL. 0, MHDGZ_EINVAL (bad size), MHDGZ_EBACKEND. */
 int hnd_pad_key_init(struct mhdgz *gz, const void *key, size_t key_nbytes);
-/* Whether e's gzip bytes carry padding (its setting or the handle's). */
-bool hnd_padded(const struct mhdgz *gz, const struct hnd_entry *e);
+/* Whether e's bytes in coding carry padding (its setting or the handle's;
+ * gzip only: the padding is a gzip header field). */
+bool hnd_padded(const struct mhdgz *gz, const struct hnd_entry *e, enum gz_coding coding);
 /* The padding length, 1..gz->pad_max: HMAC-SHA256 under the handle's key of
  * kind, etag (may be NULL) and the first limit bytes given to update. */
 void hnd_pad_begin(const struct mhdgz *gz, char kind, const char *etag, uint64_t limit,
@@ -490,6 +524,8 @@ int hnd_pad_splice(const uint8_t *hdr, size_t pad, uint8_t *out);
 /* Accept-Encoding, parsed: q-values in thousandths; -1 when not listed. */
 struct hnd_accept {
 	int gzip;     /* explicit gzip / x-gzip (highest if repeated) */
+	int zstd;     /* explicit zstd */
+	int br;       /* explicit br */
 	int identity; /* explicit identity */
 	int star;     /* "*" */
 	bool present; /* at least one Accept-Encoding line */
@@ -501,6 +537,17 @@ unsigned int hnd_accept_gzip_q(const struct hnd_accept *acc);
 /* Whether gzip is the coding to use: acceptable and not less preferred
  * than an explicitly listed identity. */
 bool hnd_accept_wants_gzip(const struct hnd_accept *acc);
+/* Effective q (thousandths) of a coding: its explicit listing, else "*". */
+unsigned int hnd_accept_q(const struct hnd_accept *acc, enum gz_coding coding);
+/*
+ * The coding to use among the norder offered in order (the server's
+ * preference), RFC 9110 section 12.5.3: the highest q wins, equal q go to
+ * the one first in order; none when that q is 0 or below an explicitly
+ * listed identity's. Returns true and *coding_ret, or false (identity).
+ * With order = { gzip } it is hnd_accept_wants_gzip.
+ */
+bool hnd_accept_choose(const struct hnd_accept *acc, const enum gz_coding *order, size_t norder,
+		       enum gz_coding *coding_ret);
 
 /* Split an entity-tag [W/]"opaque" at s into its weak flag and opaque-tag
  * (without quotes); the position after it, or NULL if malformed (RFC 9110
@@ -537,14 +584,19 @@ struct hnd_facts {
 	const char *vary_add;
 	bool vary_replace;
 	enum MHD_ResponseFlags mhd_flags;
+	/* Set by the handler: the coding of the coded variants built from
+	 * these facts (Content-Encoding, ETag suffix, caches); 0, gzip, as
+	 * hnd_read_facts leaves it. */
+	enum gz_coding coding;
 };
 
 /* The outcome: a reason, plus what the headers of either variant need. */
 struct hnd_decision {
 	enum mhdgz_reason reason;
-	bool vary;     /* the representation depends on Accept-Encoding */
-	bool gzip_304; /* a 304 standing for a 200 that would be gzip for this
+	bool vary;             /* the representation depends on Accept-Encoding */
+	bool gzip_304;         /* a 304 standing for a 200 that would be coded for this
 			 * client (as far as the header fields tell) */
+	enum gz_coding coding; /* with MHDGZ_COMPRESSED or gzip_304: which */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -568,6 +620,7 @@ struct hnd_result {
 	enum mhdgz_reason reason;
 	uint64_t body_nbytes;  /* identity body, or MHDGZ_NBYTES_UNKNOWN */
 	uint64_t coded_nbytes; /* body as coded, or MHDGZ_NBYTES_UNKNOWN */
+	enum gz_coding coding; /* with MHDGZ_COMPRESSED: the coding */
 };
 
 /* The decision applied: the response to queue in *queue_ret (response
@@ -597,5 +650,9 @@ void hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
  * always safe). */
 const char *hnd_etag_for_gzip(enum mhdgz_etag_policy policy, const char *etag, char *buf,
 			      size_t cap);
+/* The same for a coding: MHDGZ_ETAG_SUFFIX appends "-" and the coding's
+ * token ("x-gzip", "x-zstd", "x-br"). */
+const char *hnd_etag_for_coding(enum mhdgz_etag_policy policy, const char *etag,
+				enum gz_coding coding, char *buf, size_t cap);
 
 #endif /* HND_INTERNAL_H */

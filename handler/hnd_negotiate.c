@@ -169,6 +169,10 @@ add_element(const char *el, size_t el_len, struct hnd_accept *acc)
 		return;
 	if (ieq(tok, tok_len, "gzip") || ieq(tok, tok_len, "x-gzip"))
 		slot = &acc->gzip;
+	else if (ieq(tok, tok_len, "zstd"))
+		slot = &acc->zstd;
+	else if (ieq(tok, tok_len, "br"))
+		slot = &acc->br;
 	else if (ieq(tok, tok_len, "identity"))
 		slot = &acc->identity;
 	else if (tok_len == 1 && tok[0] == '*')
@@ -217,7 +221,7 @@ hnd_accept_parse(const char *const *lines, size_t count, struct hnd_accept *acc)
 {
 	size_t i;
 
-	acc->gzip = acc->identity = acc->star = -1;
+	acc->gzip = acc->zstd = acc->br = acc->identity = acc->star = -1;
 	acc->present = false;
 	for (i = 0; lines && i < count; i++) {
 		if (!lines[i])
@@ -247,6 +251,65 @@ hnd_accept_wants_gzip(const struct hnd_accept *acc)
 		return false;
 	/* A client that explicitly prefers identity gets it. */
 	return acc->identity < 0 || q >= (unsigned int)acc->identity;
+}
+
+unsigned int
+hnd_accept_q(const struct hnd_accept *acc, enum gz_coding coding)
+{
+	int q = coding == GZ_CODING_ZSTD ? acc->zstd : coding == GZ_CODING_BR ? acc->br : acc->gzip;
+
+	/* An explicit listing wins over "*" (RFC 9110 section 12.5.3). */
+	if (q >= 0)
+		return (unsigned int)q;
+	if (acc->star >= 0)
+		return (unsigned int)acc->star;
+	return 0;
+}
+
+bool
+hnd_accept_choose(const struct hnd_accept *acc, const enum gz_coding *order, size_t norder,
+		  enum gz_coding *coding_ret)
+{
+	unsigned int best_q = 0;
+	size_t i, best = 0;
+
+	/* Strictly greater: among equal q-values the first in the server's
+	 * order stays. */
+	for (i = 0; i < norder; i++) {
+		unsigned int q = hnd_accept_q(acc, order[i]);
+
+		if (q > best_q) {
+			best_q = q;
+			best = i;
+		}
+	}
+	if (best_q == 0)
+		return false;
+	/* A client that explicitly prefers identity gets it. */
+	if (acc->identity >= 0 && best_q < (unsigned int)acc->identity)
+		return false;
+	*coding_ret = order[best];
+	return true;
+}
+
+MHDGZ_API int
+mhdgz_accept_coding(const char *const *lines, size_t count, const enum mhdgz_coding *offered,
+		    size_t noffered, enum mhdgz_coding *coding_ret)
+{
+	struct hnd_accept acc;
+	enum gz_coding order[GZ_CODING_COUNT], k;
+	size_t i, n = 0;
+
+	if (!offered || !coding_ret)
+		return 0;
+	for (i = 0; i < noffered && n < GZ_CODING_COUNT; i++)
+		if ((unsigned int)offered[i] < GZ_CODING_COUNT)
+			order[n++] = (enum gz_coding)offered[i];
+	hnd_accept_parse(lines, count, &acc);
+	if (!hnd_accept_choose(&acc, order, n, &k))
+		return 0;
+	*coding_ret = (enum mhdgz_coding)k;
+	return 1;
 }
 
 MHDGZ_API unsigned int
@@ -490,7 +553,6 @@ hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
 /* ------------------------------------------------------------------------ */
 /* Entity-tags (RFC 9110 section 8.8.3)                                     */
 
-#define GZIP_SUFFIX_LEN (sizeof HND_GZIP_SUFFIX - 1)
 
 const char *
 hnd_etag_parse(const char *s, bool *weak, const char **op, size_t *op_len)
@@ -516,15 +578,25 @@ hnd_etag_parse(const char *s, bool *weak, const char **op, size_t *op_len)
 	return s + 1;
 }
 
-/* Does member opaque m denote the resource's opaque r, directly or as the
- * "-gzip" form this library produced? */
+/* Does member opaque m denote the resource's opaque r, directly or as one
+ * of the suffixed forms this library produces ("-gzip", "-zstd", "-br")? */
 static bool
 opaque_match(const char *m, size_t m_len, const char *r, size_t r_len)
 {
+	enum gz_coding k;
+
 	if (m_len == r_len && memcmp(m, r, r_len) == 0)
 		return true;
-	return m_len == r_len + GZIP_SUFFIX_LEN && memcmp(m, r, r_len) == 0 &&
-	       memcmp(m + r_len, HND_GZIP_SUFFIX, GZIP_SUFFIX_LEN) == 0;
+	if (m_len <= r_len + 1 || memcmp(m, r, r_len) != 0 || m[r_len] != '-')
+		return false;
+	for (k = 0; k < GZ_CODING_COUNT; k++) {
+		const char *name = gz_coding_name(k);
+
+		if (m_len - r_len - 1 == strlen(name) &&
+		    memcmp(m + r_len + 1, name, strlen(name)) == 0)
+			return true;
+	}
+	return false;
 }
 
 MHDGZ_API int

@@ -51,8 +51,10 @@ hnd_pad_key_init(struct mhdgz *gz, const void *key, size_t key_nbytes)
 }
 
 bool
-hnd_padded(const struct mhdgz *gz, const struct hnd_entry *e)
+hnd_padded(const struct mhdgz *gz, const struct hnd_entry *e, enum gz_coding coding)
 {
+	if (coding != GZ_CODING_GZIP)
+		return false;
 	return e->length_hiding > 0 || (e->length_hiding == 0 && gz->pad_default);
 }
 

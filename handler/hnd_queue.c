@@ -90,6 +90,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 
 	*queue_ret = response;
 	res->body_nbytes = res->coded_nbytes = MHDGZ_NBYTES_UNKNOWN;
+	res->coding = GZ_CODING_GZIP;
 	hnd_count(gz, HND_C_RESPONSES, 1);
 	e = hnd_table_lookup(&gz->table, response);
 	if (!e) {
@@ -106,12 +107,13 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		sniff = sniff_buf;
 	}
 	hnd_decide(gz, e->opt_out, status, &f, sniff, sniff_len, e->body_len, &rq->acc, &d);
+	f.coding = d.coding;
 	decide_len = e->body_len;
 	undecided = (e->kind == HND_CALLBACK || e->kind == HND_PIPE) &&
 		    e->body_len == MHD_SIZE_UNKNOWN &&
 		    (d.reason == MHDGZ_COMPRESSED || (status == 304 && d.gzip_304) ||
 		     (d.reason == MHDGZ_SKIP_TYPE && !f.content_type &&
-		      hnd_accept_wants_gzip(&rq->acc)));
+		      hnd_accept_choose(&rq->acc, gz->order, gz->norder, &f.coding)));
 	if (undecided && !rq->head && (status == 304 || !no_content(status))) {
 		/* A stream of unknown size is decided on its first bytes: empty
 		 * or ending below min_nbytes goes out identity, an untyped one
@@ -128,9 +130,11 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 			sniff = pre.buf;
 			sniff_len = pre.len;
 			decide_len = pre.eof ? pre.len : MHD_SIZE_UNKNOWN;
-			if (status != 304)
+			if (status != 304) {
 				hnd_decide(gz, e->opt_out, status, &f, pre.buf, pre.len, decide_len,
 					   &rq->acc, &d);
+				f.coding = d.coding;
+			}
 		}
 	}
 	/* A HEAD (or its 304) still undecided: the coding would depend on
@@ -145,10 +149,11 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		hnd_vary_for_variant(&f, &fc, vary_buf, sizeof vary_buf, &vary_heap);
 	if (e->body_len != MHD_SIZE_UNKNOWN)
 		in_len = out_len = e->body_len;
-	if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e) && rq->head && !e->gzip_rep &&
-	    !(rq->flags & HND_REQ_NO_CACHE) &&
+	if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e) && rq->head &&
+	    !e->coded[f.coding].rep && !(rq->flags & HND_REQ_NO_CACHE) &&
 	    hnd_memo_get(&gz->memo, f.etag, e->body_len,
-			 HND_MEMO_MODE(HND_MEMO_WHOLE, hnd_padded(gz, e)), &coded_len)) {
+			 HND_MEMO_MODE(HND_MEMO_WHOLE, f.coding, hnd_padded(gz, e, f.coding)),
+			 &coded_len)) {
 		/* HEAD of a body whose gzip length its strong ETag tells: the
 		 * fields and that length, no compression. */
 		if (coded_len == HND_MEMO_NOT_SMALLER) {
@@ -160,7 +165,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 				*queue_ret = v;
 				release = HND_RELEASE;
 				out_len = coded_len;
-				padded = hnd_padded(gz, e);
+				padded = hnd_padded(gz, e, f.coding);
 			} else {
 				hnd_count(gz, HND_C_FAILURES, 1);
 				d.reason = MHDGZ_SKIP_ERROR;
@@ -173,8 +178,8 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		d.reason = hnd_gzip_representation(gz, e, &f, rq->flags & HND_REQ_NO_CACHE, &v);
 		if (d.reason == MHDGZ_COMPRESSED) {
 			*queue_ret = v;
-			out_len = coded_len = e->gzip_rep_len;
-			padded = e->gzip_padded;
+			out_len = coded_len = e->coded[f.coding].rep_len;
+			padded = e->coded[f.coding].padded;
 		}
 	} else if (d.reason == MHDGZ_COMPRESSED && rq->head) {
 		/* HEAD of a stream: the fields GET would send, with the length
@@ -182,7 +187,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		bool ll = hnd_low_latency(e, &f);
 		uint64_t len = MHD_SIZE_UNKNOWN;
 
-		if (hnd_gzip_stream_length(gz, e, f.etag, ll, &len) != 0)
+		if (hnd_gzip_stream_length(gz, e, f.etag, ll, f.coding, &len) != 0)
 			len = MHD_SIZE_UNKNOWN;
 		/* A stream of unknown size: its first bytes would decide the
 		 * coding, and a HEAD does not read them. */
@@ -194,7 +199,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 			release = HND_RELEASE;
 			if (len != MHD_SIZE_UNKNOWN) {
 				res->coded_nbytes = len;
-				padded = hnd_padded(gz, e);
+				padded = hnd_padded(gz, e, f.coding);
 			}
 		} else {
 			hnd_count(gz, HND_C_FAILURES, 1);
@@ -213,7 +218,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 			 * after queueing (libmicrohttpd then holds its own). */
 			release = HND_RELEASE;
 			in_len = out_len = 0;
-			padded = hnd_padded(gz, e);
+			padded = hnd_padded(gz, e, f.coding);
 		} else {
 			hnd_count(gz, HND_C_FAILURES, 1);
 			d.reason = MHDGZ_SKIP_ERROR;
@@ -294,8 +299,11 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	gz_free(vary_heap);
 	hnd_count(gz, HND_C_BYTES_IN, in_len);
 	hnd_count(gz, HND_C_BYTES_OUT, out_len);
-	if (d.reason == MHDGZ_COMPRESSED)
+	if (d.reason == MHDGZ_COMPRESSED) {
 		hnd_count(gz, HND_C_COMPRESSED, 1);
+		hnd_count(gz, HND_C_CODED0 + f.coding, 1);
+		res->coding = f.coding;
+	}
 	if (d.reason == MHDGZ_COMPRESSED && padded)
 		hnd_count(gz, HND_C_PADDED, 1);
 done:
@@ -319,6 +327,10 @@ accept_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *val
 	acc->present = true;
 	if (one.gzip > acc->gzip)
 		acc->gzip = one.gzip;
+	if (one.zstd > acc->zstd)
+		acc->zstd = one.zstd;
+	if (one.br > acc->br)
+		acc->br = one.br;
 	if (one.identity > acc->identity)
 		acc->identity = one.identity;
 	if (one.star > acc->star)
@@ -352,7 +364,8 @@ mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, con
 		MHD_destroy_response(q);
 	if (outcome) {
 		outcome->reason = res.reason;
-		outcome->coding = res.reason == MHDGZ_COMPRESSED ? "gzip" : "identity";
+		outcome->coding = res.reason == MHDGZ_COMPRESSED ? gz_coding_name(res.coding)
+								 : "identity";
 		outcome->body_nbytes = res.body_nbytes;
 		outcome->coded_nbytes = res.coded_nbytes;
 	}

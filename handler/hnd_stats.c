@@ -29,6 +29,7 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 {
 	struct gz_pool_stats ps;
 	unsigned int i;
+	size_t k;
 
 	if (!gz || !st || st->size != sizeof *st)
 		return MHDGZ_EINVAL;
@@ -51,6 +52,19 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	st->pool_gets += ps.gets;
 	st->pool_misses += ps.misses;
 	st->pool_idle += ps.idle;
+	for (k = 0; k < GZ_CODING_COUNT; k++) {
+		st->coded[k] = sum(gz, HND_C_CODED0 + (unsigned int)k);
+		if (k == GZ_CODING_GZIP || !gz->coder[k].pool)
+			continue; /* gzip's pools are counted above */
+		gz_pool_get_stats(gz->coder[k].pool, &ps);
+		st->pool_gets += ps.gets;
+		st->pool_misses += ps.misses;
+		st->pool_idle += ps.idle;
+		gz_pool_get_stats(gz->coder[k].stream_pool, &ps);
+		st->pool_gets += ps.gets;
+		st->pool_misses += ps.misses;
+		st->pool_idle += ps.idle;
+	}
 	return 0;
 }
 

@@ -22,6 +22,7 @@ struct hnd_stream {
 	struct hnd_prefix pre; /* bytes read at queue time, sent first */
 	size_t pre_off;        /* of them, bytes given to the pump */
 	struct gz_pump pump;
+	enum gz_coding coding; /* of the pump's pool */
 	/* HND_FD: the entry's strong ETag, to remember the gzip length once
 	 * the member is complete (hnd_memo.c); "" for none. */
 	char etag[HND_MEMO_ETAG_MAX];
@@ -315,7 +316,7 @@ stream_free(void *cls)
 		hnd_memo_put(&st->gz->memo, st->etag, st->e->body_len,
 			     HND_MEMO_MODE(st->pump.low_latency ? HND_MEMO_STREAM_LL
 								: HND_MEMO_STREAM,
-					   st->pad_on),
+					   st->coding, st->pad_on),
 			     out_total);
 	hnd_count(st->gz, HND_C_BYTES_IN, st->pump.in_total);
 	hnd_count(st->gz, HND_C_BYTES_OUT, out_total);
@@ -334,6 +335,7 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 		    struct hnd_prefix *pre)
 {
 	const char *etag = f->etag;
+	enum gz_coding coding = f->coding;
 	struct hnd_stream *st;
 	struct MHD_Response *v;
 
@@ -343,11 +345,12 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 	st->gz = gz;
 	st->e = e;
 	st->fd = -1;
+	st->coding = coding;
 	/* Only a file gives the same bytes every time (a reader may stall,
 	 * which adds flushes); hnd_memo_put takes strong ETags only. */
 	if (e->kind == HND_FD && etag && strlen(etag) < sizeof st->etag)
 		memcpy(st->etag, etag, strlen(etag) + 1);
-	st->pad_on = hnd_padded(gz, e);
+	st->pad_on = hnd_padded(gz, e, coding);
 	if (st->pad_on)
 		hnd_pad_begin(gz, HND_PAD_STREAM, etag, HND_PAD_KEY_NBYTES, &st->pc);
 	if (pre) { /* the prefix moves into the stream */
@@ -361,7 +364,7 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 	}
 	if (st->pad_on && pad_prepare(st) < 0)
 		goto fail;
-	if (gz_pump_init(&st->pump, gz->stream_pool,
+	if (gz_pump_init(&st->pump, hnd_pool(gz, coding, true),
 			 e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency) < 0)
 		goto fail;
 	atomic_fetch_add(&e->refs, 1);
@@ -376,7 +379,8 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 		return NULL;
 	}
 	if (hnd_copy_headers(gz, r, v, f, HND_REP_GZIP) < 0 ||
-	    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") != MHD_YES)
+	    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, gz_coding_name(coding)) !=
+		    MHD_YES)
 		goto fail_v;
 	if (digest) {
 		st->digest = true;
@@ -526,7 +530,7 @@ count_source(void *cls, uint8_t *buf, size_t max)
 /* The length by compressing: what hnd_gzip_stream_length() does on a miss. */
 static int
 stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_latency,
-	      uint64_t *len_ret)
+	      enum gz_coding coding, uint64_t *len_ret)
 {
 	struct gz_pump pump;
 	struct hnd_pad_ctx pc;
@@ -544,11 +548,11 @@ stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_
 	 * have effects); only a file is read to learn the length. */
 	if (e->kind != HND_FD)
 		return MHDGZ_ENOTSUP;
-	rc = gz_pump_init(&pump, gz->stream_pool,
+	rc = gz_pump_init(&pump, hnd_pool(gz, coding, true),
 			  e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency);
 	if (rc < 0)
 		return rc;
-	if (hnd_padded(gz, e)) { /* a file: keyed on its first bytes, as a GET's stream */
+	if (hnd_padded(gz, e, coding)) { /* a file: keyed on its first bytes, as a GET's stream */
 		hnd_pad_begin(gz, HND_PAD_STREAM, etag, HND_PAD_KEY_NBYTES, &pc);
 		cs.pc = &pc;
 	}
@@ -574,25 +578,26 @@ stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_
 
 int
 hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_latency,
-		       uint64_t *len_ret)
+		       enum gz_coding coding, uint64_t *len_ret)
 {
 	enum hnd_memo_mode mode = HND_MEMO_MODE(low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM,
-						hnd_padded(gz, e));
+						coding, hnd_padded(gz, e, coding));
+	uint64_t *known = &e->coded[coding].stream_len[low_latency];
 	int rc;
 
 	/* Known for this response (the file as it was at the first count, as
 	 * for a body compressed whole), or for its strong ETag. */
-	if (e->kind == HND_FD && e->stream_len[low_latency]) {
-		*len_ret = e->stream_len[low_latency];
+	if (e->kind == HND_FD && *known) {
+		*len_ret = *known;
 		return 0;
 	}
 	if (e->kind == HND_FD && hnd_memo_get(&gz->memo, etag, e->body_len, mode, len_ret))
 		return 0;
-	rc = stream_length(gz, e, etag, low_latency, len_ret);
+	rc = stream_length(gz, e, etag, low_latency, coding, len_ret);
 	if (rc == 0) {
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		hnd_memo_put(&gz->memo, etag, e->body_len, mode, *len_ret);
-		e->stream_len[low_latency] = *len_ret;
+		*known = *len_ret;
 	}
 	return rc;
 }

@@ -111,11 +111,14 @@ void
 hnd_entry_free(struct hnd_entry *e)
 {
 	struct mhdgz *gz;
+	size_t k;
 
-	if (e->gzip_rep)
-		MHD_destroy_response(e->gzip_rep);
-	if (e->rep_304)
-		MHD_destroy_response(e->rep_304);
+	for (k = 0; k < GZ_CODING_COUNT; k++) {
+		if (e->coded[k].rep)
+			MHD_destroy_response(e->coded[k].rep);
+		if (e->coded[k].rep_304)
+			MHD_destroy_response(e->coded[k].rep_304);
+	}
 	if (e->rep_304_identity)
 		MHD_destroy_response(e->rep_304_identity);
 	if (e->sendfile_rep)

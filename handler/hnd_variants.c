@@ -36,8 +36,8 @@ rep_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
 {
 	if (hnd_copy_headers(gz, r, v, f, rep) < 0)
 		return MHDGZ_EMHD;
-	if (rep == HND_REP_GZIP &&
-	    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip") != MHD_YES)
+	if (rep == HND_REP_GZIP && MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING,
+							   gz_coding_name(f->coding)) != MHD_YES)
 		return MHDGZ_EMHD;
 	return 0;
 }
@@ -111,15 +111,16 @@ fail:
  * the bytes sent, padding included.
  */
 static int
-compress_body(struct mhdgz *gz, const uint8_t *body, size_t body_len, size_t *pad,
-	      struct hnd_body **out_ret)
+compress_body(struct mhdgz *gz, enum gz_coding coding, const uint8_t *body, size_t body_len,
+	      size_t *pad, struct hnd_body **out_ret)
 {
+	struct gz_pool *pool = hnd_pool(gz, coding, false);
 	struct gz_compressor *c;
 	size_t bound, out_len = 0;
 	struct hnd_body *out;
 	int rc;
 
-	rc = gz_pool_get(gz->pool, &c);
+	rc = gz_pool_get(pool, &c);
 	if (rc < 0)
 		return rc;
 	bound = gz_bound(c, body_len);
@@ -146,7 +147,7 @@ compress_body(struct mhdgz *gz, const uint8_t *body, size_t body_len, size_t *pa
 	}
 	*out_ret = out;
 out:
-	gz_pool_put(gz->pool, c);
+	gz_pool_put(pool, c);
 	return rc;
 }
 
@@ -199,25 +200,27 @@ read_file(struct hnd_entry *e, uint8_t **buf_ret)
 	return 0;
 }
 
-/* The gzip variant of e, built or reused. Returns 0 and the variant, or the
- * reason it could not be had (NOT_SMALLER, ERROR). Called with e->lock. */
+/* The coded variant of e in f->coding, built or reused (one cache per
+ * coding). Returns 0 and the variant, or the reason it could not be had
+ * (NOT_SMALLER, ERROR). Called with e->lock. */
 enum mhdgz_reason
 hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
 			bool no_cache, struct MHD_Response **v_ret)
 {
+	struct hnd_coded *k = &e->coded[f->coding];
+	bool padded = hnd_padded(gz, e, f->coding);
+	enum hnd_memo_mode mode = HND_MEMO_MODE(HND_MEMO_WHOLE, f->coding, padded);
 	struct hnd_body *out = NULL;
 	struct MHD_Response *v = NULL;
-	bool padded = hnd_padded(gz, e);
-	enum hnd_memo_mode mode = HND_MEMO_MODE(HND_MEMO_WHOLE, padded);
 	size_t pad = 0;
 	int rc;
 
 	if (!no_cache) {
-		if (e->not_smaller)
+		if (k->not_smaller)
 			return MHDGZ_SKIP_NOT_SMALLER;
-		if (e->gzip_rep) {
+		if (k->rep) {
 			hnd_count(gz, HND_C_CACHE_HITS, 1);
-			*v_ret = e->gzip_rep;
+			*v_ret = k->rep;
 			return MHDGZ_COMPRESSED;
 		}
 	}
@@ -227,15 +230,15 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 		rc = read_file(e, &file);
 		if (rc == 0) {
 			pad = padded ? hnd_pad_of_body(gz, file, (size_t)e->body_len) : 0;
-			rc = compress_body(gz, file, (size_t)e->body_len, &pad, &out);
+			rc = compress_body(gz, f->coding, file, (size_t)e->body_len, &pad, &out);
 		}
 		gz_free(file);
 	} else {
 		pad = padded ? hnd_pad_of_body(gz, e->body, (size_t)e->body_len) : 0;
-		rc = compress_body(gz, e->body, (size_t)e->body_len, &pad, &out);
+		rc = compress_body(gz, f->coding, e->body, (size_t)e->body_len, &pad, &out);
 	}
 	if (rc == MHDGZ_ENOSPC) {
-		e->not_smaller = true;
+		k->not_smaller = true;
 		hnd_memo_put(&gz->memo, f->etag, e->body_len, mode, HND_MEMO_NOT_SMALLER);
 		return MHDGZ_SKIP_NOT_SMALLER;
 	}
@@ -250,13 +253,13 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 		hnd_count(gz, HND_C_FAILURES, 1);
 		return MHDGZ_SKIP_ERROR;
 	}
-	if (e->gzip_rep)
-		MHD_destroy_response(e->gzip_rep);
-	e->gzip_rep = v;
-	e->gzip_rep_len = out->len;
-	e->gzip_padded = pad != 0;
+	if (k->rep)
+		MHD_destroy_response(k->rep);
+	k->rep = v;
+	k->rep_len = out->len;
+	k->padded = pad != 0;
 	hnd_memo_put(&gz->memo, f->etag, e->body_len, mode, out->len);
-	e->gzip_body = out; /* borrowed: the variant holds the reference */
+	k->body = out; /* borrowed: the variant holds the reference */
 	*v_ret = v;
 	return MHDGZ_COMPRESSED;
 }

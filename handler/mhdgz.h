@@ -145,6 +145,66 @@ MHDGZ_API int mhdgz_backend_levels(enum mhdgz_backend backend, int *min_ret, int
 				   int *default_ret);
 
 /**
+ * Content codings (RFC 9110 section 8.4.1) the handler can offer. gzip is
+ * always built and offered by default; zstd and br only when built (the
+ * libraries were found by configure, --with-zstd and --with-brotli) and
+ * turned on with struct mhdgz_options codings.
+ *
+ *  - MHDGZ_CODING_GZIP: "gzip", RFC 9110 section 8.4.1.3 (RFC 1952), by
+ *    the backend of struct mhdgz_options backend.
+ *  - MHDGZ_CODING_ZSTD: "zstd", RFC 8878 as RFC 9659 profiles it for HTTP:
+ *    one frame per body, a window of at most 8 MiB at every level, the
+ *    content size in the frame header of a body compressed whole, no
+ *    dictionary ID. libzstd; levels 1-19 (zstd's own numbers, default 3).
+ *  - MHDGZ_CODING_BR: "br", RFC 7932 (brotli). libbrotlienc; levels 1-11
+ *    (brotli's qualities, default 5). libbrotlienc 1.0.9 ends the process
+ *    (exit()) when an allocation inside its encoder fails: do not offer br
+ *    with an allocator (mhdgz_set_allocator()) that may fail.
+ *
+ * Every coding goes through the same decision, compressor pools, caches
+ * and header rewriting as gzip; "gzip" in the rest of this header means
+ * the coding chosen for the request.
+ */
+enum mhdgz_coding {
+	MHDGZ_CODING_GZIP = 0,
+	MHDGZ_CODING_ZSTD = 1,
+	MHDGZ_CODING_BR = 2,
+	MHDGZ_CODING_COUNT /**< the number of codings, not a coding */
+};
+
+/**
+ * Whether a content coding was compiled in.
+ *
+ * @param coding a coding.
+ * @return 1 if available (gzip always), 0 if not or unknown. Thread-safe.
+ */
+MHDGZ_API int mhdgz_coding_available(enum mhdgz_coding coding);
+
+/**
+ * The coding's token as Content-Encoding and Accept-Encoding spell it:
+ * "gzip", "zstd" or "br".
+ *
+ * @return a static string, also for a coding not compiled in; NULL for an
+ *         unknown value. Thread-safe.
+ */
+MHDGZ_API const char *mhdgz_coding_name(enum mhdgz_coding coding);
+
+/**
+ * The level range and default level of a coding: for gzip, those of the
+ * default backend (mhdgz_backend_levels()); for zstd 1-19 (default 3), for
+ * br 1-11 (default 5).
+ *
+ * @param coding a coding.
+ * @param min_ret receives the lowest level; may be NULL.
+ * @param max_ret receives the highest level; may be NULL.
+ * @param default_ret receives the default level; may be NULL.
+ * @return 0, MHDGZ_EINVAL for an unknown value, MHDGZ_ENOTSUP for a
+ *         coding not compiled in. Thread-safe.
+ */
+MHDGZ_API int mhdgz_coding_levels(enum mhdgz_coding coding, int *min_ret, int *max_ret,
+				  int *default_ret);
+
+/**
  * What happens to a strong ETag on a gzip-coded response. A strong
  * validator identifies one exact representation (RFC 9110 section 8.8.1),
  * and the gzip representation differs from the identity one, so it must
@@ -154,8 +214,9 @@ enum mhdgz_etag_policy {
 	/** W/"x": the gzip representation gets the weak form (default; what
 	 * Apache and nginx do). If-None-Match still matches (weak comparison). */
 	MHDGZ_ETAG_WEAKEN = 0,
-	/** "x-gzip": a distinct strong ETag; use mhdgz_etag_match() or
-	 * mhdgz_evaluate_preconditions() to evaluate If-None-Match/If-Match. */
+	/** "x-gzip": a distinct strong ETag ("x-zstd", "x-br" for the other
+	 * codings); use mhdgz_etag_match() or mhdgz_evaluate_preconditions()
+	 * to evaluate If-None-Match/If-Match. */
 	MHDGZ_ETAG_SUFFIX = 1,
 	/** Remove the ETag from gzip responses. */
 	MHDGZ_ETAG_DROP = 2,
@@ -257,6 +318,25 @@ struct mhdgz_options {
 	/** Bytes at length_hiding_key, from MHDGZ_LENGTH_HIDING_KEY_MIN to
 	 * MHDGZ_LENGTH_HIDING_KEY_MAX; ignored when it is NULL. */
 	size_t length_hiding_key_nbytes;
+	/** The content codings offered, in the server's order of preference,
+	 * which decides between codings the client gives equal q-values (RFC
+	 * 9110 section 12.5.3; the client's q-values decide first): a
+	 * comma-separated list of "gzip", "zstd" and "br" (case-insensitive,
+	 * optional whitespace, each at most once), e.g. "zstd, br, gzip".
+	 * NULL = "gzip" alone, the default: a handler that does not set this
+	 * behaves exactly as without the other codings (README, "Content
+	 * codings", gives the bench figures behind the default). The string
+	 * is read during mhdgz_new() only. An empty or malformed list, or an
+	 * unknown or repeated coding: mhdgz_new() fails with MHDGZ_EINVAL; a
+	 * coding not compiled in: MHDGZ_ENOTSUP. */
+	const char *codings;
+	/** zstd level, 1-19 (mhdgz_coding_levels()); 0 = the default, 3. Out
+	 * of range: MHDGZ_EINVAL (never clamped), also when zstd is not in
+	 * codings. */
+	int zstd_level;
+	/** brotli quality, 1-11; 0 = the default, 5. Out of range:
+	 * MHDGZ_EINVAL. */
+	int br_level;
 };
 
 /** A compression handler: configuration, compressor pool, response table, stats. */
@@ -461,8 +541,8 @@ MHDGZ_API const char *mhdgz_reason_name(enum mhdgz_reason reason);
 struct mhdgz_outcome {
 	/** sizeof(struct mhdgz_outcome), set by the caller. */
 	size_t size;
-	/** The content coding of the response queued: "gzip" or "identity";
-	 * a static string. */
+	/** The content coding of the response queued: "gzip", "zstd", "br"
+	 * or "identity"; a static string. */
 	const char *coding;
 	/** Why (MHDGZ_COMPRESSED for gzip). */
 	enum mhdgz_reason reason;
@@ -681,7 +761,8 @@ mhdgz_response_from_iovec(struct mhdgz *gz, const struct MHD_IoVec *iov, unsigne
 
 /**
  * Mark a streaming response low-latency: every chunk its reader produces is
- * compressed and sync-flushed (RFC 1951 empty stored block) before the
+ * compressed and sync-flushed (gzip: an RFC 1951 empty stored block; zstd:
+ * the block closed, ZSTD_e_flush; br: BROTLI_OPERATION_FLUSH) before the
  * reader is asked for more, so it reaches the client at once.
  *
  * @return 0, MHDGZ_EINVAL if @a response is not a streaming response of
@@ -712,9 +793,30 @@ MHDGZ_API int mhdgz_response_set_low_latency(struct mhdgz *gz, struct MHD_Respon
 MHDGZ_API unsigned int mhdgz_accept_gzip_q(const char *const *lines, size_t count);
 
 /**
+ * The content coding to send, chosen as the handler chooses it (RFC 9110
+ * section 12.5.3): the highest q among the codings offered wins (an
+ * explicit listing over "*"), equal q-values go to the one first in
+ * @a offered, and none when that q is 0 or an explicitly listed identity
+ * has a higher q. For an application that serves precompressed files
+ * itself (gzserve --precompressed).
+ *
+ * @param lines the Accept-Encoding values, as for mhdgz_accept_gzip_q().
+ * @param count number of lines; 0 means no Accept-Encoding header.
+ * @param offered the codings the caller can send, in its order of
+ *        preference; borrowed; values out of range are ignored.
+ * @param noffered the number of them.
+ * @param coding_ret receives the coding; untouched when 0 is returned.
+ * @return 1 and *coding_ret, or 0: send identity. Thread-safe, allocates
+ *         nothing.
+ */
+MHDGZ_API int mhdgz_accept_coding(const char *const *lines, size_t count,
+				  const enum mhdgz_coding *offered, size_t noffered,
+				  enum mhdgz_coding *coding_ret);
+
+/**
  * Whether an If-None-Match or If-Match field value matches an ETag,
  * knowing the ETag transformations this library applies: a member that is
- * the weak form W/"x" or the suffixed form "x-gzip" of the resource's
+ * the weak form W/"x" or a suffixed form ("x-gzip", "x-zstd", "x-br") of the resource's
  * "x" denotes the same resource state.
  *
  * @param field_value the header value (a list of entity-tags or "*");
@@ -771,6 +873,10 @@ struct mhdgz_stats {
 	uint64_t padded;          /**< gzip responses queued with length-hiding
 				   *   padding (bodies, streams and HEADs whose
 				   *   length includes it; cache hits included) */
+	/** Coded variants queued per enum mhdgz_coding (they sum to
+	 * compressed); pool_gets, pool_misses and pool_idle count the pools
+	 * of every coding offered. */
+	uint64_t coded[MHDGZ_CODING_COUNT];
 };
 
 /**

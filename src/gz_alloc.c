@@ -123,6 +123,20 @@ gz_zfree(void *opaque, void *ptr)
 	gz_free(ptr);
 }
 
+void *
+gz_opaque_malloc(void *opaque, size_t nbytes)
+{
+	(void)opaque;
+	return gz_malloc(nbytes);
+}
+
+void
+gz_opaque_free(void *opaque, void *ptr)
+{
+	(void)opaque;
+	gz_free(ptr);
+}
+
 int64_t
 gz_alloc_live(void)
 {

@@ -24,6 +24,12 @@ char *gz_strndup(const char *s, size_t len);
 void *gz_zalloc(void *opaque, unsigned int items, unsigned int size);
 void gz_zfree(void *opaque, void *ptr);
 
+/* The (opaque, size) / (opaque, ptr) allocator pair of libzstd's
+ * ZSTD_customMem and libbrotli's brotli_alloc_func/brotli_free_func,
+ * forwarding to gz_malloc/gz_free (opaque unused). */
+void *gz_opaque_malloc(void *opaque, size_t nbytes);
+void gz_opaque_free(void *opaque, void *ptr);
+
 /* Number of blocks currently allocated through gz_malloc (process-wide). */
 int64_t gz_alloc_live(void);
 

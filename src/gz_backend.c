@@ -23,6 +23,44 @@ const struct gz_backend *const gz_backends[] = {
 	NULL,
 };
 
+const struct gz_backend *const gz_coding_backends[] = {
+#ifdef HAVE_ZSTD
+	&gz_backend_zstd,
+#endif
+#ifdef HAVE_BROTLI
+	&gz_backend_brotli,
+#endif
+	NULL,
+};
+
+const struct gz_backend *
+gz_backend_for_coding(enum gz_coding coding)
+{
+	size_t i;
+
+	if (coding == GZ_CODING_GZIP)
+		return gz_backend_default();
+	for (i = 0; gz_coding_backends[i]; i++)
+		if (gz_coding_backends[i]->coding == coding)
+			return gz_coding_backends[i];
+	return NULL;
+}
+
+const char *
+gz_coding_name(enum gz_coding coding)
+{
+	switch (coding) {
+	case GZ_CODING_GZIP:
+		return "gzip";
+	case GZ_CODING_ZSTD:
+		return "zstd";
+	case GZ_CODING_BR:
+		return "br";
+	default:
+		return NULL;
+	}
+}
+
 const struct gz_backend *
 gz_backend_find(const char *name)
 {

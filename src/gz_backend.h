@@ -61,6 +61,22 @@ struct gz_io {
 #define GZ_ID_ZLIB 1
 #define GZ_ID_LIBDEFLATE 2
 #define GZ_ID_ISAL 3
+/* The backends of the other content codings (not in gz_backends[]). */
+#define GZ_ID_ZSTD 4
+#define GZ_ID_BROTLI 5
+
+/*
+ * Content codings (RFC 9110 section 8.4.1, the IANA HTTP Content Coding
+ * Registry) a backend produces. Zero is gzip, so a backend table that does
+ * not set .coding is a gzip one. Values are the public enum mhdgz_coding's
+ * (checked by the handler at compile time).
+ */
+enum gz_coding {
+	GZ_CODING_GZIP = 0, /* RFC 9110 section 8.4.1.3: one RFC 1952 member */
+	GZ_CODING_ZSTD = 1, /* RFC 8878 + RFC 9659: one frame, window <= 8 MiB */
+	GZ_CODING_BR = 2,   /* RFC 7932: one brotli stream */
+	GZ_CODING_COUNT
+};
 
 /*
  * Levels: one convention for every backend, public and internal alike: 1 is
@@ -96,8 +112,9 @@ struct gz_backend {
 	/* GZ_CAP_ONESHOT: compress in[0..in_len) into one complete gzip member
 	 * (RFC 1952: MTIME 0, no name, CRC-32 and ISIZE trailer) at out.
 	 * Returns 0 and *out_len_ret, GZ_ENOSPC if out_cap is too small, or
-	 * GZ_EBACKEND / GZ_ENOMEM. Never writes beyond out + out_cap and
-	 * allocates nothing. Leaves the compressor ready for another compress();
+	 * GZ_EBACKEND / GZ_ENOMEM. Never writes beyond out + out_cap and (the
+	 * gzip backends) allocates nothing; zstd sizes its workspace on first
+	 * use and brotli makes a new encoder per body (their files say more). Leaves the compressor ready for another compress();
 	 * any stream in progress is abandoned, and stream() returns
 	 * GZ_EINVAL until reset() is called. */
 	int (*compress)(struct gz_compressor *c, const void *in, size_t in_len, void *out,
@@ -112,13 +129,21 @@ struct gz_backend {
 	 * written (only with GZ_FLUSH_FINISH; later calls keep returning it and
 	 * write nothing), or a negative MHDGZ_E* code (GZ_EINVAL for a flush
 	 * value outside enum gz_flush). Never writes beyond out + out_cap and
-	 * allocates nothing.
+	 * (the gzip backends) allocates nothing; zstd and brotli allocate their
+	 * stream buffers with the stream's first input.
 	 * A sync flush is complete when the call returns with io->in_len == 0
 	 * and io->out_cap > 0: every byte consumed so far can then be decoded
 	 * from the output. Repeating GZ_FLUSH_SYNC with no new input after that
 	 * writes nothing, so a caller may always loop "until in_len == 0 and
 	 * out_cap > 0", even with a 1-byte window. */
 	int (*stream)(struct gz_compressor *c, struct gz_io *io, enum gz_flush flush);
+
+	/* The content coding of what compress() and stream() produce; zero
+	 * (GZ_CODING_GZIP) for the gzip backends. For the other codings,
+	 * "member" above reads "frame" (zstd) or "stream" (brotli), "sync
+	 * flush" a zstd block flush or a brotli BROTLI_OPERATION_FLUSH, and
+	 * "trailer" the end of the frame or stream. */
+	enum gz_coding coding;
 };
 
 /* The backend tables, one per gz_backend_<name>.c, each existing only
@@ -132,9 +157,27 @@ extern const struct gz_backend gz_backend_libdeflate;
 extern const struct gz_backend gz_backend_isal;
 #endif
 
+#ifdef HAVE_ZSTD
+extern const struct gz_backend gz_backend_zstd;
+#endif
+#ifdef HAVE_BROTLI
+extern const struct gz_backend gz_backend_brotli;
+#endif
+
 /* The registry, in preference order: libdeflate, isal, zlib (those
  * compiled in). NULL-terminated. The first is the default backend. */
 extern const struct gz_backend *const gz_backends[];
+
+/* The backends of the codings other than gzip that were compiled in (zstd,
+ * brotli), NULL-terminated. Kept apart from gz_backends[], which are the
+ * gzip backends: lookups by name or id and the default stay gzip's. */
+extern const struct gz_backend *const gz_coding_backends[];
+/* The backend of a coding other than gzip, NULL if it was not compiled in;
+ * for GZ_CODING_GZIP the default (gzip) backend. Never NULL for gzip. */
+const struct gz_backend *gz_backend_for_coding(enum gz_coding coding);
+/* The coding's token as Content-Encoding carries it: "gzip", "zstd",
+ * "br"; NULL for a value out of range. */
+const char *gz_coding_name(enum gz_coding coding);
 
 /* The default backend: gz_backends[0]. Never NULL. */
 const struct gz_backend *gz_backend_default(void);

@@ -415,6 +415,75 @@ START_TEST(fd_ownership)
 }
 END_TEST
 
+/* zstd and br streams (issue 14): each event through libcurl's zstd or
+ * brotli decoder before the next is made (a zstd block flush, a brotli
+ * BROTLI_OPERATION_FLUSH per event); then a bulk stream of 2000 chunks
+ * through the reference decoder, flushed per chunk only when low-latency.
+ * _i: 0 zstd, 1 br; _i / 2: the same, 2000 bulk chunks. */
+START_TEST(events_coded)
+{
+	static const char *const codings[] = { "zstd", "br" };
+	const char *coding = codings[_i % 2];
+	struct mhdgz_options o = { .size = sizeof o, .codings = "zstd, br, gzip" };
+	struct st_test t;
+	struct sse *e;
+	unsigned int k;
+	uint8_t *dec = NULL;
+	size_t dec_len = 0, i;
+
+	if (!mhdgz_coding_available(MHDGZ_CODING_ZSTD) || !mhdgz_coding_available(MHDGZ_CODING_BR))
+		return;
+	if (_i < 2) {
+		e = sse_new(sse_read, "text/event-stream", 4096, SSE_EVENTS * 4096);
+		for (k = 0; k < SSE_EVENTS; k++) {
+			size_t n = sse_event(e->expect + e->expect_len, 4096, k, 0);
+
+			ck_assert(n > 0);
+			e->expect_len += n;
+		}
+		st_begin(&t, st_gz_from(&o), NULL, 0, sse_route, e);
+		t.r.on_data = sse_on_data;
+		t.r.cls = e;
+		t.r.accept_encoding = coding;
+		th_fetch(NULL, t.s.port, "/events", TH_DECODE, &t.r);
+		ck_assert_msg(t.r.rc == CURLE_OK, "%s", curl_easy_strerror(t.r.rc));
+		ck_assert_str_eq(th_header(&t.r, "Content-Encoding", NULL), coding);
+		ck_assert_msg(e->late == 0, "%s: %u of %u events buffered, not flushed", coding,
+			      e->late, SSE_EVENTS - 1);
+		ck_assert_uint_eq(e->seen, SSE_EVENTS);
+		ck_assert_uint_eq(t.r.body_len, e->expect_len);
+		ck_assert(memcmp(t.r.body, e->expect, e->expect_len) == 0);
+		sse_end(&t, e);
+		return;
+	}
+	e = sse_new(bulk_read, "text/plain", 4096, BULK_CHUNKS * (sizeof BULK_LINE - 1));
+	for (i = 0; i < BULK_CHUNKS; i++) {
+		memcpy(e->expect + e->expect_len, BULK_LINE, sizeof BULK_LINE - 1);
+		e->expect_len += sizeof BULK_LINE - 1;
+	}
+	e->nchunk_events = BULK_CHUNKS;
+	e->set_low_latency = _i >= 4;
+	st_begin(&t, st_gz_from(&o), NULL, 0, sse_route, e);
+	t.r.accept_encoding = coding;
+	st_get(&t, 0);
+	ck_assert_int_eq(t.r.status, 200);
+	ck_assert_str_eq(th_header(&t.r, "Content-Encoding", NULL), coding);
+	ck_assert_msg(tu_decode(coding, t.r.body, t.r.body_len, &dec, &dec_len) == 0,
+		      "%s stream does not decode", coding);
+	expect_same_bytes(dec, dec_len, (const uint8_t *)e->expect, e->expect_len, coding);
+	free(dec);
+	fprintf(stderr, "events_coded(%s, %s): %zu bytes for %zu bytes in %u chunks\n", coding,
+		_i >= 4 ? "low-latency" : "bulk", t.r.body_len, e->expect_len, BULK_CHUNKS);
+	/* A flush costs a few bytes (zstd: an empty block header of 3, brotli:
+	 * an empty metadata block), so per chunk it shows. */
+	if (_i < 4)
+		ck_assert_uint_lt(t.r.body_len, 4000);
+	else
+		ck_assert_uint_ge(t.r.body_len, BULK_CHUNKS * 3);
+	sse_end(&t, e);
+}
+END_TEST
+
 struct ck_case
 stream_latency_case(void)
 {
@@ -423,5 +492,6 @@ stream_latency_case(void)
 				 { { events_arrive_one_by_one, 0, (int)N_ELEMS(ev_cases) },
 				   { flush_policy, 0, (int)(3 * N_ELEMS(fp_backends)) },
 				   { low_latency_api, 0, 0 },
-				   { fd_ownership, 0, 0 } } };
+				   { fd_ownership, 0, 0 },
+				   { events_coded, 0, 6 } } };
 }

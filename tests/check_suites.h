@@ -41,6 +41,7 @@ Suite *stream_suite(void);  /* check_stream.c: streaming, sync flushes, tiny win
 Suite *alloc_suite(void);   /* check_alloc.c: allocator hook, fault injection */
 Suite *pool_suite(void);    /* check_pool.c: the compressor pool */
 Suite *pump_suite(void);    /* check_pump.c: the stream pump (gz_stream.c) */
+Suite *codings_suite(void); /* check_codings.c: zstd and brotli backends, reference decoders */
 
 /* check_handler: */
 Suite *negotiate_suite(void); /* check_negotiate.c: pure functions, the selection */
@@ -55,6 +56,7 @@ struct ck_case hnd_wire_case(void);    /* check_hnd_wire.c: exact bytes, pipelin
 struct ck_case hnd_ctors_case(void);   /* check_hnd_ctors.c: every body constructor twin */
 struct ck_case hnd_memo_case(void);    /* check_hnd_memo.c: gzip lengths by strong ETag */
 struct ck_case hnd_breach_case(void);  /* check_hnd_breach.c: BREACH length hiding */
+struct ck_case hnd_codings_case(void); /* check_hnd_codings.c: zstd, br: negotiation, rules */
 /* The "fidelity" suite: issue 12 on the wire (raw socket, pipelined). */
 Suite *fidelity_suite(void); /* check_hnd_fidelity.c: HEAD, 1xx/204/304, 206, flags, digests */
 

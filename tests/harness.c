@@ -1030,6 +1030,13 @@ int
 th_v_gzip(const struct th_reply *r, long want_status, const void *orig, size_t orig_len, char *err,
 	  size_t errcap)
 {
+	return th_v_coded(r, "gzip", want_status, orig, orig_len, err, errcap);
+}
+
+int
+th_v_coded(const struct th_reply *r, const char *coding, long want_status, const void *orig,
+	   size_t orig_len, char *err, size_t errcap)
+{
 	unsigned int nce;
 	const char *ce = th_header(r, "Content-Encoding", &nce);
 	const char *ar = th_header(r, "Accept-Ranges", NULL);
@@ -1038,26 +1045,27 @@ th_v_gzip(const struct th_reply *r, long want_status, const void *orig, size_t o
 
 	if (v_status(r, want_status, err, errcap))
 		return -1;
-	if (nce != 1 || strcmp(ce, "gzip") != 0)
-		return v_fail(err, errcap, "%u Content-Encoding fields, first '%s' (want gzip)",
-			      nce, ce ? ce : "(none)");
+	if (nce != 1 || strcmp(ce, coding) != 0)
+		return v_fail(err, errcap, "%u Content-Encoding fields, first '%s' (want %s)", nce,
+			      ce ? ce : "(none)", coding);
 	if (th_v_content_length(r, r->body_len, err, errcap))
 		return -1;
 	if (r->body_len >= orig_len)
-		return v_fail(err, errcap, "gzip body %zu bytes, not smaller than %zu", r->body_len,
-			      orig_len);
+		return v_fail(err, errcap, "%s body %zu bytes, not smaller than %zu", coding,
+			      r->body_len, orig_len);
 	if (ar && strcasecmp(ar, "bytes") == 0)
-		return v_fail(err, errcap, "Accept-Ranges: bytes on a gzip response");
-	if (tu_gunzip(r->body, r->body_len, &out, &out_len) != 0)
-		return v_fail(err, errcap, "body (%zu bytes) is not one valid gzip member",
-			      r->body_len);
+		return v_fail(err, errcap, "Accept-Ranges: bytes on a %s response", coding);
+	if (tu_decode(coding, r->body, r->body_len, &out, &out_len) != 0)
+		return v_fail(err, errcap, "body (%zu bytes) is not one valid %s frame/member",
+			      r->body_len, coding);
 	if (out_len != orig_len || memcmp(out, orig, orig_len) != 0) {
 		free(out);
-		return v_fail(err, errcap, "gunzipped %zu bytes differ from the %zu original",
+		return v_fail(err, errcap, "decoded %zu bytes differ from the %zu original",
 			      out_len, orig_len);
 	}
 	free(out);
-	if (tu_check_member(r->body, r->body_len, orig, orig_len) != 0)
+	if (strcmp(coding, "gzip") == 0 &&
+	    tu_check_member(r->body, r->body_len, orig, orig_len) != 0)
 		return v_fail(err, errcap,
 			      "gzip header/trailer not as RFC 1952 and the header say");
 	/* Vary: Accept-Encoding once; other tokens are the caller's to check. */

@@ -281,6 +281,11 @@ int th_v_vary_ae(const struct th_reply *r, const char *const *extra, char *err, 
  * RFC 1952 member decoding to orig, Vary listing Accept-Encoding once. */
 int th_v_gzip(const struct th_reply *r, long want_status, const void *orig, size_t orig_len,
 	      char *err, size_t errcap);
+/* The same for any coding ("gzip", "zstd", "br"): Content-Encoding: coding
+ * and one frame (member, stream) that the reference decoder
+ * (tu_decode) decodes to orig. */
+int th_v_coded(const struct th_reply *r, const char *coding, long want_status, const void *orig,
+	       size_t orig_len, char *err, size_t errcap);
 /* An identity response: no Content-Encoding, Content-Length, body == orig. */
 int th_v_identity(const struct th_reply *r, long want_status, const void *orig, size_t orig_len,
 		  char *err, size_t errcap);

@@ -16,13 +16,22 @@
 #  - the demo with --length-hiding 512 (BREACH padding in the gzip header
 #    comment): curl --compressed, Python (gzip and zlib) and Chromium (page,
 #    script, stylesheet, fetch, EventSource) decode every padded body.
+#  - zstd and br (issue 14): the demo with --codings zstd,br,gzip, with
+#    --codings br,gzip and with gzip alone: Chromium and a second engine,
+#    Firefox ESR (Debian's firefox-esr, driven over WebDriver BiDi by
+#    puppeteer-core, tests/interop/firefox.js), both advertising br and
+#    zstd, get every resource in that coding, the page runs, the events
+#    arrive; curl --compressed and Python (python3-zstandard,
+#    python3-brotli, gzip) decode every fixed endpoint to its identity
+#    bytes.
 #
 # Each check prints one line, "PASS client: what" or "FAIL client: what
 # (why)"; the script ends with "N passed, M failed" and exits 1 on any
 # failure. A client that is not installed fails its checks, it is not
-# skipped. Needs: chromium, nodejs + npm (the npm registry once, for
-# playwright-core into tests/interop/node_modules), curl, wget, python3,
-# gzip. Bounded: every client runs under timeout(1) or its own timeout,
+# skipped. Needs: chromium, firefox-esr, nodejs + npm (the npm registry
+# once, for playwright-core and puppeteer-core into
+# tests/interop/node_modules), curl, wget, python3 with python3-brotli and
+# python3-zstandard, gzip. Bounded: every client runs under timeout(1) or its own timeout,
 # the whole script under INTEROP_TIMEOUT (240 s); a run takes 20-45 s.
 # Loopback only; the servers it starts are killed on exit.
 #
@@ -56,6 +65,7 @@ if [ -z "${GZSERVE:-}" ]; then
 fi
 OUT=${INTEROP_OUT:-$PWD/tests/interop-out}
 export CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+export FIREFOX=${FIREFOX:-/usr/bin/firefox-esr}
 # Debian's python3: a pyenv or venv python on PATH is not what CI has.
 PYTHON=/usr/bin/python3
 [ -x "$PYTHON" ] || PYTHON=python3
@@ -319,7 +329,8 @@ npm_ready() {
 		cp "$NODE_DIR/package.json" "$NODE_DIR/package-lock.json" "$dir/"
 	fi
 	NODE_MODULES=$dir/node_modules
-	[ -f "$NODE_MODULES/playwright-core/package.json" ] && return 0
+	[ -f "$NODE_MODULES/playwright-core/package.json" ] &&
+		[ -f "$NODE_MODULES/puppeteer-core/package.json" ] && return 0
 	(cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 timeout 180 \
 		npm ci --no-audit --no-fund --loglevel=error) >"$OUT/npm.log" 2>&1
 }
@@ -454,6 +465,48 @@ if [ "$HAVE_CURL" = 1 ]; then
 		fi
 	fi
 fi
+# --- zstd and br (issue 14) ------------------------------------------------------
+# The demo offering zstd first, then br first: with every q-value 1 (curl's
+# and Chromium's Accept-Encoding) the server's order picks the coding.
+HAVE_FF=$HAVE_BROWSER
+[ "$HAVE_BROWSER" = 1 ] && { have firefox "$FIREFOX" || HAVE_FF=0; }
+for order in zstd,br,gzip br,gzip gzip; do
+	want=${order%%,*}
+	[ "$HAVE_CURL" = 1 ] || break
+	if ! start "codings-$want" --codings "$order"; then
+		fail "gzserve: --codings $order started" "$(tail -n 3 "$OUT/codings-$want.log" | tr '\n' ' ')"
+		continue
+	fi
+	echo "# demo --codings $order on $BASE"
+	mkdir -p "$OUT/$want"
+	bad=""
+	for p in "${FIXED[@]}"; do
+		f=$(refname "$p")
+		"${CURL[@]}" --compressed -D "$T/c.h" -o "$OUT/$want/$f" "$BASE$p"
+		if [ "$(coding "$T/c.h")" != "$want" ]; then
+			bad="$bad $p:coding=$(coding "$T/c.h")"
+		elif ! cmp -s "$OUT/$want/$f" "$REF/$f"; then
+			bad="$bad $p:bytes"
+		fi
+	done
+	if [ -z "$bad" ]; then
+		pass "curl: --compressed gets $want for every fixed endpoint, decodes to the identity bytes"
+	else
+		fail "curl: --compressed gets $want" "$bad"
+	fi
+	if [ "$HAVE_PY" = 1 ]; then
+		run_driver python 30 "$PYTHON" "$SRCDIR/interop/codings_check.py" "$BASE" "$REF" "$want" "${FIXED[@]}"
+	fi
+	if [ "$HAVE_BROWSER" = 1 ]; then
+		run_driver "browser[$want]" 90 node "$NODE_DIR/browser.js" \
+			"{\"name\":\"$want\",\"base\":\"$BASE\",\"out\":\"$OUT\",\"events\":true,\"coding\":\"$want\"}"
+	fi
+	if [ "$HAVE_FF" = 1 ]; then
+		run_driver "firefox[$want]" 90 node "$NODE_DIR/firefox.js" \
+			"{\"name\":\"$want\",\"base\":\"$BASE\",\"coding\":\"$want\"}"
+	fi
+	kill "$PID" 2>/dev/null
+done
 
 echo "# $((SECONDS - T_START)) s; logs, bodies and screenshots in $OUT"
 echo "$NPASS passed, $NFAIL failed"

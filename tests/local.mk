@@ -3,19 +3,23 @@
 # Every Check binary is built from the one runner, tests/check_main.c, with
 # the CHECK_BIN_* that names its suites (tests/check_suites.h); the HTTP
 # suites share one harness (tests/harness.c).
+# The reference decoders (tests/testutil.c) of zstd and br link libzstd and
+# libbrotlidec when those codings are built (bench/local.mk uses them too).
+tests_dec_cflags = $(ZLIB_CFLAGS) $(ZSTD_CFLAGS) $(BROTLI_CFLAGS)
+tests_dec_libs = $(ZLIB_LIBS) $(ZSTD_LIBS) $(BROTLI_LIBS)
 if ENABLE_TESTS
 tests_common = tests/testutil.c tests/testutil.h tests/check_main.c tests/check_suites.h
 tests_harness = $(tests_common) tests/harness.c tests/harness.h
-tests_hnd_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(MHD_CFLAGS) $(CURL_CFLAGS) $(ZLIB_CFLAGS)
-tests_hnd_ldadd = handler/libmhdgz_hnd.la $(CHECK_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(ZLIB_LIBS)
+tests_hnd_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(MHD_CFLAGS) $(CURL_CFLAGS) $(tests_dec_cflags)
+tests_hnd_ldadd = handler/libmhdgz_hnd.la $(CHECK_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(tests_dec_libs)
 # check_core: the compression core alone (src/ headers only, no libcurl).
 TESTS += tests/check_core
 check_PROGRAMS += tests/check_core
 tests_check_core_SOURCES = $(tests_common) tests/check_backend.c tests/check_stream.c \
-	tests/check_pool.c tests/check_alloc.c tests/check_pump.c
+	tests/check_pool.c tests/check_alloc.c tests/check_pump.c tests/check_codings.c
 tests_check_core_CPPFLAGS = $(CORE_CPPFLAGS) -DCHECK_BIN_CORE
-tests_check_core_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(ZLIB_CFLAGS)
-tests_check_core_LDADD = src/libmhdgz_core.la $(CHECK_LIBS) $(ZLIB_LIBS)
+tests_check_core_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(tests_dec_cflags)
+tests_check_core_LDADD = src/libmhdgz_core.la $(CHECK_LIBS) $(tests_dec_libs)
 # check_handler: negotiation without a daemon, and buffer responses end to end (suite e2e).
 TESTS += tests/check_handler
 check_PROGRAMS += tests/check_handler
@@ -23,7 +27,8 @@ tests_check_handler_SOURCES = $(tests_harness) tests/check_negotiate.c \
 	tests/check_hnd_headers.c tests/check_hnd_etag.c tests/check_hnd_decision.c \
 	tests/check_hnd_buffer.c tests/check_hnd_threads.c tests/check_hnd_wire.c \
 	tests/check_hnd_ctors.c tests/check_hnd_fidelity.c tests/check_hnd_memo.c \
-	tests/check_hnd_breach.c
+	tests/check_hnd_breach.c \
+	tests/check_hnd_codings.c
 tests_check_handler_CPPFLAGS = $(HND_CPPFLAGS) -DCHECK_BIN_HANDLER
 tests_check_handler_CFLAGS = $(tests_hnd_cflags)
 tests_check_handler_LDADD = $(tests_hnd_ldadd)

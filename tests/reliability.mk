@@ -3,6 +3,7 @@
 # gzserve. Not in TESTS: it needs packages the README's test command does not
 # install (chromium, nodejs, npm, wget, python3; see tests/interop.sh).
 EXTRA_DIST += tests/interop.sh tests/interop/browser.js tests/interop/http_check.py \
+	tests/interop/codings_check.py tests/interop/firefox.js \
 	tests/interop/package.json tests/interop/package-lock.json
 .PHONY: interop
 interop: examples/gzserve/gzserve
@@ -17,6 +18,7 @@ interop: examples/gzserve/gzserve
 # memcheck serialises the threads) goes first.
 VALGRIND_JOBS = 2
 VALGRIND_TESTS = tests/check_core:pool tests/check_core:backend tests/check_handler:e2e \
+	tests/check_core:codings:space tests/check_core:codings:pump tests/check_core:codings:alloc \
 	tests/check_core:alloc tests/check_core:stream tests/check_handler:negotiate
 EXTRA_DIST += tests/valgrind.sh
 .PHONY: valgrind

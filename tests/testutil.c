@@ -1,9 +1,17 @@
-/* testutil.c: shared test helpers (gunzip via zlib, payloads, counting allocator). */
+/* testutil.c: shared test helpers (reference decoders, payloads, counting allocator). */
+#include "config.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#ifdef HAVE_ZSTD
+#include <zstd.h>
+#endif
+#ifdef HAVE_BROTLI
+#include <brotli/decode.h>
+#endif
 
 #include "gz_alloc.h"
 #include "gz_backend.h"
@@ -232,4 +240,254 @@ tu_backend_count(void)
 	while (gz_backends[n])
 		n++;
 	return n;
+}
+
+/* RFC 9659 section 3: a decoder may refuse windows over 8 MiB; ours does. */
+#define TU_ZSTD_WINDOW_LOG_MAX 23
+
+struct tu_dec {
+	int coding; /* 0 gzip, 1 zstd, 2 br */
+	uint8_t *buf;
+	size_t len, cap;
+	int ended, failed;
+	z_stream zs;
+#ifdef HAVE_ZSTD
+	ZSTD_DCtx *zd;
+#endif
+#ifdef HAVE_BROTLI
+	BrotliDecoderState *bd;
+#endif
+};
+
+struct tu_dec *
+tu_dec_new(const char *coding)
+{
+	struct tu_dec *d = calloc(1, sizeof *d);
+
+	if (!d || !coding)
+		goto fail;
+	d->cap = 4096;
+	d->buf = malloc(d->cap);
+	if (!d->buf)
+		goto fail;
+	if (strcmp(coding, "gzip") == 0) {
+		if (inflateInit2(&d->zs, 31) != Z_OK)
+			goto fail;
+		d->coding = 0;
+		return d;
+	}
+#ifdef HAVE_ZSTD
+	if (strcmp(coding, "zstd") == 0) {
+		d->coding = 1;
+		d->zd = ZSTD_createDCtx();
+		if (!d->zd || ZSTD_isError(ZSTD_DCtx_setParameter(d->zd, ZSTD_d_windowLogMax,
+								  TU_ZSTD_WINDOW_LOG_MAX)))
+			goto fail;
+		return d;
+	}
+#endif
+#ifdef HAVE_BROTLI
+	if (strcmp(coding, "br") == 0) {
+		d->coding = 2;
+		d->bd = BrotliDecoderCreateInstance(NULL, NULL, NULL);
+		if (!d->bd)
+			goto fail;
+		return d;
+	}
+#endif
+fail:
+	if (d) {
+#ifdef HAVE_ZSTD
+		ZSTD_freeDCtx(d->zd);
+#endif
+		free(d->buf);
+		free(d);
+	}
+	return NULL;
+}
+
+/* Room for at least extra more bytes of output. */
+static int
+tu_dec_reserve(struct tu_dec *d, size_t extra)
+{
+	while (d->cap - d->len < extra) {
+		uint8_t *nb = realloc(d->buf, d->cap * 2);
+
+		if (!nb)
+			return -1;
+		d->buf = nb;
+		d->cap *= 2;
+	}
+	return 0;
+}
+
+/* Room for at least one more byte of output. */
+static int
+tu_dec_grow(struct tu_dec *d)
+{
+	return tu_dec_reserve(d, 1);
+}
+
+int
+tu_dec_feed(struct tu_dec *d, const uint8_t *in, size_t len)
+{
+	if (d->failed)
+		return -1;
+	if (len == 0)
+		return 0;
+	if (d->ended)
+		return d->failed = -1;
+	if (d->coding == 0) {
+		d->zs.next_in = (Bytef *)(uintptr_t)in;
+		d->zs.avail_in = (uInt)len;
+		while (d->zs.avail_in > 0 || d->len == d->cap) {
+			int rc;
+
+			if (tu_dec_grow(d) < 0)
+				return d->failed = -1;
+			d->zs.next_out = d->buf + d->len;
+			d->zs.avail_out = (uInt)(d->cap - d->len);
+			rc = inflate(&d->zs, Z_SYNC_FLUSH);
+			d->len = d->cap - d->zs.avail_out;
+			if (rc == Z_STREAM_END) {
+				d->ended = 1;
+				return d->zs.avail_in ? (d->failed = -1) : 0;
+			}
+			if (rc == Z_BUF_ERROR && d->len < d->cap)
+				return 0;
+			if (rc != Z_OK && rc != Z_BUF_ERROR)
+				return d->failed = -1;
+		}
+		return 0;
+	}
+#ifdef HAVE_ZSTD
+	if (d->coding == 1) {
+		ZSTD_inBuffer ib = { in, len, 0 };
+
+		for (;;) {
+			ZSTD_outBuffer ob;
+			size_t r;
+
+			if (tu_dec_grow(d) < 0)
+				return d->failed = -1;
+			ob.dst = d->buf + d->len;
+			ob.size = d->cap - d->len;
+			ob.pos = 0;
+			r = ZSTD_decompressStream(d->zd, &ob, &ib);
+			d->len += ob.pos;
+			if (ZSTD_isError(r))
+				return d->failed = -1;
+			if (r == 0) {
+				/* One frame, and nothing after it. */
+				d->ended = 1;
+				return ib.pos < ib.size ? (d->failed = -1) : 0;
+			}
+			if (ib.pos == ib.size && ob.pos < ob.size)
+				return 0;
+		}
+	}
+#endif
+#ifdef HAVE_BROTLI
+	if (d->coding == 2) {
+		size_t avail_in = len;
+		const uint8_t *next_in = in;
+
+		/* Output through BrotliDecoderTakeOutput: with an output window
+		 * of its own, libbrotlidec 1.0.9 can stop at the window's end
+		 * and then report NEEDS_MORE_INPUT with decoded bytes still in
+		 * its ring buffer. */
+		for (;;) {
+			size_t avail_out = 0;
+			BrotliDecoderResult r = BrotliDecoderDecompressStream(d->bd, &avail_in,
+									      &next_in, &avail_out,
+									      NULL, NULL);
+
+			while (BrotliDecoderHasMoreOutput(d->bd)) {
+				size_t n = 0;
+				const uint8_t *p = BrotliDecoderTakeOutput(d->bd, &n);
+
+				if (tu_dec_reserve(d, n) < 0)
+					return d->failed = -1;
+				memcpy(d->buf + d->len, p, n);
+				d->len += n;
+			}
+			if (r == BROTLI_DECODER_RESULT_SUCCESS) {
+				d->ended = 1;
+				return avail_in ? (d->failed = -1) : 0;
+			}
+			if (r == BROTLI_DECODER_RESULT_NEEDS_MORE_INPUT)
+				return 0;
+			if (r != BROTLI_DECODER_RESULT_NEEDS_MORE_OUTPUT)
+				return d->failed = -1;
+		}
+	}
+#endif
+	return d->failed = -1;
+}
+
+const uint8_t *
+tu_dec_data(const struct tu_dec *d, size_t *len_ret)
+{
+	*len_ret = d->len;
+	return d->buf;
+}
+
+int
+tu_dec_ended(const struct tu_dec *d)
+{
+	return d->ended && !d->failed;
+}
+
+void
+tu_dec_free(struct tu_dec *d)
+{
+	if (!d)
+		return;
+	if (d->coding == 0)
+		inflateEnd(&d->zs);
+#ifdef HAVE_ZSTD
+	ZSTD_freeDCtx(d->zd);
+#endif
+#ifdef HAVE_BROTLI
+	if (d->bd)
+		BrotliDecoderDestroyInstance(d->bd);
+#endif
+	free(d->buf);
+	free(d);
+}
+
+int
+tu_decode(const char *coding, const void *in, size_t in_len, uint8_t **out, size_t *out_len)
+{
+	struct tu_dec *d = tu_dec_new(coding);
+
+	if (!d)
+		return -1;
+	if (tu_dec_feed(d, in, in_len) < 0 || !tu_dec_ended(d)) {
+		tu_dec_free(d);
+		return -1;
+	}
+	/* The buffer moves out; the decoder goes. */
+	*out = d->buf;
+	*out_len = d->len;
+	d->buf = NULL;
+	tu_dec_free(d);
+	return 0;
+}
+
+int
+tu_verify_coded(const char *coding, const uint8_t *enc, size_t enc_len, const uint8_t *orig,
+		size_t orig_len)
+{
+	uint8_t *dec = NULL;
+	size_t dec_len = 0;
+	int ok;
+
+	if (strcmp(coding, "gzip") == 0)
+		return tu_verify_member(enc, enc_len, orig, orig_len);
+	if (tu_decode(coding, enc, enc_len, &dec, &dec_len) != 0)
+		return -1;
+	ok = dec_len == orig_len && (orig_len == 0 || memcmp(dec, orig, orig_len) == 0);
+	free(dec);
+	return ok ? 0 : -1;
 }

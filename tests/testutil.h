@@ -30,6 +30,33 @@ int tu_check_member(const uint8_t *gz, size_t gz_len, const uint8_t *orig, size_
  * exactly orig[0..orig_len) and tu_check_member accepts; else -1. */
 int tu_verify_member(const uint8_t *gz, size_t gz_len, const uint8_t *orig, size_t orig_len);
 
+/*
+ * Reference decoders of every content coding, independent of the code
+ * under test: "gzip" (tu_gunzip), "zstd" (libzstd's decoder, one frame,
+ * window at most 8 MiB as RFC 9659 requires: ZSTD_d_windowLogMax 23), "br"
+ * (libbrotlidec). tu_decode returns 0 and a malloc'd *out / *out_len when
+ * in[0..in_len) is exactly one complete frame or stream (no trailing
+ * bytes), -1 otherwise or for a coding not compiled in.
+ */
+int tu_decode(const char *coding, const void *in, size_t in_len, uint8_t **out, size_t *out_len);
+/* 0 when tu_decode(coding) of enc gives exactly orig[0..orig_len); else -1. */
+int tu_verify_coded(const char *coding, const uint8_t *enc, size_t enc_len, const uint8_t *orig,
+		    size_t orig_len);
+
+/*
+ * An incremental reference decoder: feed it a coded stream piece by piece
+ * and read what it has decoded so far (to check that a sync flush made all
+ * input decodable). tu_dec_new returns NULL for an unknown coding;
+ * tu_dec_feed returns 0, or -1 on a decoding error or input after the end;
+ * tu_dec_ended is nonzero once the frame or stream is complete.
+ */
+struct tu_dec;
+struct tu_dec *tu_dec_new(const char *coding);
+int tu_dec_feed(struct tu_dec *d, const uint8_t *in, size_t len);
+const uint8_t *tu_dec_data(const struct tu_dec *d, size_t *len_ret);
+int tu_dec_ended(const struct tu_dec *d);
+void tu_dec_free(struct tu_dec *d);
+
 /* How many backends the core has compiled in (gz_backends, NULL-terminated). */
 size_t tu_backend_count(void);
 

@@ -45,7 +45,8 @@ static const char demo_index[] =
 	"<h1>gzserve</h1>\n"
 	"<p>A libmicrohttpd server whose responses are gzip-compressed by "
 	"<strong>mhdgz</strong>. Every page of this demo, this one included, is "
-	"sent with <code>Content-Encoding: gzip</code> to clients that accept it.</p>\n"
+	"sent with <code>Content-Encoding: gzip</code> to clients that accept it "
+	"(or zstd or br, when gzserve offers them with <code>--codings</code>).</p>\n"
 	"</header>\n"
 	"<main>\n"
 	"<section>\n"
@@ -155,7 +156,10 @@ static const char demo_js[] =
 	"    const res = await fetch('/100k.json');\n"
 	"    const doc = await res.json();\n"
 	"    show('records', doc.data.length + ' records parsed (' +\n"
-	"         (res.headers.get('Content-Type') || '?') + ')');\n"
+	"         (res.headers.get('Content-Type') || '?') + ', Content-Encoding: ' +\n"
+	"         (res.headers.get('Content-Encoding') || 'identity') + ')');\n"
+	"    document.body.dataset.payloadCoding =\n"
+	"      res.headers.get('Content-Encoding') || 'identity';\n"
 	"    document.body.dataset.payloadRecords = String(doc.data.length);\n"
 	"  } catch (err) {\n"
 	"    show('records', 'failed: ' + err);\n"
@@ -435,9 +439,14 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 		"},\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"compressions\":%" PRIu64
 		",\"failures\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"pool_gets\":%" PRIu64
 		",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64 ",\"padded\":%" PRIu64
-		",\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d}}\n",
+		",\"coded\":{",
 		st.bytes_in, st.bytes_out, st.compressions, st.failures, st.cache_hits,
-		st.pool_gets, st.pool_misses, st.pool_idle, st.padded,
+		st.pool_gets, st.pool_misses, st.pool_idle, st.padded);
+	/* Responses sent per coding: which one the clients were given. */
+	for (i = 0; i < MHDGZ_CODING_COUNT; i++)
+		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
+			mhdgz_coding_name((enum mhdgz_coding)i), st.coded[i]);
+	fprintf(f, "},\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d}}\n",
 		(uint64_t)atomic_load(&s->requests), atomic_load(&s->in_flight));
 	if (fclose(f) != 0) {
 		free(body);

@@ -301,18 +301,27 @@ not_modified_since(struct MHD_Connection *conn, time_t mtime)
 	return v && parse_http_date(v, &t) && mtime <= t;
 }
 
-/* The FILE.gz beside FILE, if it is a regular file inside the root. */
-static int
-open_precompressed(const struct server *s, const char *real, struct stat *st)
+/* The file name suffix of a coding's precompressed sibling. */
+static const char *
+sibling_suffix(enum mhdgz_coding coding)
 {
-	size_t len = strlen(real) + 4;
+	return coding == MHDGZ_CODING_ZSTD ? ".zst" : coding == MHDGZ_CODING_BR ? ".br" : ".gz";
+}
+
+/* The FILE.gz (.zst, .br) beside FILE, if it is a regular file inside the
+ * root. */
+static int
+open_precompressed(const struct server *s, const char *real, enum mhdgz_coding coding,
+		   struct stat *st)
+{
+	size_t len = strlen(real) + 5;
 	char *gzpath = malloc(len), *gzreal;
 	unsigned int status;
 	int fd;
 
 	if (!gzpath)
 		return -1;
-	snprintf(gzpath, len, "%s.gz", real);
+	snprintf(gzpath, len, "%s%s", real, sibling_suffix(coding));
 	gzreal = resolve(s, gzpath, &status);
 	free(gzpath);
 	if (!gzreal)
@@ -322,15 +331,50 @@ open_precompressed(const struct server *s, const char *real, struct stat *st)
 	return fd;
 }
 
-static bool
-accepts_gzip(struct MHD_Connection *conn)
+/*
+ * The precompressed sibling to send: among the codings of --codings whose
+ * sibling exists, the one the client's Accept-Encoding prefers, chosen as
+ * mhdgz chooses on the fly. Returns its descriptor (and *st, *coding_ret)
+ * or -1 (identity); *any_ret says whether some sibling exists (then the
+ * response varies with Accept-Encoding).
+ */
+static int
+choose_precompressed(const struct server *s, struct MHD_Connection *conn, const char *real,
+		     struct stat *st, enum mhdgz_coding *coding_ret, bool *any_ret)
 {
+	int fds[MHDGZ_CODING_COUNT];
+	struct stat sts[MHDGZ_CODING_COUNT];
+	enum mhdgz_coding have[MHDGZ_CODING_COUNT], k;
+	size_t i, n = 0;
 	struct ae_lines ae;
-	bool yes;
+	int fd = -1;
 
-	yes = accept_encoding(conn, &ae) == 0 && mhdgz_accept_gzip_q(ae.v, ae.n) > 0;
+	*any_ret = false;
+	for (i = 0; i < s->cfg.norder; i++) {
+		int f = open_precompressed(s, real, s->cfg.order[i], &sts[n]);
+
+		if (f >= 0) {
+			fds[n] = f;
+			have[n++] = s->cfg.order[i];
+		}
+	}
+	if (n == 0)
+		return -1;
+	*any_ret = true;
+	if (accept_encoding(conn, &ae) == 0 && mhdgz_accept_coding(ae.v, ae.n, have, n, &k)) {
+		for (i = 0; i < n; i++)
+			if (have[i] == k) {
+				fd = fds[i];
+				fds[i] = -1;
+				*st = sts[i];
+				*coding_ret = k;
+			}
+	}
 	ae_lines_free(&ae);
-	return yes;
+	for (i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return fd;
 }
 
 static enum MHD_Result
@@ -372,6 +416,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	struct MHD_Response *r;
 	uint64_t first = 0, last = 0, len;
 	int fd = -1, gzfd = -1, range = 0;
+	enum mhdgz_coding gzcoding = MHDGZ_CODING_GZIP;
 	enum MHD_Result ret;
 
 	status = target_to_relpath(rq->uri, &rel, &slash);
@@ -415,12 +460,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	mime_type(s, name, type, sizeof type);
 
 	if (s->cfg.precompressed) {
-		gzfd = open_precompressed(s, real, &gst);
-		sibling = gzfd >= 0;
-		if (gzfd >= 0 && !accepts_gzip(conn)) {
-			close(gzfd);
-			gzfd = -1;
-		}
+		gzfd = choose_precompressed(s, conn, real, &gst, &gzcoding, &sibling);
 		if (gzfd >= 0) {
 			/* Serve the .gz: its own validators and length. */
 			close(fd);
@@ -480,7 +520,8 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	if (gzfd >= 0) {
 		/* Already coded: the handler skips responses with a
 		 * Content-Encoding, so this is sent as it is. */
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING,
+					mhdgz_coding_name(gzcoding));
 	} else {
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
 	}

@@ -28,6 +28,11 @@ struct config {
 	const char **types; /* NULL-terminated, or NULL for the default */
 	unsigned int threads;
 	bool precompressed;
+	const char *codings; /* --codings, as given (NULL: gzip alone) */
+	/* The codings offered, in the server's order (ties of the client's
+	 * q-values); for --precompressed, the siblings looked for. */
+	enum mhdgz_coding order[MHDGZ_CODING_COUNT];
+	size_t norder;
 	enum mhdgz_etag_policy etag;
 	size_t length_hiding; /* --length-hiding: most padding bytes; 0: off */
 	bool no_compress;

@@ -127,9 +127,13 @@ usage(FILE *f)
 		"                    (e.g. 'text/*,application/json,*/*+xml')\n"
 		"  --threads N       libmicrohttpd thread pool size, 1-1024 (default: the\n"
 		"                    number of CPUs)\n"
-		"  --precompressed   with --root: send FILE.gz for FILE when the client accepts\n"
-		"                    gzip, with FILE's Content-Type and Content-Encoding: gzip\n"
-		"                    (like nginx's gzip_static)\n"
+		"  --codings LIST    content codings offered, in the server's order of\n"
+		"                    preference (it breaks ties of the client's q-values):\n"
+		"                    comma-separated gzip, zstd, br (default: gzip)\n"
+		"  --precompressed   with --root: send FILE.gz, FILE.zst or FILE.br for FILE\n"
+		"                    when the client accepts that coding (those of --codings,\n"
+		"                    chosen as on the fly), with FILE's Content-Type and the\n"
+		"                    Content-Encoding (like nginx's gzip_static, brotli_static)\n"
 		"  --etag POLICY     the strong ETag of a compressed response: weak (W/\"x\",\n"
 		"                    the default), suffix (\"x-gzip\"), drop, or keep\n"
 		"  --length-hiding N pad every gzip response with 1 to N bytes (1-%u) in its\n"
@@ -141,7 +145,7 @@ usage(FILE *f)
 		"                    is one line per request on stderr: method, target,\n"
 		"                    status, body bytes (uncompressed), bytes sent on the\n"
 		"                    socket (headers included; - if unknown), coding\n"
-		"                    (gzip or identity), microseconds\n"
+		"                    (gzip, zstd, br or identity), microseconds\n"
 		"  --help            this text\n"
 		"\n"
 		"SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to\n"
@@ -211,6 +215,44 @@ types_arg(struct config *cfg, const char *v)
 	cfg->types[n] = NULL;
 }
 
+/* --codings: the list as mhdgz_new() takes it, and its codings in order
+ * for --precompressed. */
+static void
+codings_arg(struct config *cfg, const char *v)
+{
+	const char *p = v;
+
+	cfg->codings = v;
+	cfg->norder = 0;
+	for (;;) {
+		size_t len;
+		int k;
+
+		p += strspn(p, " \t");
+		len = strcspn(p, ", \t");
+		for (k = 0; k < MHDGZ_CODING_COUNT; k++)
+			if (len == strlen(mhdgz_coding_name((enum mhdgz_coding)k)) &&
+			    strncasecmp(p, mhdgz_coding_name((enum mhdgz_coding)k), len) == 0)
+				break;
+		if (k == MHDGZ_CODING_COUNT)
+			bad_option("--codings: '%.*s' is not gzip, zstd or br", (int)len, p);
+		for (size_t i = 0; i < cfg->norder; i++)
+			if (cfg->order[i] == (enum mhdgz_coding)k)
+				bad_option("--codings: %s listed twice", mhdgz_coding_name(k));
+		if (!mhdgz_coding_available((enum mhdgz_coding)k))
+			bad_option("--codings: '%s' was not compiled into this libmhdgz",
+				   mhdgz_coding_name(k));
+		cfg->order[cfg->norder++] = (enum mhdgz_coding)k;
+		p += len;
+		p += strspn(p, " \t");
+		if (*p == '\0')
+			return;
+		if (*p != ',')
+			bad_option("--codings: '%s' is not a comma-separated list", v);
+		p++;
+	}
+}
+
 static void
 parse_options(int argc, char **argv, struct config *cfg)
 {
@@ -224,6 +266,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 		O_TYPES,
 		O_THREADS,
 		O_PRECOMPRESSED,
+		O_CODINGS,
 		O_ETAG,
 		O_LENGTH_HIDING,
 		O_NO_COMPRESS,
@@ -240,6 +283,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 		{ "types", required_argument, NULL, O_TYPES },
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "precompressed", no_argument, NULL, O_PRECOMPRESSED },
+		{ "codings", required_argument, NULL, O_CODINGS },
 		{ "etag", required_argument, NULL, O_ETAG },
 		{ "length-hiding", required_argument, NULL, O_LENGTH_HIDING },
 		{ "no-compress", no_argument, NULL, O_NO_COMPRESS },
@@ -256,6 +300,8 @@ parse_options(int argc, char **argv, struct config *cfg)
 	cfg->backend = MHDGZ_BACKEND_DEFAULT;
 	cfg->threads = ncpu > 0 ? (unsigned int)(ncpu > 1024 ? 1024 : ncpu) : 1;
 	cfg->etag = MHDGZ_ETAG_WEAKEN;
+	cfg->order[0] = MHDGZ_CODING_GZIP;
+	cfg->norder = 1;
 	opterr = 0; /* our own messages, and exit 2 */
 	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
 		switch (c) {
@@ -292,6 +338,9 @@ parse_options(int argc, char **argv, struct config *cfg)
 			break;
 		case O_PRECOMPRESSED:
 			cfg->precompressed = true;
+			break;
+		case O_CODINGS:
+			codings_arg(cfg, optarg);
 			break;
 		case O_ETAG:
 			if (strcmp(optarg, "weak") == 0)
@@ -366,6 +415,7 @@ handler_new(struct server *s)
 		o.flags |= MHDGZ_F_LENGTH_HIDING;
 		o.length_hiding_max = s->cfg.length_hiding;
 	}
+	o.codings = s->cfg.codings;
 	s->level = s->cfg.level;
 	if (!s->cfg.level_set)
 		(void)mhdgz_backend_levels(s->cfg.backend, NULL, NULL, &s->level);

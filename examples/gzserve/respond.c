@@ -62,7 +62,10 @@ queue(struct req *rq, struct MHD_Connection *conn, unsigned int status, struct M
 	if (o.reason == MHDGZ_SKIP_ENCODED) { /* a precompressed sibling */
 		const char *ce = MHD_get_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
 
-		rq->coding = ce && strcasecmp(ce, "gzip") == 0 ? "gzip" : "other";
+		rq->coding = "other";
+		for (int k = 0; ce && k < MHDGZ_CODING_COUNT; k++)
+			if (strcasecmp(ce, mhdgz_coding_name((enum mhdgz_coding)k)) == 0)
+				rq->coding = mhdgz_coding_name((enum mhdgz_coding)k);
 	}
 	rq->status = status;
 	rq->body_nbytes = o.body_nbytes != MHDGZ_NBYTES_UNKNOWN ? o.body_nbytes : body_nbytes;

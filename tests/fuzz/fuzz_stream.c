@@ -1,5 +1,10 @@
 /* fuzz_stream.c: libFuzzer target for the compressors and the stream pump: adversarial chunking, flushing, stalls and output windows, and one-shot compress(). */
 /*
+ * Every backend of every coding (gzip's, zstd, brotli) is fuzzed; each is
+ * decoded by its reference decoder (tests/testutil.c: zlib inflate,
+ * libzstd, libbrotlidec), "member" below standing for a zstd frame or a
+ * brotli stream as well.
+ *
  * Input: two bytes choose a streaming backend and its level, then a
  * program of operations, each an opcode byte and its operands:
  *
@@ -17,11 +22,12 @@
  * malloc'd input piece and output window of exactly the sizes given, so
  * AddressSanitizer catches a read or write outside them. Checked:
  *  - stream() never fails, and makes progress (no call loop without it);
- *  - after each completed sync flush (in_len 0, out_cap > 0), zlib's
- *    inflate, fed everything produced so far, yields exactly the bytes
- *    consumed so far (the flush promise of gz_backend.h);
- *  - at the end the output is one gzip member (RFC 1952 header with MTIME
- *    0 and no flags) that inflates to the input, with no trailing bytes;
+ *  - after each completed sync flush (in_len 0, out_cap > 0), the
+ *    reference decoder, fed everything produced so far, yields exactly the
+ *    bytes consumed so far (the flush promise of gz_backend.h);
+ *  - at the end the output is one member (for gzip with an RFC 1952
+ *    header with MTIME 0 and no flags) that decodes to the input, with no
+ *    trailing bytes;
  *    a further GZ_FLUSH_FINISH returns GZ_STREAM_END and writes nothing;
  *  - for every one-shot backend at a level from the input, compress() of
  *    the whole input round-trips, fits its bound(), and with a smaller
@@ -35,16 +41,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <zlib.h>
-
 #include "gz_error.h"
 #include "gz_backend.h"
 #include "gz_pool.h"
 #include "gz_stream.h"
 #include "fuzz_util.h"
+#include "testutil.h"
 
-#define FZ_MAX_BACKENDS 4
-#define FZ_MAX_LEVELS 16
+/* gzip's backends, then the other codings' (zstd 1-19). */
+#define FZ_MAX_BACKENDS 6
+#define FZ_MAX_LEVELS 19
 /* stream() calls without any progress before the target gives up. */
 #define FZ_STALL_MAX 64
 
@@ -81,14 +87,25 @@ struct member {
 	const struct gz_backend *be;
 	struct gz_pool *pool;
 	struct gz_compressor *c;
-	struct bytes in;  /* bytes consumed by the compressor */
-	struct bytes out; /* bytes it produced */
-	struct bytes dec; /* inflate's output so far */
-	z_stream zs;      /* the independent decoder, fed out incrementally */
-	size_t fed;       /* bytes of out given to zs */
-	size_t out_win;   /* output window per call, bytes */
-	size_t in_win;    /* input piece per call, bytes; 0 = whole chunk */
+	struct bytes in;    /* bytes consumed by the compressor */
+	struct bytes out;   /* bytes it produced */
+	struct tu_dec *dec; /* the independent decoder, fed out incrementally */
+	size_t fed;         /* bytes of out given to dec */
+	size_t out_win;     /* output window per call, bytes */
+	size_t in_win;      /* input piece per call, bytes; 0 = whole chunk */
 };
+
+/* Backend bi of all the codings: gzip's registry, then the others'; NULL
+ * past the end. */
+static const struct gz_backend *
+backend_at(size_t bi)
+{
+	size_t n = 0;
+
+	while (gz_backends[n])
+		n++;
+	return bi < n ? gz_backends[bi] : gz_coding_backends[bi - n];
+}
 
 static struct gz_pool *
 pool_of(const struct gz_backend *be, size_t bi, int level)
@@ -104,52 +121,47 @@ static void
 member_start(struct member *m)
 {
 	FZ_CHECK(gz_pool_get(m->pool, &m->c) == 0, "gz_pool_get failed");
-	m->in.len = m->out.len = m->dec.len = 0;
+	m->in.len = m->out.len = 0;
 	m->fed = 0;
-	memset(&m->zs, 0, sizeof m->zs);
-	if (inflateInit2(&m->zs, 31) != Z_OK)
+	m->dec = tu_dec_new(gz_coding_name(m->be->coding));
+	if (!m->dec)
 		abort();
 }
 
 static void
 member_end(struct member *m)
 {
-	inflateEnd(&m->zs);
+	tu_dec_free(m->dec);
+	m->dec = NULL;
 	gz_pool_put(m->pool, m->c);
 	m->c = NULL;
 }
 
-/* Feed the output not yet decoded to inflate. Returns inflate's last code. */
-static int
+/* Feed the output not yet decoded to the decoder. */
+static void
 decode_more(struct member *m)
 {
-	int rc = Z_OK;
-	uint8_t buf[4096];
-
-	m->zs.next_in = m->out.p + m->fed;
-	m->zs.avail_in = (uInt)(m->out.len - m->fed);
-	do {
-		m->zs.next_out = buf;
-		m->zs.avail_out = sizeof buf;
-		rc = inflate(&m->zs, Z_SYNC_FLUSH);
-		FZ_CHECK(rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR,
-			 "%s level %d: inflate: %d (%s)", m->be->name, m->c->level, rc,
-			 m->zs.msg ? m->zs.msg : "");
-		bytes_add(&m->dec, buf, sizeof buf - m->zs.avail_out);
-	} while (m->zs.avail_out == 0 && rc != Z_STREAM_END);
-	m->fed = m->out.len - m->zs.avail_in;
-	return rc;
+	/* Nothing produced yet: out.p is NULL, and NULL + 0 is undefined. */
+	if (m->out.len == m->fed)
+		return;
+	FZ_CHECK(tu_dec_feed(m->dec, m->out.p + m->fed, m->out.len - m->fed) == 0,
+		 "%s level %d: the reference decoder refuses the output (or bytes after its end)",
+		 m->be->name, m->c->level);
+	m->fed = m->out.len;
 }
 
 /* Everything consumed so far must decode from everything produced. */
 static void
 check_decodes(struct member *m, const char *when)
 {
-	(void)decode_more(m);
-	FZ_CHECK(m->dec.len == m->in.len &&
-			 (m->in.len == 0 || memcmp(m->dec.p, m->in.p, m->in.len) == 0),
+	size_t dec_len;
+	const uint8_t *dec;
+
+	decode_more(m);
+	dec = tu_dec_data(m->dec, &dec_len);
+	FZ_CHECK(dec_len == m->in.len && (m->in.len == 0 || memcmp(dec, m->in.p, m->in.len) == 0),
 		 "%s level %d: after %s, %zu of %zu consumed bytes decode (or differ)", m->be->name,
-		 m->c->level, when, m->dec.len, m->in.len);
+		 m->c->level, when, dec_len, m->in.len);
 }
 
 /*
@@ -240,12 +252,14 @@ finish(struct member *m)
 			 io.out_cap == sizeof spare,
 		 "%s: a call after the end wrote or did not say end", m->be->name);
 	o = m->out.p;
-	FZ_CHECK(m->out.len >= 18 && o[0] == 0x1f && o[1] == 0x8b && o[2] == 8 && o[3] == 0 &&
-			 (o[4] | o[5] | o[6] | o[7]) == 0,
+	FZ_CHECK(m->be->coding != GZ_CODING_GZIP ||
+			 (m->out.len >= 18 && o[0] == 0x1f && o[1] == 0x8b && o[2] == 8 &&
+			  o[3] == 0 && (o[4] | o[5] | o[6] | o[7]) == 0),
 		 "%s: not an RFC 1952 header with FLG 0 and MTIME 0", m->be->name);
-	FZ_CHECK(decode_more(m) == Z_STREAM_END, "%s level %d: member does not end", m->be->name,
+	/* decode_more refuses bytes after the end. */
+	decode_more(m);
+	FZ_CHECK(tu_dec_ended(m->dec), "%s level %d: member does not end", m->be->name,
 		 m->c->level);
-	FZ_CHECK(m->zs.avail_in == 0, "%s: %u bytes after the member", m->be->name, m->zs.avail_in);
 	check_decodes(m, "the trailer");
 }
 
@@ -255,15 +269,14 @@ oneshot(const uint8_t *data, size_t len, uint8_t lv, uint16_t short_cap)
 {
 	size_t bi;
 
-	for (bi = 0; gz_backends[bi] && bi < FZ_MAX_BACKENDS; bi++) {
-		const struct gz_backend *be = gz_backends[bi];
+	for (bi = 0; backend_at(bi) && bi < FZ_MAX_BACKENDS; bi++) {
+		const struct gz_backend *be = backend_at(bi);
 		int level = be->level_min + lv % (be->level_max - be->level_min + 1);
 		struct gz_pool *pool = pool_of(be, bi, level);
 		struct gz_compressor *c;
 		size_t bound, out_len = 0, cap;
-		uint8_t *out, *dec = NULL;
+		uint8_t *out;
 		int rc;
-		z_stream zs;
 
 		if (!(be->caps & GZ_CAP_ONESHOT))
 			continue;
@@ -275,22 +288,8 @@ oneshot(const uint8_t *data, size_t len, uint8_t lv, uint16_t short_cap)
 		rc = be->compress(c, data, len, out, bound, &out_len);
 		FZ_CHECK(rc == 0 && out_len <= bound, "%s level %d: compress() = %d, %zu of %zu",
 			 be->name, level, rc, out_len, bound);
-		dec = malloc(len ? len : 1);
-		if (!dec)
-			abort();
-		memset(&zs, 0, sizeof zs);
-		if (inflateInit2(&zs, 31) != Z_OK)
-			abort();
-		zs.next_in = out;
-		zs.avail_in = (uInt)out_len;
-		zs.next_out = dec;
-		zs.avail_out = (uInt)len;
-		rc = inflate(&zs, Z_FINISH);
-		FZ_CHECK(rc == Z_STREAM_END && zs.avail_in == 0 && zs.total_out == len &&
-				 (len == 0 || memcmp(dec, data, len) == 0),
-			 "%s level %d: compress() output does not round-trip (%d)", be->name, level,
-			 rc);
-		inflateEnd(&zs);
+		FZ_CHECK(tu_verify_coded(gz_coding_name(be->coding), out, out_len, data, len) == 0,
+			 "%s level %d: compress() output does not round-trip", be->name, level);
 		free(out);
 		/* Too little space: ENOSPC or a correct fit, never more. */
 		cap = short_cap % (bound + 1);
@@ -301,7 +300,6 @@ oneshot(const uint8_t *data, size_t len, uint8_t lv, uint16_t short_cap)
 		FZ_CHECK(rc == GZ_ENOSPC || (rc == 0 && out_len <= cap),
 			 "%s level %d: compress() into %zu bytes = %d", be->name, level, cap, rc);
 		free(out);
-		free(dec);
 		if (be->caps & GZ_CAP_STREAM) {
 			uint8_t b[8];
 			struct gz_io io = { data, len, b, sizeof b };
@@ -359,16 +357,13 @@ pump_pass(struct gz_pool *pool, const uint8_t *p, size_t n, const uint8_t *scrip
 {
 	struct pump_src s = { .p = p, .n = n, .script = script, .slen = slen };
 	struct gz_pump pump;
-	z_stream zs;
-	uint8_t *out = malloc(win), *dec = malloc(n + 1);
+	struct tu_dec *d = tu_dec_new(gz_coding_name(gz_pool_backend(pool)->coding));
+	uint8_t *out = malloc(win);
+	const uint8_t *dec;
 	size_t dec_len = 0, rounds = 0;
 	bool end = false;
-	int zrc = Z_OK;
 
-	if (!out || !dec)
-		abort();
-	memset(&zs, 0, sizeof zs);
-	if (inflateInit2(&zs, 31) != Z_OK)
+	if (!out || !d)
 		abort();
 	FZ_CHECK(gz_pump_init(&pump, pool, 1024, low_latency) == 0, "gz_pump_init failed");
 	while (!end) {
@@ -376,27 +371,20 @@ pump_pass(struct gz_pool *pool, const uint8_t *p, size_t n, const uint8_t *scrip
 
 		FZ_CHECK(k >= 0, "gz_pump_read: %zd", k);
 		FZ_CHECK(++rounds < 16 * (n + 64) + 4096, "the pump makes no progress");
-		zs.next_in = out;
-		zs.avail_in = (uInt)k;
-		while (zs.avail_in > 0 && zrc == Z_OK) {
-			zs.next_out = dec + dec_len;
-			zs.avail_out = (uInt)(n + 1 - dec_len);
-			zrc = inflate(&zs, Z_SYNC_FLUSH);
-			dec_len = n + 1 - zs.avail_out;
-			FZ_CHECK(zrc == Z_OK || zrc == Z_STREAM_END, "inflate: %d", zrc);
-		}
+		FZ_CHECK(tu_dec_feed(d, out, (size_t)k) == 0, "the reference decoder refuses it");
+		dec = tu_dec_data(d, &dec_len);
 		if (k == 0 && !end)
-			FZ_CHECK(dec_len == s.pos && memcmp(dec, p, dec_len) == 0,
+			FZ_CHECK(dec_len == s.pos && (dec_len == 0 || memcmp(dec, p, dec_len) == 0),
 				 "stalled: %zu decoded bytes, %zu given", dec_len, s.pos);
 	}
-	FZ_CHECK(zrc == Z_STREAM_END && zs.avail_in == 0, "the member is not complete");
+	FZ_CHECK(tu_dec_ended(d), "the member is not complete");
+	dec = tu_dec_data(d, &dec_len);
 	FZ_CHECK(dec_len == n && (n == 0 || memcmp(dec, p, n) == 0),
 		 "the pump's member decodes to %zu bytes, not the %zu given", dec_len, n);
 	FZ_CHECK(pump.c == NULL, "the compressor was not returned at the trailer");
 	gz_pump_fini(&pump);
-	inflateEnd(&zs);
+	tu_dec_free(d);
 	free(out);
-	free(dec);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -414,9 +402,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (trace < 0)
 		trace = getenv("FZ_TRACE") != NULL;
-	for (bi = 0; gz_backends[bi] && bi < FZ_MAX_BACKENDS; bi++)
-		if (gz_backends[bi]->caps & GZ_CAP_STREAM) {
-			stream_be[nstream] = gz_backends[bi];
+	for (bi = 0; backend_at(bi) && bi < FZ_MAX_BACKENDS; bi++)
+		if (backend_at(bi)->caps & GZ_CAP_STREAM) {
+			stream_be[nstream] = backend_at(bi);
 			stream_bi[nstream++] = bi;
 		}
 	FZ_CHECK(nstream > 0, "no streaming backend");
@@ -484,6 +472,5 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(all.p);
 	free(m.in.p);
 	free(m.out.p);
-	free(m.dec.p);
 	return 0;
 }

@@ -29,7 +29,8 @@ FUZZ_BUILD = tests/fuzz/build
 FUZZ_TREE = tests/fuzz/tree
 # --disable-shared: the targets link the convenience libraries only.
 FUZZ_CONFIGURE_FLAGS = --enable-fuzz-targets --disable-tests --disable-fuzz --disable-shared \
-	--with-libdeflate=$(have_libdeflate) --with-isal=$(have_isal)
+	--with-libdeflate=$(have_libdeflate) --with-isal=$(have_isal) \
+	--with-zstd=$(have_zstd) --with-brotli=$(have_brotli)
 
 EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/corpus tests/fuzz/fuzz_accept.dict \
 	tests/fuzz/fuzz_decide.dict tests/fuzz/fuzz_types.dict tests/fuzz/fuzz_etag.dict
@@ -61,12 +62,14 @@ tests_fuzz_fuzz_etag_CPPFLAGS = $(HND_CPPFLAGS)
 tests_fuzz_fuzz_etag_CFLAGS = $(fuzz_hnd_cflags)
 tests_fuzz_fuzz_etag_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_etag_LDADD = $(fuzz_hnd_ldadd)
-# fuzz_stream reaches the core only.
-tests_fuzz_fuzz_stream_SOURCES = tests/fuzz/fuzz_stream.c tests/fuzz/fuzz_util.h
-tests_fuzz_fuzz_stream_CPPFLAGS = $(CORE_CPPFLAGS)
-tests_fuzz_fuzz_stream_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS)
+# fuzz_stream reaches the core only; it decodes every coding with the
+# tests' reference decoders (tests/testutil.c).
+tests_fuzz_fuzz_stream_SOURCES = tests/fuzz/fuzz_stream.c tests/fuzz/fuzz_util.h \
+	tests/testutil.c tests/testutil.h
+tests_fuzz_fuzz_stream_CPPFLAGS = $(CORE_CPPFLAGS) -I$(top_srcdir)/tests
+tests_fuzz_fuzz_stream_CFLAGS = $(AM_CFLAGS) $(tests_dec_cflags)
 tests_fuzz_fuzz_stream_LDFLAGS = -fsanitize=fuzzer
-tests_fuzz_fuzz_stream_LDADD = src/libmhdgz_core.la $(ZLIB_LIBS)
+tests_fuzz_fuzz_stream_LDADD = src/libmhdgz_core.la $(tests_dec_libs)
 endif
 
 .PHONY: fuzz fuzz-build

@@ -9,6 +9,8 @@
 //   events   the server is the demo: /events must deliver events
 //   gzSizes  optional: path -> the Content-Length the gzip response must have
 //            (the size of a precompressed FILE.gz)
+//   coding   optional: the Content-Encoding every page resource must arrive
+//            with: "gzip" (the default), "zstd" or "br" (gzserve --codings)
 //
 // Prints one line per check, "PASS browser[NAME]: ..." or "FAIL ...", and
 // exits 0 once every check has run (failed or not); any other exit status
@@ -21,6 +23,7 @@ const path = require('path');
 const { chromium } = require('playwright-core');
 
 const cfg = JSON.parse(process.argv[2]);
+const CODING = cfg.coding || 'gzip';
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 // Per action; interop.sh bounds the whole driver with timeout(1) as well.
 const STEP_MS = 15000;
@@ -149,14 +152,14 @@ async function main() {
     if (cfg.events)
       paths.push('/events');
     for (const p of paths) {
-      await check(`${p} arrived gzip-compressed`, async () => {
+      await check(`${p} arrived ${CODING}-compressed`, async () => {
         const res = first.get(p);
         if (!res)
           return 'never requested';
         const h = await res.allHeaders();
         if (res.status() !== 200)
           return `status ${res.status()}`;
-        if (h['content-encoding'] !== 'gzip')
+        if (h['content-encoding'] !== CODING)
           return `Content-Encoding: ${h['content-encoding'] || '(none)'}`;
         if (!/accept-encoding/i.test(h.vary || ''))
           return `Vary: ${h.vary || '(none)'}`;

@@ -1,0 +1,460 @@
+/* check_hnd_codings.c: zstd and br beside gzip: negotiation tables (q-values, ties, identity, *), options, and buffer responses end to end (Vary, ETag, HEAD, 304, small, not smaller, cache, stats). */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hnd_internal.h"
+#include "check_suites.h"
+#include "harness.h"
+#include "testutil.h"
+
+/* Every coding compiled in: the end-to-end tests need zstd and br. */
+static bool
+all_codings(void)
+{
+	return mhdgz_coding_available(MHDGZ_CODING_ZSTD) && mhdgz_coding_available(MHDGZ_CODING_BR);
+}
+
+/* ------------------------------------------------------------------------ */
+/* RFC 9110 section 12.5.3 negotiation: hnd_accept_choose over a table.     */
+
+struct neg_case {
+	const char *order; /* struct mhdgz_options codings */
+	const char *ae[3]; /* Accept-Encoding lines, NULL-terminated; ae[0] NULL: absent */
+	const char *want;  /* "gzip", "zstd", "br" or "identity" */
+};
+
+static const struct neg_case neg_cases[] = {
+	/* A browser: every q is 1, the server's order decides. */
+	{ "zstd, br, gzip", { "gzip, deflate, br, zstd" }, "zstd" },
+	{ "br, zstd, gzip", { "gzip, deflate, br, zstd" }, "br" },
+	{ "gzip, br, zstd", { "gzip, deflate, br, zstd" }, "gzip" },
+	{ "zstd, br, gzip", { "gzip, deflate, br" }, "br" },
+	{ "zstd, br, gzip", { "gzip, deflate" }, "gzip" },
+	/* The client's q-values decide first. */
+	{ "zstd, br, gzip", { "gzip;q=1, zstd;q=0.5, br;q=0.4" }, "gzip" },
+	{ "zstd, br, gzip", { "br;q=0.9, gzip;q=0.8, zstd;q=0.1" }, "br" },
+	{ "zstd, br, gzip", { "br;q=0.5, gzip;q=0.5, zstd;q=0.4" }, "br" },
+	{ "gzip, br, zstd", { "br;q=0.5, gzip;q=0.5, zstd;q=0.4" }, "gzip" },
+	{ "zstd, br, gzip", { "zstd;q=0, br;q=0, gzip" }, "gzip" },
+	{ "zstd, br, gzip", { "zstd;q=0.001" }, "zstd" },
+	/* Several lines: all of them count, the best listing of a coding. */
+	{ "zstd, br, gzip", { "zstd;q=0.2", "br;q=0.3, zstd;q=0.1" }, "br" },
+	{ "zstd, br, gzip", { "gzip;q=0.2", "gzip;q=0.9, br;q=0.8" }, "gzip" },
+	/* "*": every coding not listed; an explicit listing wins over it. */
+	{ "zstd, br, gzip", { "*" }, "zstd" },
+	{ "br, gzip", { "*" }, "br" },
+	{ "zstd, br, gzip", { "*, zstd;q=0" }, "br" },
+	{ "zstd, br, gzip", { "*;q=0.5, gzip" }, "gzip" },
+	{ "zstd, br, gzip", { "*;q=0, gzip;q=0.1" }, "gzip" },
+	{ "zstd, br, gzip", { "*;q=0" }, "identity" },
+	/* identity: explicitly preferred, it wins; identity;q=0 changes
+	 * nothing when no coding is acceptable (identity is sent then). */
+	{ "zstd, br, gzip", { "identity, gzip;q=0.5" }, "identity" },
+	{ "zstd, br, gzip", { "identity;q=0.5, br" }, "br" },
+	{ "zstd, br, gzip", { "identity;q=0.5, br;q=0.5" }, "br" },
+	{ "zstd, br, gzip", { "identity;q=0" }, "identity" },
+	{ "zstd, br, gzip", { "identity;q=0, zstd" }, "zstd" },
+	/* Absent, empty, unknown or malformed. */
+	{ "zstd, br, gzip", { NULL }, "identity" },
+	{ "zstd, br, gzip", { "" }, "identity" },
+	{ "zstd, br, gzip", { "deflate, compress" }, "identity" },
+	{ "zstd, br, gzip", { "zstd;q=abc, br;q=1.5, gzip;q=0.3" }, "gzip" },
+	{ "zstd, br, gzip", { "zstdx, brr, x-gzip" }, "gzip" },
+	/* Case-insensitive tokens and parameter names. */
+	{ "zstd, br, gzip", { "BR, ZSTD;Q=0.5" }, "br" },
+	/* Only what the server offers. */
+	{ "gzip", { "zstd, br" }, "identity" },
+	{ "gzip", { "zstd, br, gzip;q=0.1" }, "gzip" },
+	{ "zstd", { "gzip, br" }, "identity" },
+	{ "zstd", { "gzip, zstd;q=0.2" }, "zstd" },
+	{ "br, zstd", { "*" }, "br" },
+};
+
+START_TEST(test_negotiation_table)
+{
+	const struct neg_case *c = &neg_cases[_i];
+	struct mhdgz_options o = th_opts();
+	struct mhdgz *gz = NULL;
+	struct hnd_accept acc;
+	enum gz_coding k = GZ_CODING_COUNT;
+	size_t n = 0;
+	bool coded;
+
+	if (!all_codings())
+		return;
+	o.codings = c->order;
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	while (n < 3 && c->ae[n])
+		n++;
+	hnd_accept_parse(c->ae, n, &acc);
+	coded = hnd_accept_choose(&acc, gz->order, gz->norder, &k);
+	ck_assert_msg(strcmp(coded ? gz_coding_name(k) : "identity", c->want) == 0,
+		      "order \"%s\", Accept-Encoding \"%s\"%s: %s, want %s", c->order,
+		      c->ae[0] ? c->ae[0] : "(absent)", c->ae[1] ? " + a second line" : "",
+		      coded ? gz_coding_name(k) : "identity", c->want);
+	/* With gzip alone offered it is the gzip rule, exactly. */
+	if (strcmp(c->order, "gzip") == 0)
+		ck_assert_int_eq(coded, hnd_accept_wants_gzip(&acc));
+	mhdgz_free(gz);
+}
+END_TEST
+
+/* The options: the list's syntax, levels, codings not built. */
+START_TEST(test_options)
+{
+	static const struct {
+		const char *codings;
+		int zstd_level, br_level;
+		int rc;
+		size_t norder;
+	} t[] = {
+		{ NULL, 0, 0, 0, 1 },
+		{ "gzip", 0, 0, 0, 1 },
+		{ " zstd ,br,\tGZIP ", 0, 0, 0, 3 },
+		{ "br", 11, 0, 0, 1 }, /* a zstd level is checked, zstd or not */
+		{ "br", 0, 11, 0, 1 },
+		{ "zstd", 19, 1, 0, 1 },
+		{ "zstd", 20, 0, MHDGZ_EINVAL, 0 },
+		{ "zstd", -1, 0, MHDGZ_EINVAL, 0 },
+		{ "gzip", 0, 12, MHDGZ_EINVAL, 0 },
+		{ "", 0, 0, MHDGZ_EINVAL, 0 },
+		{ ",", 0, 0, MHDGZ_EINVAL, 0 },
+		{ "gzip,", 0, 0, MHDGZ_EINVAL, 0 },
+		{ "gzip gzip", 0, 0, MHDGZ_EINVAL, 0 },
+		{ "gzip, gzip", 0, 0, MHDGZ_EINVAL, 0 },
+		{ "deflate", 0, 0, MHDGZ_EINVAL, 0 },
+		{ "x-gzip", 0, 0, MHDGZ_EINVAL, 0 },
+		{ "identity", 0, 0, MHDGZ_EINVAL, 0 },
+	};
+	size_t i;
+	int lo, hi, def;
+
+	if (!all_codings())
+		return;
+	for (i = 0; i < N_ELEMS(t); i++) {
+		struct mhdgz_options o = th_opts();
+		struct mhdgz *gz = NULL;
+		int rc;
+
+		o.codings = t[i].codings;
+		o.zstd_level = t[i].zstd_level;
+		o.br_level = t[i].br_level;
+		rc = mhdgz_new(&o, &gz);
+		ck_assert_msg(rc == t[i].rc, "codings \"%s\" levels %d/%d: %d, want %d",
+			      t[i].codings ? t[i].codings : "(null)", t[i].zstd_level,
+			      t[i].br_level, rc, t[i].rc);
+		if (rc == 0) {
+			ck_assert_uint_eq(gz->norder, t[i].norder);
+			mhdgz_free(gz);
+		}
+	}
+	ck_assert_int_eq(mhdgz_coding_levels(MHDGZ_CODING_ZSTD, &lo, &hi, &def), 0);
+	ck_assert(lo == 1 && hi == 19 && def == 3);
+	ck_assert_int_eq(mhdgz_coding_levels(MHDGZ_CODING_BR, &lo, &hi, &def), 0);
+	ck_assert(lo == 1 && hi == 11 && def == 5);
+	ck_assert_int_eq(mhdgz_coding_levels(MHDGZ_CODING_COUNT, NULL, NULL, NULL), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_coding_levels(MHDGZ_CODING_GZIP, NULL, &hi, NULL), 0);
+	ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_DEFAULT, NULL, &lo, NULL), 0);
+	ck_assert_int_eq(hi, lo);
+	ck_assert_str_eq(mhdgz_coding_name(MHDGZ_CODING_GZIP), "gzip");
+	ck_assert_str_eq(mhdgz_coding_name(MHDGZ_CODING_ZSTD), "zstd");
+	ck_assert_str_eq(mhdgz_coding_name(MHDGZ_CODING_BR), "br");
+	ck_assert_ptr_null(mhdgz_coding_name(MHDGZ_CODING_COUNT));
+	ck_assert_int_eq(mhdgz_coding_available(MHDGZ_CODING_GZIP), 1);
+	ck_assert_int_eq(mhdgz_coding_available(MHDGZ_CODING_COUNT), 0);
+	/* Suffixed ETags of every coding denote the resource. */
+	ck_assert_int_eq(mhdgz_etag_match("\"v1-zstd\"", "\"v1\"", 0), 1);
+	ck_assert_int_eq(mhdgz_etag_match("\"v1-br\"", "\"v1\"", 1), 1);
+	ck_assert_int_eq(mhdgz_etag_match("\"v1-gzip\"", "\"v1\"", 0), 1);
+	ck_assert_int_eq(mhdgz_etag_match("\"v1-brx\"", "\"v1\"", 1), 0);
+	ck_assert_int_eq(mhdgz_etag_match("\"v1-\"", "\"v1\"", 1), 0);
+	ck_assert_int_eq(mhdgz_etag_match("\"v1br\"", "\"v1\"", 1), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* The selection without a daemon: per-coding caches and outcomes.         */
+
+static const char *
+queued_ce(struct MHD_Response *q)
+{
+	const char *ce = MHD_get_response_header(q, MHD_HTTP_HEADER_CONTENT_ENCODING);
+
+	return ce ? ce : "identity";
+}
+
+START_TEST(test_select_caches)
+{
+	static const char *const ae[] = { "zstd", "br", "gzip", "zstd, br, gzip", "identity" };
+	static const char *const want[] = { "zstd", "br", "gzip", "br", "identity" };
+	struct mhdgz_options o = th_opts();
+	struct mhdgz *gz = NULL;
+	const size_t len = 30000;
+	uint8_t *body = tu_payload(len, TU_JSON, 21);
+	struct MHD_Response *r;
+	struct MHD_Response *first[N_ELEMS(ae)] = { NULL };
+	struct mhdgz_stats st;
+	size_t i, round;
+
+	if (!all_codings()) {
+		free(body);
+		return;
+	}
+	o.codings = "br, zstd, gzip";
+	o.etag_policy = MHDGZ_ETAG_SUFFIX;
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	r = mhdgz_response_from_buffer(gz, len, body, MHD_RESPMEM_PERSISTENT);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(MHD_add_response_header(r, "Content-Type", "application/json"), MHD_YES);
+	ck_assert_int_eq(MHD_add_response_header(r, "ETag", "\"v1\""), MHD_YES);
+	for (round = 0; round < 2; round++) {
+		for (i = 0; i < N_ELEMS(ae); i++) {
+			struct hnd_request rq = { .flags = 0 };
+			struct hnd_result res;
+			struct MHD_Response *q = NULL;
+			const char *lines[1] = { ae[i] };
+			char etag[32];
+			int rel;
+
+			hnd_accept_parse(lines, 1, &rq.acc);
+			rel = hnd_select(gz, &rq, 200, r, &q, &res);
+			ck_assert_int_eq(rel, 0); /* cached or the response itself */
+			ck_assert_str_eq(queued_ce(q), want[i]);
+			if (strcmp(want[i], "identity") == 0) {
+				ck_assert_ptr_eq(q, r);
+				ck_assert_int_eq(res.reason, MHDGZ_SKIP_NOT_ACCEPTED);
+				continue;
+			}
+			ck_assert_int_eq(res.reason, MHDGZ_COMPRESSED);
+			ck_assert_str_eq(gz_coding_name(res.coding), want[i]);
+			ck_assert_uint_lt(res.coded_nbytes, len);
+			snprintf(etag, sizeof etag, "\"v1-%s\"", want[i]);
+			ck_assert_str_eq(MHD_get_response_header(q, "ETag"), etag);
+			/* One variant per coding, built once, reused after. */
+			if (round == 0 && (i < 3))
+				first[i] = q;
+			else if (round == 1 && i < 3)
+				ck_assert_ptr_eq(q, first[i]);
+		}
+	}
+	ck_assert_ptr_ne(first[0], first[1]);
+	ck_assert_ptr_ne(first[1], first[2]);
+	st = th_stats(gz);
+	/* 2 rounds: zstd 2, br 2 + 2 (the tie), gzip 2; identity 2. */
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], 2);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_BR], 4);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_GZIP], 2);
+	ck_assert_uint_eq(st.compressed, 8);
+	ck_assert_uint_eq(st.compressions, 3);
+	ck_assert_uint_eq(st.cache_hits, 5);
+	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_NOT_ACCEPTED], 2);
+	MHD_destroy_response(r);
+	mhdgz_free(gz);
+	free(body);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* End to end: every rule of the decision per coding.                      */
+
+START_TEST(test_e2e_rules)
+{
+	static const char *const codings[] = { "zstd", "br", "gzip" };
+	const char *coding = codings[_i];
+	const size_t len = 20000;
+	uint8_t *body = tu_payload(len, TU_TEXT, 5);
+	uint8_t *rnd = tu_payload(5000, TU_RANDOM, 6);
+	struct th_route rt[] = {
+		{ .path = "/t",
+		  .status = 200,
+		  .body = body,
+		  .body_len = len,
+		  .hdr = { "Content-Type", "text/plain", "ETag", "\"v1\"" },
+		  .flags = TH_RT_PRECOND | TH_RT_SHARED,
+		  .etag = "\"v1\"" },
+		{ .path = "/small",
+		  .status = 200,
+		  .body = body,
+		  .body_len = 500,
+		  .hdr = { "Content-Type", "text/plain" } },
+		{ .path = "/rnd",
+		  .status = 200,
+		  .body = rnd,
+		  .body_len = 5000,
+		  .hdr = { "Content-Type", "text/plain" },
+		  .flags = TH_RT_SHARED },
+		{ .path = "/nt",
+		  .status = 200,
+		  .body = body,
+		  .body_len = len,
+		  .hdr = { "Content-Type", "text/plain", "Cache-Control", "no-transform" } },
+		{ .path = "/png",
+		  .status = 200,
+		  .body = body,
+		  .body_len = len,
+		  .hdr = { "Content-Type", "image/png" } },
+	};
+	struct mhdgz_options o = th_opts();
+	struct th_site s;
+	CURL *h = th_curl_new();
+	struct th_reply rs = { 0 };
+	char err[512], ctx[128], ae[64], inm[64], etag[32];
+	const char *hd[] = { ae, NULL, NULL };
+	size_t coded_len;
+	struct mhdgz_stats st;
+	uint64_t want_reasons[MHDGZ_REASON_COUNT] = { 0 };
+
+	if (!all_codings()) {
+		curl_easy_cleanup(h);
+		free(body);
+		free(rnd);
+		return;
+	}
+	o.codings = "zstd, br, gzip";
+	o.etag_policy = MHDGZ_ETAG_SUFFIX;
+	th_site_start(&s, &o, rt, N_ELEMS(rt), 0);
+	/* The client lists the others first at a lower q: this coding wins
+	 * on q, not on the server's order. */
+	snprintf(ae, sizeof ae, "Accept-Encoding: %s;q=0.9, gzip;q=0.5, zstd;q=0.4, br;q=0.3",
+		 coding);
+	snprintf(etag, sizeof etag, "\"v1-%s\"", coding);
+
+	snprintf(ctx, sizeof ctx, "%s GET", coding);
+	TH_REQ(h, &s, 0, "/t", hd, &rs);
+	TH_OK(ctx, th_v_coded(&rs, coding, 200, body, len, TH_E));
+	TH_OK(ctx, th_v_etag(&rs, etag, TH_E));
+	coded_len = rs.body_len;
+	th_reply_free(&rs);
+	/* Again: the cached variant, the same bytes' length. */
+	TH_REQ(h, &s, 0, "/t", hd, &rs);
+	TH_OK(ctx, th_v_coded(&rs, coding, 200, body, len, TH_E));
+	ck_assert_uint_eq(rs.body_len, coded_len);
+	th_reply_free(&rs);
+	/* HEAD: GET's fields and length, no body. */
+	snprintf(ctx, sizeof ctx, "%s HEAD", coding);
+	TH_REQ(h, &s, TH_HEAD, "/t", hd, &rs);
+	ck_assert_int_eq(rs.status, 200);
+	ck_assert_uint_eq(rs.body_len, 0);
+	ck_assert_str_eq(th_header(&rs, "Content-Encoding", NULL), coding);
+	TH_OK(ctx, th_v_content_length(&rs, coded_len, TH_E));
+	TH_OK(ctx, th_v_etag(&rs, etag, TH_E));
+	TH_OK(ctx, th_v_vary_ae(&rs, NULL, TH_E));
+	th_reply_free(&rs);
+	/* 304 for this coding's ETag: the 200's ETag, Vary and length. */
+	snprintf(ctx, sizeof ctx, "%s 304", coding);
+	snprintf(inm, sizeof inm, "If-None-Match: %s", etag);
+	hd[1] = inm;
+	TH_REQ(h, &s, 0, "/t", hd, &rs);
+	TH_OK(ctx, th_v_no_body(&rs, 304, TH_E));
+	TH_OK(ctx, th_v_etag(&rs, etag, TH_E));
+	TH_OK(ctx, th_v_vary_ae(&rs, NULL, TH_E));
+	TH_OK(ctx, th_v_304_length(&rs, coded_len, TH_E));
+	th_reply_free(&rs);
+	hd[1] = NULL;
+	/* Identity for the same resource: its own ETag, Vary. */
+	TH_REQ(h, &s, 0, "/t", NULL, &rs);
+	TH_OK(ctx, th_v_identity(&rs, 200, body, len, TH_E));
+	TH_OK(ctx, th_v_etag(&rs, "\"v1\"", TH_E));
+	TH_OK(ctx, th_v_vary_ae(&rs, NULL, TH_E));
+	th_reply_free(&rs);
+	/* Below min_nbytes, not smaller, no-transform, a skipped type. */
+	snprintf(ctx, sizeof ctx, "%s small", coding);
+	TH_REQ(h, &s, 0, "/small", hd, &rs);
+	TH_OK(ctx, th_v_identity(&rs, 200, body, 500, TH_E));
+	TH_OK(ctx, th_v_vary_ae(&rs, NULL, TH_E));
+	th_reply_free(&rs);
+	snprintf(ctx, sizeof ctx, "%s not smaller", coding);
+	for (int n = 0; n < 2; n++) {
+		TH_REQ(h, &s, 0, "/rnd", hd, &rs);
+		TH_OK(ctx, th_v_identity(&rs, 200, rnd, 5000, TH_E));
+		TH_OK(ctx, th_v_vary_ae(&rs, NULL, TH_E));
+		th_reply_free(&rs);
+	}
+	snprintf(ctx, sizeof ctx, "%s no-transform", coding);
+	TH_REQ(h, &s, 0, "/nt", hd, &rs);
+	TH_OK(ctx, th_v_identity(&rs, 200, body, len, TH_E));
+	ck_assert_int_eq(th_hdr_count(&rs, "Vary"), 0);
+	th_reply_free(&rs);
+	TH_REQ(h, &s, 0, "/png", hd, &rs);
+	TH_OK(ctx, th_v_identity(&rs, 200, body, len, TH_E));
+	th_reply_free(&rs);
+
+	st = th_stats(s.gz);
+	/* GET x2, HEAD: this coding; 304 is a status skip. */
+	ck_assert_uint_eq(st.coded[_i == 2   ? MHDGZ_CODING_GZIP
+				   : _i == 1 ? MHDGZ_CODING_BR
+					     : MHDGZ_CODING_ZSTD],
+			  3);
+	ck_assert_uint_eq(st.compressed, 3);
+	/* Compressed once: /t, and /rnd once (then remembered not smaller);
+	 * the 304 and HEAD reuse /t's variant. */
+	ck_assert_uint_eq(st.compressions, 2);
+	ck_assert_uint_eq(st.cache_hits, 3); /* GET, HEAD, 304 */
+	want_reasons[MHDGZ_COMPRESSED] = 3;
+	want_reasons[MHDGZ_SKIP_STATUS] = 1;
+	want_reasons[MHDGZ_SKIP_NOT_ACCEPTED] = 1;
+	want_reasons[MHDGZ_SKIP_SMALL] = 1;
+	want_reasons[MHDGZ_SKIP_NOT_SMALLER] = 2;
+	want_reasons[MHDGZ_SKIP_NO_TRANSFORM] = 1;
+	want_reasons[MHDGZ_SKIP_TYPE] = 1;
+	th_expect_reasons(&st, want_reasons);
+	ck_assert_uint_eq(st.failures, 0);
+	th_site_done(&s, h, body);
+	free(rnd);
+}
+END_TEST
+
+/* Nothing changes for a handler that does not turn the codings on: a
+ * browser's Accept-Encoding gets gzip, a zstd-only client identity. */
+START_TEST(test_default_unchanged)
+{
+	const size_t len = 8000;
+	uint8_t *body = tu_payload(len, TU_JSON, 8);
+	struct th_route rt[] = {
+		{ .path = "/j",
+		  .status = 200,
+		  .body = body,
+		  .body_len = len,
+		  .hdr = { "Content-Type", "application/json" } },
+	};
+	struct th_site s;
+	CURL *h = th_curl_new();
+	struct th_reply rs = { 0 };
+	char err[512];
+	const char *browser[] = { "Accept-Encoding: gzip, deflate, br, zstd", NULL };
+	const char *zstd_only[] = { "Accept-Encoding: zstd, br", NULL };
+	struct mhdgz_stats st;
+
+	th_site_start(&s, NULL, rt, N_ELEMS(rt), 0);
+	TH_REQ(h, &s, 0, "/j", browser, &rs);
+	TH_OK("browser", th_v_gzip(&rs, 200, body, len, TH_E));
+	th_reply_free(&rs);
+	TH_REQ(h, &s, 0, "/j", zstd_only, &rs);
+	TH_OK("zstd only", th_v_identity(&rs, 200, body, len, TH_E));
+	TH_OK("zstd only", th_v_vary_ae(&rs, NULL, TH_E));
+	th_reply_free(&rs);
+	st = th_stats(s.gz);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_GZIP], 1);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], 0);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_BR], 0);
+	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_NOT_ACCEPTED], 1);
+	th_site_done(&s, h, body);
+}
+END_TEST
+
+struct ck_case
+hnd_codings_case(void)
+{
+	return (struct ck_case){ "codings",
+				 CK_CASE_TIMEOUT,
+				 { { test_negotiation_table, 0, (int)N_ELEMS(neg_cases) },
+				   { test_options, 0, 0 },
+				   { test_select_caches, 0, 0 },
+				   { test_e2e_rules, 0, 3 },
+				   { test_default_unchanged, 0, 0 } } };
+}
