@@ -686,6 +686,12 @@ MHDGZ_API unsigned int mhdgz_evaluate_preconditions(struct MHD_Connection *conne
  *                  status == 0: the body is complete; answer as usual
  *     request completed callback: mhdgz_upload_free (up)
  *
+ * The callback sees the decoded bytes as they come, before the body is
+ * known to be whole: a member's CRC-32 and ISIZE are checked at its end,
+ * and a limit may be passed later. Act on the body (store it, apply it)
+ * only once mhdgz_upload_finish() has returned 0; until then treat what
+ * the callback got as provisional (parse it, stage it).
+ *
  * libmicrohttpd 0.9.75 accepts a response only before the body is read
  * (first call) or after it (final call), not while it is being read: so a
  * body refused half way is read to its end and discarded (no more
@@ -728,8 +734,9 @@ struct mhdgz_upload_options {
 	size_t size;
 	/** Most decoded bytes of the body, in bytes (for identity bodies too,
 	 * whose decoded bytes are the bytes sent); more is refused with 413
-	 * (MHDGZ_UPLOAD_TOO_LARGE) before a byte past the limit reaches the
-	 * callback, after at most one byte past it was decoded.
+	 * (MHDGZ_UPLOAD_TOO_LARGE): a gzip body has then given the callback
+	 * exactly this many bytes (at most one byte past it was decoded), an
+	 * identity body none of the piece that would pass it.
 	 * 0 = MHDGZ_UPLOAD_DEFAULT_MAX_DECODED_NBYTES; MHDGZ_UPLOAD_UNLIMITED
 	 * for none. */
 	uint64_t max_decoded_nbytes;

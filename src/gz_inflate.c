@@ -101,6 +101,20 @@ over_ratio(const struct gz_inflate *z, uint64_t total)
 	return total > r * z->n.in_nbytes;
 }
 
+/* Give out[0..n) to the sink. */
+static int
+deliver(struct gz_inflate *z, size_t n)
+{
+	int src = z->sink(z->cls, z->out, n);
+
+	if (src != 0) {
+		z->sink_rc = src;
+		return stop(z, GZ_ESINK, GZ_INF_SINK);
+	}
+	z->n.out_nbytes += n;
+	return GZ_OK;
+}
+
 int
 gz_inflate_feed(struct gz_inflate *z, const uint8_t *in, size_t len)
 {
@@ -149,19 +163,17 @@ gz_inflate_feed(struct gz_inflate *z, const uint8_t *in, size_t len)
 		if (rc == Z_BUF_ERROR && took == 0 && produced == 0 && len > 0)
 			return stop(z, GZ_EDATA, GZ_INF_BAD_DATA); /* no progress possible */
 		total = z->n.out_nbytes + produced;
-		if (z->lim.max_out && total > z->lim.max_out)
+		if (z->lim.max_out && total > z->lim.max_out) {
+			/* The bytes up to the limit go out first, so that a
+			 * refused body has delivered exactly max_out bytes. */
+			if (produced > 1 && deliver(z, produced - 1) < 0)
+				return z->err;
 			return stop(z, GZ_ELIMIT, GZ_INF_MAX_OUT);
+		}
 		if (over_ratio(z, total))
 			return stop(z, GZ_ELIMIT, GZ_INF_RATIO);
-		if (produced) {
-			int src = z->sink(z->cls, z->out, produced);
-
-			if (src != 0) {
-				z->sink_rc = src;
-				return stop(z, GZ_ESINK, GZ_INF_SINK);
-			}
-			z->n.out_nbytes = total;
-		}
+		if (produced && deliver(z, produced) < 0)
+			return z->err;
 		if (rc == Z_STREAM_END) {
 			z->n.members_done++;
 			z->in_member = false;

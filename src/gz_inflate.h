@@ -19,7 +19,8 @@
  *    garbage after a member), corrupt deflate data, a wrong CRC-32 or
  *    ISIZE; or, at gz_inflate_finish, a member cut short;
  *  - GZ_ELIMIT: a limit of struct gz_inflate_limits exceeded (which one:
- *    gz_inflate_stopped); no byte past max_out is ever given to the sink;
+ *    gz_inflate_stopped); no byte past max_out is ever given to the sink,
+ *    and a body stopped by max_out has given it exactly max_out bytes;
  *  - GZ_ESINK: the sink returned nonzero (its value: gz_inflate_sink_rc);
  *  - GZ_ENOMEM: zlib's state could not be allocated.
  */

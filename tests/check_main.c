@@ -78,6 +78,7 @@ static Suite *(*const suites[])(void) = {
 	alloc_suite,
 	pool_suite,
 	pump_suite,
+	inflate_suite,
 #endif
 #ifdef CHECK_BIN_HANDLER
 	negotiate_suite,

@@ -41,6 +41,7 @@ Suite *stream_suite(void);  /* check_stream.c: streaming, sync flushes, tiny win
 Suite *alloc_suite(void);   /* check_alloc.c: allocator hook, fault injection */
 Suite *pool_suite(void);    /* check_pool.c: the compressor pool */
 Suite *pump_suite(void);    /* check_pump.c: the stream pump (gz_stream.c) */
+Suite *inflate_suite(void); /* check_inflate.c: the request body inflater (gz_inflate.c) */
 
 /* check_handler: */
 Suite *negotiate_suite(void); /* check_negotiate.c: pure functions, the selection */

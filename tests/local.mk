@@ -12,7 +12,7 @@ tests_hnd_ldadd = handler/libmhdgz_hnd.la $(CHECK_LIBS) $(CURL_LIBS) $(MHD_LIBS)
 TESTS += tests/check_core
 check_PROGRAMS += tests/check_core
 tests_check_core_SOURCES = $(tests_common) tests/check_backend.c tests/check_stream.c \
-	tests/check_pool.c tests/check_alloc.c tests/check_pump.c
+	tests/check_pool.c tests/check_alloc.c tests/check_pump.c tests/check_inflate.c
 tests_check_core_CPPFLAGS = $(CORE_CPPFLAGS) -DCHECK_BIN_CORE
 tests_check_core_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(ZLIB_CFLAGS)
 tests_check_core_LDADD = src/libmhdgz_core.la $(CHECK_LIBS) $(ZLIB_LIBS)

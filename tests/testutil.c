@@ -70,6 +70,38 @@ tu_payload(size_t len, enum tu_kind kind, uint32_t seed)
 }
 
 int
+tu_gzip(const void *in, size_t in_len, int level, uint8_t **out, size_t *out_len)
+{
+	z_stream zs;
+	uLong cap;
+	uint8_t *buf;
+	int rc;
+
+	memset(&zs, 0, sizeof zs);
+	if (deflateInit2(&zs, level, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -1;
+	cap = deflateBound(&zs, (uLong)in_len);
+	buf = malloc(cap ? cap : 1);
+	if (!buf) {
+		deflateEnd(&zs);
+		return -1;
+	}
+	zs.next_in = (Bytef *)(uintptr_t)in;
+	zs.avail_in = (uInt)in_len;
+	zs.next_out = buf;
+	zs.avail_out = (uInt)cap;
+	rc = deflate(&zs, Z_FINISH);
+	*out_len = cap - zs.avail_out;
+	deflateEnd(&zs);
+	if (rc != Z_STREAM_END) {
+		free(buf);
+		return -1;
+	}
+	*out = buf;
+	return 0;
+}
+
+int
 tu_gunzip(const void *in, size_t in_len, uint8_t **out, size_t *out_len)
 {
 	z_stream zs;
