@@ -17,6 +17,7 @@ struct mhdgz_upload {
 	const char *coding;     /* "gzip", "identity", NULL: unsupported */
 	uint64_t max_decoded;   /* identity: bytes; UINT64_MAX for none */
 	uint64_t in_nbytes;     /* identity: bytes read and passed on */
+	uint64_t out_nbytes;    /* identity: bytes the callback accepted */
 	enum mhdgz_upload_refusal refusal;
 	unsigned int status; /* 0 while accepted */
 	bool completed;      /* mhdgz_upload_finish counted it */
@@ -247,6 +248,7 @@ mhdgz_upload_feed(struct mhdgz_upload *up, const char *upload_data, size_t *uplo
 		if (st) {
 			refuse(up, MHDGZ_UPLOAD_APPLICATION, st);
 		} else {
+			up->out_nbytes += n;
 			hnd_count(up->gz, HND_C_UPLOAD_BYTES_OUT, n);
 		}
 	}
@@ -285,10 +287,10 @@ mhdgz_upload_get_info(const struct mhdgz_upload *up, struct mhdgz_upload_info *i
 		info->decoded_nbytes = c.out_nbytes;
 		info->members = c.members;
 	} else {
-		/* Identity: what was passed on is what was read, except a
-		 * piece the callback refused. */
+		/* Identity: a piece the callback refused was read, not
+		 * accepted. */
 		info->encoded_nbytes = up->in_nbytes;
-		info->decoded_nbytes = up->in_nbytes;
+		info->decoded_nbytes = up->out_nbytes;
 		info->members = 0;
 	}
 	return 0;

@@ -872,7 +872,8 @@ struct mhdgz_upload_info {
 	const char *coding;
 	/** Body bytes read as sent (coded) before any refusal, in bytes. */
 	uint64_t encoded_nbytes;
-	/** Decoded bytes given to the data callback, in bytes. */
+	/** Decoded bytes given to the data callback and accepted by it (a
+	 * piece it refused is not counted), in bytes. */
 	uint64_t decoded_nbytes;
 	/** gzip members begun (0 for identity). */
 	unsigned int members;

@@ -55,6 +55,7 @@ struct ck_case hnd_threads_case(void); /* check_hnd_threads.c: eight client thre
 struct ck_case hnd_wire_case(void);    /* check_hnd_wire.c: exact bytes, pipelining (raw socket) */
 struct ck_case hnd_ctors_case(void);   /* check_hnd_ctors.c: every body constructor twin */
 struct ck_case hnd_memo_case(void);    /* check_hnd_memo.c: gzip lengths by strong ETag */
+struct ck_case hnd_upload_case(void);  /* check_hnd_upload.c: gzip request bodies, limits */
 /* The "fidelity" suite: issue 12 on the wire (raw socket, pipelined). */
 Suite *fidelity_suite(void); /* check_hnd_fidelity.c: HEAD, 1xx/204/304, 206, flags, digests */
 

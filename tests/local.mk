@@ -22,7 +22,8 @@ check_PROGRAMS += tests/check_handler
 tests_check_handler_SOURCES = $(tests_harness) tests/check_negotiate.c \
 	tests/check_hnd_headers.c tests/check_hnd_etag.c tests/check_hnd_decision.c \
 	tests/check_hnd_buffer.c tests/check_hnd_threads.c tests/check_hnd_wire.c \
-	tests/check_hnd_ctors.c tests/check_hnd_fidelity.c tests/check_hnd_memo.c
+	tests/check_hnd_ctors.c tests/check_hnd_fidelity.c tests/check_hnd_memo.c \
+	tests/check_hnd_upload.c
 tests_check_handler_CPPFLAGS = $(HND_CPPFLAGS) -DCHECK_BIN_HANDLER
 tests_check_handler_CFLAGS = $(tests_hnd_cflags)
 tests_check_handler_LDADD = $(tests_hnd_ldadd)

@@ -102,6 +102,44 @@ tu_gzip(const void *in, size_t in_len, int level, uint8_t **out, size_t *out_len
 }
 
 int
+tu_gzip_zeros(uint64_t n, uint8_t **out, size_t *out_len)
+{
+	static const uint8_t zero[65536];
+	z_stream zs;
+	size_t cap = (size_t)(n / 500) + 4096;
+	uint8_t *buf = malloc(cap);
+	int rc = Z_OK;
+
+	if (!buf)
+		return -1;
+	memset(&zs, 0, sizeof zs);
+	if (deflateInit2(&zs, 9, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+		free(buf);
+		return -1;
+	}
+	zs.next_out = buf;
+	zs.avail_out = (uInt)cap;
+	while (n > 0 && rc == Z_OK) {
+		size_t k = n < sizeof zero ? (size_t)n : sizeof zero;
+
+		zs.next_in = (Bytef *)(uintptr_t)zero;
+		zs.avail_in = (uInt)k;
+		rc = deflate(&zs, Z_NO_FLUSH);
+		n -= k;
+	}
+	if (rc == Z_OK)
+		rc = deflate(&zs, Z_FINISH);
+	*out_len = cap - zs.avail_out;
+	deflateEnd(&zs);
+	if (rc != Z_STREAM_END) {
+		free(buf);
+		return -1;
+	}
+	*out = buf;
+	return 0;
+}
+
+int
 tu_gunzip(const void *in, size_t in_len, uint8_t **out, size_t *out_len)
 {
 	z_stream zs;
