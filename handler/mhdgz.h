@@ -787,6 +787,8 @@ enum mhdgz_upload_refusal {
  * thread of the access handler.
  *
  * @param cls the data_cls given to mhdgz_upload_new().
+ * @param data the decoded bytes; borrowed for the call.
+ * @param nbytes how many, in bytes (at least 1).
  * @return 0 to go on; an HTTP status (400-599) to refuse the body
  *         (MHDGZ_UPLOAD_APPLICATION): no more bytes are delivered and the
  *         status is what mhdgz_upload_feed() and mhdgz_upload_finish()
@@ -848,6 +850,9 @@ MHDGZ_API int mhdgz_upload_new(struct mhdgz *gz, struct MHD_Connection *connecti
  * @return 0 while the body is accepted so far, else the status to send
  *         (413, 400, 415, 500 or the callback's; see enum
  *         mhdgz_upload_refusal), the same on every later call.
+ * @note One thread at a time per upload (the access handler's); uploads
+ *       of different requests may be fed on any threads at once. Follows
+ *       RFC 1952 (members, CRC-32, ISIZE) and RFC 9110 section 8.4.1.3.
  */
 MHDGZ_API unsigned int mhdgz_upload_feed(struct mhdgz_upload *up, const char *upload_data,
 					 size_t *upload_data_size);
@@ -860,6 +865,7 @@ MHDGZ_API unsigned int mhdgz_upload_feed(struct mhdgz_upload *up, const char *up
  * @return 0 if the whole body was accepted and delivered; else the status
  *         to send (400 for a truncated member, or the earlier refusal's).
  *         Calling it again returns the same.
+ * @note One thread at a time per upload, as mhdgz_upload_feed().
  */
 MHDGZ_API unsigned int mhdgz_upload_finish(struct mhdgz_upload *up);
 
@@ -887,8 +893,10 @@ struct mhdgz_upload_info {
  * Read what an upload is and has done (for an access log, or to answer).
  *
  * @param up the upload; borrowed.
- * @param info filled, with info->size set by the caller.
+ * @param info the caller's struct, with info->size set; filled on success
+ *        (coding points to a static string).
  * @return 0; MHDGZ_EINVAL for NULL arguments or an unknown info->size.
+ * @note Not thread-safe with mhdgz_upload_feed() on the same upload.
  */
 MHDGZ_API int mhdgz_upload_get_info(const struct mhdgz_upload *up, struct mhdgz_upload_info *info);
 
@@ -933,7 +941,9 @@ MHDGZ_API enum MHD_Result mhdgz_upload_queue_refusal(struct MHD_Connection *conn
  * Release an upload (its inflater and its reference to the handler).
  * NULL is a no-op. Call it once, when the request is done with it (the
  * request completed callback suits: it also runs when the client goes
- * away mid-body).
+ * away mid-body). The handler may have been released with mhdgz_free()
+ * before: the upload kept it alive.
+ * @note Not thread-safe with other calls on the same upload.
  */
 MHDGZ_API void mhdgz_upload_free(struct mhdgz_upload *up);
 
