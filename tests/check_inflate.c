@@ -129,6 +129,7 @@ START_TEST(test_inflate_members)
 	expect_counts(z, in_len, s.len, two ? 2 : 1, two ? 2 : 1);
 	ck_assert_int_eq(gz_inflate_stopped(z), GZ_INF_RUNNING);
 	gz_inflate_free(z);
+	free(s.buf);
 	free(in);
 	free(g1);
 	free(g2);
