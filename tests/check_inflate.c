@@ -311,10 +311,10 @@ START_TEST(test_inflate_max_out)
 }
 END_TEST
 
-/* The ratio: 8 MiB of zeros (about 1030:1) passes only without a ratio
- * limit; with 200 and a 64 KiB burst it stops on the first piece past
- * the burst, having delivered exactly the burst; under a limit above
- * deflate's most (1032) it passes. */
+/* The ratio: 8 MiB of zeros (about 1030:1) with a limit of 200 and a
+ * 64 KiB burst stops on the first piece past the burst, having delivered
+ * the whole pieces up to it; under a limit above deflate's most (1032) it
+ * passes whole. */
 START_TEST(test_inflate_ratio)
 {
 	const uint64_t n = 8u << 20, burst = 64u << 10;
@@ -344,6 +344,23 @@ START_TEST(test_inflate_ratio)
 	expect_counts(z, gl, n, 1, 1);
 	gz_inflate_free(z);
 	free(g);
+
+	/* The bomb maker itself, checked by tu_gunzip (zlib, CRC-32 and
+	 * ISIZE): a length that is no multiple of its 1 MiB step. */
+	{
+		const size_t odd = (3u << 20) + 12345;
+		uint8_t *dec;
+		size_t dec_len, i;
+
+		ck_assert_int_eq(tu_gzip_zeros(odd, &g, &gl), 0);
+		ck_assert_int_eq(tu_gunzip(g, gl, &dec, &dec_len), 0);
+		ck_assert_uint_eq(dec_len, odd);
+		for (i = 0; i < odd && dec[i] == 0; i++)
+			;
+		ck_assert_uint_eq(i, odd);
+		free(dec);
+		free(g);
+	}
 }
 END_TEST
 

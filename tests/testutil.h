@@ -29,9 +29,9 @@ int tu_gunzip(const void *in, size_t in_len, uint8_t **out, size_t *out_len);
  */
 int tu_gzip(const void *in, size_t in_len, int level, uint8_t **out, size_t *out_len);
 
-/* One gzip member of n zero bytes (level 9, about 1030:1), deflated in
- * 64 KiB steps so that the zeros are never held: a decompression bomb.
- * Returns 0 and a malloc'd *out, *out_len, or -1. */
+/* One gzip member of n zero bytes (about 1030:1) made in milliseconds
+ * whatever n (1 MiB is deflated, the rest copied, see testutil.c): a
+ * decompression bomb. Returns 0 and a malloc'd *out, *out_len, or -1. */
 int tu_gzip_zeros(uint64_t n, uint8_t **out, size_t *out_len);
 
 /* Check the fixed RFC 1952 header bytes (ID1 ID2 CM=8, FLG=0, MTIME=0) and
