@@ -534,6 +534,66 @@ START_TEST(test_upload_bomb)
 }
 END_TEST
 
+/*
+ * Every allocation of an upload failing in turn (mhdgz's allocator, so
+ * zlib's state and window too): before the upload exists the application
+ * closes the connection (mhdgz_upload_new gave MHDGZ_ENOMEM); the window,
+ * which zlib allocates on the first output, gives 500 (nomem); then the
+ * body goes through. Nothing is left allocated.
+ */
+START_TEST(test_upload_alloc_failures)
+{
+	struct up_srv s = { 0 };
+	const char *hdrs[] = { "Content-Encoding: gzip", NULL };
+	uint8_t *body = tu_payload(UP_BODY_LEN, TU_JSON, 13), *g;
+	size_t gl;
+	unsigned int k, closed = 0, nomem = 0;
+	struct mhdgz_stats st;
+	CURL *h = th_curl_new();
+
+	ck_assert_int_eq(tu_gzip(body, UP_BODY_LEN, 6, &g, &gl), 0);
+	tu_alloc_install(0);
+	up_start(&s);
+	for (k = 1; k < 20; k++) {
+		struct th_reply r;
+		CURLcode rc;
+
+		th_reply_init(&r);
+		r.upload = g;
+		r.upload_len = gl;
+		tu_alloc_fail_at(k);
+		rc = th_fetch_ex(h, s.port, "/echo", TH_POST | TH_FRESH, hdrs, &r);
+		(void)last_info(&s);
+		if (!tu_alloc_failed()) {
+			ck_assert_int_eq(rc, CURLE_OK);
+			expect_echo(&r, body, UP_BODY_LEN);
+			th_reply_free(&r);
+			break;
+		}
+		if (rc != CURLE_OK) {
+			closed++;
+		} else {
+			expect_refusal(&r, 500);
+			nomem++;
+		}
+		th_reply_free(&r);
+	}
+	ck_assert_uint_lt(k, 20);
+	ck_assert_uint_ge(closed, 3); /* the upload, the inflater, its buffer, zlib's state */
+	ck_assert_uint_ge(nomem, 1);  /* zlib's window */
+	st = th_stats(s.gz);
+	ck_assert_uint_eq(st.uploads, nomem + 1);
+	ck_assert_uint_eq(st.uploads_refused[MHDGZ_UPLOAD_NOMEM], nomem);
+	ck_assert_uint_eq(st.uploads_refused[MHDGZ_UPLOAD_OK], 1);
+	curl_easy_cleanup(h);
+	up_stop(&s);
+	ck_assert_int_eq(tu_alloc_live(), 0);
+	tu_alloc_uninstall();
+	free(g);
+	free(body);
+}
+END_TEST
+
 /* The API's edges without a body: arguments, names, the refusal response. */
 START_TEST(test_upload_api)
 {
@@ -577,5 +637,6 @@ hnd_upload_case(void)
 				 CK_CASE_TIMEOUT,
 				 { { test_upload_rows, 0, N_UP_ROWS },
 				   { test_upload_bomb, 0, 2 },
+				   { test_upload_alloc_failures, 0, 0 },
 				   { test_upload_api, 0, 0 } } };
 }
