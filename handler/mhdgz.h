@@ -759,9 +759,9 @@ struct mhdgz_upload_options {
 };
 
 /**
- * Why an upload was refused, in the order of the checks; each is counted
- * in struct mhdgz_stats (uploads_refused). The status to send is in
- * parentheses.
+ * Why an upload was refused (the first refusal is final); each is
+ * counted in struct mhdgz_stats (uploads_refused). The status to send is
+ * in parentheses.
  */
 enum mhdgz_upload_refusal {
 	MHDGZ_UPLOAD_OK = 0,      /**< not refused (counted when the body completes) */
