@@ -94,7 +94,13 @@ enum hnd_counter {
 	HND_C_REASON0, /* + enum mhdgz_reason */
 	/* + enum gz_coding: coded variants queued per coding */
 	HND_C_CODED0 = HND_C_REASON0 + MHDGZ_REASON_COUNT,
-	HND_C_COUNT = HND_C_CODED0 + GZ_CODING_COUNT
+	/* Request bodies (hnd_upload.c). */
+	HND_C_UPLOADS = HND_C_CODED0 + GZ_CODING_COUNT,
+	HND_C_UPLOADS_GZIP,
+	HND_C_UPLOAD_BYTES_IN,
+	HND_C_UPLOAD_BYTES_OUT,
+	HND_C_UPLOAD_REFUSED0, /* + enum mhdgz_upload_refusal */
+	HND_C_COUNT = HND_C_UPLOAD_REFUSED0 + MHDGZ_UPLOAD_REFUSAL_COUNT
 };
 
 struct hnd_stripe {

@@ -44,6 +44,12 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	st->cache_hits = sum(gz, HND_C_CACHE_HITS);
 	st->digests_dropped = sum(gz, HND_C_DIGESTS_DROPPED);
 	st->padded = sum(gz, HND_C_PADDED);
+	st->uploads = sum(gz, HND_C_UPLOADS);
+	st->uploads_gzip = sum(gz, HND_C_UPLOADS_GZIP);
+	st->upload_bytes_in = sum(gz, HND_C_UPLOAD_BYTES_IN);
+	st->upload_bytes_out = sum(gz, HND_C_UPLOAD_BYTES_OUT);
+	for (i = 0; i < MHDGZ_UPLOAD_REFUSAL_COUNT; i++)
+		st->uploads_refused[i] = sum(gz, HND_C_UPLOAD_REFUSED0 + i);
 	gz_pool_get_stats(gz->pool, &ps);
 	st->pool_gets = ps.gets;
 	st->pool_misses = ps.misses;

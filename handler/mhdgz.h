@@ -846,6 +846,290 @@ MHDGZ_API unsigned int mhdgz_evaluate_preconditions(struct MHD_Connection *conne
 						    const char *method, const char *etag);
 
 /* ===================================================================== */
+/*                  Request bodies: uploads coded gzip                   */
+/* ===================================================================== */
+
+/*
+ * A request body sent with "Content-Encoding: gzip" (log shippers such as
+ * Elastic Beats compress their bulk uploads so) reaches the access handler
+ * in pieces (upload_data, *upload_data_size). A struct mhdgz_upload
+ * inflates those pieces as they come with zlib and hands the decoded bytes
+ * to a callback of the application, in bounded memory and within limits
+ * that stop a decompression bomb (the problem of Apache mod_deflate's
+ * CVE-2014-0118). The pattern, in the access handler:
+ *
+ *     first call:  mhdgz_upload_new (gz, connection, NULL, on_data, ctx, &up)
+ *                  (keep up in *req_cls; return MHD_YES)
+ *     each call with *upload_data_size > 0:
+ *                  mhdgz_upload_feed (up, upload_data, upload_data_size)
+ *                  (it consumes every byte; return MHD_YES)
+ *     final call:  status = mhdgz_upload_finish (up)
+ *                  status != 0: mhdgz_upload_queue_refusal (connection, up)
+ *                  status == 0: the body is complete; answer as usual
+ *     request completed callback: mhdgz_upload_free (up)
+ *
+ * The callback sees the decoded bytes as they come, before the body is
+ * known to be whole: a member's CRC-32 and ISIZE are checked at its end,
+ * and a limit may be passed later. Act on the body (store it, apply it)
+ * only once mhdgz_upload_finish() has returned 0; until then treat what
+ * the callback got as provisional (parse it, stage it).
+ *
+ * libmicrohttpd 0.9.75 accepts a response only before the body is read
+ * (first call) or after it (final call), not while it is being read: so a
+ * body refused half way is read to its end and discarded (no more
+ * inflating: that costs only the reading), and the refusal is queued on the
+ * final call. An application that would rather not read the rest returns
+ * MHD_NO from the access handler instead (libmicrohttpd closes the
+ * connection without a response). A refusal known from the header fields
+ * (an unsupported coding, an identity Content-Length over the limit) may be
+ * queued on the first call already: libmicrohttpd then sends it without
+ * reading the body (also to a client waiting on "Expect: 100-continue")
+ * and closes the connection.
+ */
+
+/** Default max_decoded_nbytes of struct mhdgz_upload_options: 64 MiB. A
+ * request body is held or parsed by the application; tens of MiB is what
+ * bulk APIs accept (Elasticsearch's http.max_content_length is 100 MB). */
+#define MHDGZ_UPLOAD_DEFAULT_MAX_DECODED_NBYTES (64ull * 1024 * 1024)
+/** Default max_ratio: 200 decoded bytes per coded byte, Apache
+ * mod_deflate's DeflateInflateRatioLimit. JSON and logs compress 5-30
+ * times; a run of zeros about 1030 times (deflate's most). */
+#define MHDGZ_UPLOAD_DEFAULT_MAX_RATIO 200u
+/** Default ratio_burst_nbytes: the ratio is not checked until 1 MiB is
+ * decoded, so a small but very repetitive body passes. */
+#define MHDGZ_UPLOAD_DEFAULT_RATIO_BURST_NBYTES (1024u * 1024)
+/** Default max_members: 16 gzip members (RFC 1952 section 2.2) back to
+ * back; a compressor writes one, a concatenation of files a few. */
+#define MHDGZ_UPLOAD_DEFAULT_MAX_MEMBERS 16u
+/** Default chunk_nbytes: the data callback gets at most 16 KiB at once. */
+#define MHDGZ_UPLOAD_DEFAULT_CHUNK_NBYTES (16u * 1024)
+/** max_decoded_nbytes without a limit. */
+#define MHDGZ_UPLOAD_UNLIMITED UINT64_MAX
+
+/**
+ * Limits of one request body, for mhdgz_upload_new(). Zero-initialise,
+ * set size, then set what you need: every zero field means its default.
+ */
+struct mhdgz_upload_options {
+	/** sizeof(struct mhdgz_upload_options); another size is rejected with
+	 * MHDGZ_EINVAL. */
+	size_t size;
+	/** Most decoded bytes of the body, in bytes (for identity bodies too,
+	 * whose decoded bytes are the bytes sent); more is refused with 413
+	 * (MHDGZ_UPLOAD_TOO_LARGE): a gzip body has then given the callback
+	 * exactly this many bytes (at most one byte past it was decoded), an
+	 * identity body none of the piece that would pass it.
+	 * 0 = MHDGZ_UPLOAD_DEFAULT_MAX_DECODED_NBYTES; MHDGZ_UPLOAD_UNLIMITED
+	 * for none. */
+	uint64_t max_decoded_nbytes;
+	/** Most decoded bytes per coded byte read, once more than
+	 * ratio_burst_nbytes are decoded (gzip only); more is refused with 413
+	 * (MHDGZ_UPLOAD_RATIO). 0 = MHDGZ_UPLOAD_DEFAULT_MAX_RATIO; a value
+	 * above 1032 never triggers (deflate cannot expand more). */
+	unsigned int max_ratio;
+	/** Decoded bytes before max_ratio is checked, in bytes;
+	 * 0 = MHDGZ_UPLOAD_DEFAULT_RATIO_BURST_NBYTES (use 1 to check from
+	 * the start). */
+	uint64_t ratio_burst_nbytes;
+	/** Most gzip members in the body; one more is refused with 413
+	 * (MHDGZ_UPLOAD_MEMBERS). 0 = MHDGZ_UPLOAD_DEFAULT_MAX_MEMBERS. */
+	unsigned int max_members;
+	/** Most decoded bytes per call of the data callback, in bytes (the
+	 * inflater's output buffer); 0 = MHDGZ_UPLOAD_DEFAULT_CHUNK_NBYTES.
+	 * Identity bytes are passed as libmicrohttpd gives them. */
+	size_t chunk_nbytes;
+};
+
+/**
+ * Why an upload was refused (the first refusal is final); each is
+ * counted in struct mhdgz_stats (uploads_refused). The status to send is
+ * in parentheses.
+ */
+enum mhdgz_upload_refusal {
+	MHDGZ_UPLOAD_OK = 0,      /**< not refused (counted when the body completes) */
+	MHDGZ_UPLOAD_CODING,      /**< (415) a Content-Encoding other than gzip, x-gzip and
+				   *   identity, or gzip twice (RFC 9110 section 15.5.16) */
+	MHDGZ_UPLOAD_TOO_LARGE,   /**< (413) more than max_decoded_nbytes, or an identity
+				   *   Content-Length above it */
+	MHDGZ_UPLOAD_RATIO,       /**< (413) over max_ratio past the burst */
+	MHDGZ_UPLOAD_MEMBERS,     /**< (413) more than max_members gzip members */
+	MHDGZ_UPLOAD_MALFORMED,   /**< (400) not gzip, corrupt deflate data, a wrong CRC-32 or
+				   *   ISIZE (RFC 1952 section 2.3.1), bytes after the last
+				   *   member that do not begin another */
+	MHDGZ_UPLOAD_TRUNCATED,   /**< (400) the body ended inside a gzip member */
+	MHDGZ_UPLOAD_APPLICATION, /**< (the callback's) the data callback refused the bytes */
+	MHDGZ_UPLOAD_NOMEM,       /**< (500) an allocation failed while inflating */
+	MHDGZ_UPLOAD_REFUSAL_COUNT
+};
+
+/**
+ * Receives decoded bytes of a request body, in order, as they are
+ * decoded: data[0..nbytes) (nbytes > 0, at most chunk_nbytes for gzip),
+ * borrowed for the call only. Called from mhdgz_upload_feed(), so on the
+ * thread of the access handler.
+ *
+ * @param cls the data_cls given to mhdgz_upload_new().
+ * @param data the decoded bytes; borrowed for the call.
+ * @param nbytes how many, in bytes (at least 1).
+ * @return 0 to go on; an HTTP status (400-599) to refuse the body
+ *         (MHDGZ_UPLOAD_APPLICATION): no more bytes are delivered and the
+ *         status is what mhdgz_upload_feed() and mhdgz_upload_finish()
+ *         return. Another nonzero value is taken as 500.
+ */
+typedef unsigned int (*mhdgz_upload_data_fn)(void *cls, const void *data, size_t nbytes);
+
+/** A request body being read and decoded (one per request). */
+struct mhdgz_upload;
+
+/**
+ * Begin reading a request body: reads the request's Content-Encoding
+ * fields (every line; a comma-separated list, tokens case-insensitive,
+ * RFC 9110 section 8.4) and, for identity, its Content-Length. Absent,
+ * empty or "identity": the bytes are passed to @a data_fn as they come.
+ * "gzip" or "x-gzip" once (identity elements aside): inflated (one or more
+ * members; an empty body is an empty body). Anything else: the upload is
+ * created already refused with 415 (MHDGZ_UPLOAD_CODING), and an identity
+ * Content-Length above max_decoded_nbytes with 413: mhdgz_upload_feed()
+ * then discards the body and mhdgz_upload_finish() returns the status.
+ *
+ * Memory: for gzip, zlib's inflate state (a 32 KiB window and about 7 KiB)
+ * plus chunk_nbytes, allocated here through the allocator of
+ * mhdgz_set_allocator(); for identity, about a hundred bytes.
+ *
+ * @param gz the handler whose statistics count the upload; the upload
+ *        keeps it alive until mhdgz_upload_free() (as a response does).
+ * @param connection the request, on the access handler's first call;
+ *        borrowed for this call only.
+ * @param opts limits, or NULL for the defaults; copied.
+ * @param data_fn receives the decoded bytes; must not be NULL.
+ * @param data_cls its first argument; borrowed.
+ * @param up_ret receives the upload, owned by the caller: release it with
+ *        mhdgz_upload_free() when the request completes (also when it
+ *        ends early). Untouched on error.
+ * @return 0 (also for a body refused from its header fields: see
+ *         mhdgz_upload_get_info()); MHDGZ_EINVAL for a NULL gz,
+ *         connection, data_fn or up_ret or an unknown opts->size;
+ *         MHDGZ_ENOMEM.
+ * @note Thread-safe; each upload is then used by one thread at a time
+ *       (libmicrohttpd calls the access handler of a connection so).
+ */
+MHDGZ_API int mhdgz_upload_new(struct mhdgz *gz, struct MHD_Connection *connection,
+			       const struct mhdgz_upload_options *opts,
+			       mhdgz_upload_data_fn data_fn, void *data_cls,
+			       struct mhdgz_upload **up_ret);
+
+/**
+ * Read the next piece of the body, as the access handler received it:
+ * decode it and pass what it decodes to the data callback, checking the
+ * limits as it goes. Consumes every byte: *upload_data_size is set to 0
+ * (so the access handler returns MHD_YES). Once refused, later pieces are
+ * discarded without being decoded.
+ *
+ * @param up the upload; NULL returns 500.
+ * @param upload_data the access handler's upload_data; borrowed.
+ * @param upload_data_size the access handler's upload_data_size: bytes
+ *        at upload_data on entry, 0 on return.
+ * @return 0 while the body is accepted so far, else the status to send
+ *         (413, 400, 415, 500 or the callback's; see enum
+ *         mhdgz_upload_refusal), the same on every later call.
+ * @note One thread at a time per upload (the access handler's); uploads
+ *       of different requests may be fed on any threads at once. Follows
+ *       RFC 1952 (members, CRC-32, ISIZE) and RFC 9110 section 8.4.1.3.
+ */
+MHDGZ_API unsigned int mhdgz_upload_feed(struct mhdgz_upload *up, const char *upload_data,
+					 size_t *upload_data_size);
+
+/**
+ * The body has ended (the access handler's final call, *upload_data_size
+ * 0): checks that it did not end inside a gzip member.
+ *
+ * @param up the upload; NULL returns 500.
+ * @return 0 if the whole body was accepted and delivered; else the status
+ *         to send (400 for a truncated member, or the earlier refusal's).
+ *         Calling it again returns the same.
+ * @note One thread at a time per upload, as mhdgz_upload_feed().
+ */
+MHDGZ_API unsigned int mhdgz_upload_finish(struct mhdgz_upload *up);
+
+/** What an upload is and has done (mhdgz_upload_get_info()). */
+struct mhdgz_upload_info {
+	/** sizeof(struct mhdgz_upload_info), set by the caller. */
+	size_t size;
+	/** "gzip" or "identity" (a static string), or NULL for a coding not
+	 * supported. */
+	const char *coding;
+	/** Body bytes read as sent (coded) before any refusal, in bytes. */
+	uint64_t encoded_nbytes;
+	/** Decoded bytes given to the data callback and accepted by it (a
+	 * piece it refused is not counted), in bytes. */
+	uint64_t decoded_nbytes;
+	/** gzip members begun (0 for identity). */
+	unsigned int members;
+	/** Why it was refused; MHDGZ_UPLOAD_OK if it was not. */
+	enum mhdgz_upload_refusal refusal;
+	/** The status to send for the refusal; 0 if not refused. */
+	unsigned int status;
+};
+
+/**
+ * Read what an upload is and has done (for an access log, or to answer).
+ *
+ * @param up the upload; borrowed.
+ * @param info the caller's struct, with info->size set; filled on success
+ *        (coding points to a static string).
+ * @return 0; MHDGZ_EINVAL for NULL arguments or an unknown info->size.
+ * @note Not thread-safe with mhdgz_upload_feed() on the same upload.
+ */
+MHDGZ_API int mhdgz_upload_get_info(const struct mhdgz_upload *up, struct mhdgz_upload_info *info);
+
+/**
+ * A short lowercase name of a refusal ("ok", "coding", "too-large",
+ * "ratio", "members", "malformed", "truncated", "application", "nomem").
+ *
+ * @return a static string; "unknown" for a value out of range. Thread-safe.
+ */
+MHDGZ_API const char *mhdgz_upload_refusal_name(enum mhdgz_upload_refusal refusal);
+
+/**
+ * A small plain-text response for a refused request body: its body names
+ * the status (a static buffer), "Content-Type: text/plain; charset=utf-8",
+ * and for 415 "Accept-Encoding: gzip", which tells the client the codings
+ * a request body may have (RFC 9110 sections 15.5.16 and 12.5.3; identity
+ * is always acceptable). Add fields to it before queueing if you need.
+ *
+ * @param status_code the status it is for (normally what
+ *        mhdgz_upload_feed() or mhdgz_upload_finish() returned).
+ * @return a response owned by the caller (MHD_destroy_response()), or
+ *         NULL when libmicrohttpd cannot make one. Thread-safe.
+ */
+MHDGZ_API struct MHD_Response *mhdgz_upload_refusal_response(unsigned int status_code);
+
+/**
+ * Queue the refusal of @a up: mhdgz_upload_refusal_response() for its
+ * status, queued with MHD_queue_response() and released.
+ *
+ * @param connection the request; on the access handler's final call (or
+ *        its first, for a refusal known then: see the section above).
+ * @param up the upload, refused; borrowed.
+ * @return MHD_queue_response()'s result; MHD_NO also for NULL arguments,
+ *         an upload that was not refused, or no response.
+ * @note Thread-safe; call from the access handler as libmicrohttpd
+ *       requires.
+ */
+MHDGZ_API enum MHD_Result mhdgz_upload_queue_refusal(struct MHD_Connection *connection,
+						     const struct mhdgz_upload *up);
+
+/**
+ * Release an upload (its inflater and its reference to the handler).
+ * NULL is a no-op. Call it once, when the request is done with it (the
+ * request completed callback suits: it also runs when the client goes
+ * away mid-body). The handler may have been released with mhdgz_free()
+ * before: the upload kept it alive.
+ * @note Not thread-safe with other calls on the same upload.
+ */
+MHDGZ_API void mhdgz_upload_free(struct mhdgz_upload *up);
+
+/* ===================================================================== */
 /*                              Stats                                    */
 /* ===================================================================== */
 
@@ -877,6 +1161,15 @@ struct mhdgz_stats {
 	 * compressed); pool_gets, pool_misses and pool_idle count the pools
 	 * of every coding offered. */
 	uint64_t coded[MHDGZ_CODING_COUNT];
+	uint64_t uploads;          /**< request bodies begun (mhdgz_upload_new()) */
+	uint64_t uploads_gzip;     /**< of which coded gzip */
+	uint64_t upload_bytes_in;  /**< request body bytes read as sent (coded), before
+				    *   refusals, in bytes */
+	uint64_t upload_bytes_out; /**< decoded request body bytes given to the data
+				    *   callbacks, in bytes */
+	/** Request bodies refused, per enum mhdgz_upload_refusal;
+	 * [MHDGZ_UPLOAD_OK] counts the bodies that completed accepted. */
+	uint64_t uploads_refused[MHDGZ_UPLOAD_REFUSAL_COUNT];
 };
 
 /**

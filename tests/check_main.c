@@ -46,7 +46,8 @@ static const struct composed composed[] = {
 	/* buffer responses through a real daemon and libcurl */
 	{ "e2e",
 	  { hnd_headers_case, hnd_etag_case, hnd_decision_case, hnd_buffer_case, hnd_threads_case,
-	    hnd_wire_case, hnd_ctors_case, hnd_memo_case, hnd_breach_case, hnd_codings_case } },
+	    hnd_wire_case, hnd_ctors_case, hnd_memo_case, hnd_breach_case, hnd_codings_case,
+	    hnd_upload_case } },
 #endif
 #ifdef CHECK_BIN_STREAMING
 	{ "streaming_body",
@@ -79,6 +80,7 @@ static Suite *(*const suites[])(void) = {
 	pool_suite,
 	pump_suite,
 	codings_suite,
+	inflate_suite,
 #endif
 #ifdef CHECK_BIN_HANDLER
 	negotiate_suite,

@@ -42,6 +42,7 @@ Suite *alloc_suite(void);   /* check_alloc.c: allocator hook, fault injection */
 Suite *pool_suite(void);    /* check_pool.c: the compressor pool */
 Suite *pump_suite(void);    /* check_pump.c: the stream pump (gz_stream.c) */
 Suite *codings_suite(void); /* check_codings.c: zstd and brotli backends, reference decoders */
+Suite *inflate_suite(void); /* check_inflate.c: the request body inflater (gz_inflate.c) */
 
 /* check_handler: */
 Suite *negotiate_suite(void); /* check_negotiate.c: pure functions, the selection */
@@ -57,6 +58,7 @@ struct ck_case hnd_ctors_case(void);   /* check_hnd_ctors.c: every body construc
 struct ck_case hnd_memo_case(void);    /* check_hnd_memo.c: gzip lengths by strong ETag */
 struct ck_case hnd_breach_case(void);  /* check_hnd_breach.c: BREACH length hiding */
 struct ck_case hnd_codings_case(void); /* check_hnd_codings.c: zstd, br: negotiation, rules */
+struct ck_case hnd_upload_case(void);  /* check_hnd_upload.c: gzip request bodies, limits */
 /* The "fidelity" suite: issue 12 on the wire (raw socket, pipelined). */
 Suite *fidelity_suite(void); /* check_hnd_fidelity.c: HEAD, 1xx/204/304, 206, flags, digests */
 

@@ -227,6 +227,37 @@ check "405 has an HTML body" grep -q "405 Method Not Allowed" "$T/e405.body"
 fetch e405d "$D/" -X DELETE
 eq "DELETE: 405" "$(status "$T/e405d.h")" 405
 
+# POST /echo: the decoded length and CRC-32 of a request body sent identity
+# or gzip (mhdgz_upload_*), with the README's command; gzip -lv gives the
+# CRC-32 of the file.
+cp "$T/p100k.id.body" "$T/body.json"
+gzip -9 -k -f "$T/body.json"
+crc=$(gzip -lv "$T/body.json.gz" | awk 'NR == 2 { print $2 }')
+gzlen=$(size "$T/body.json.gz")
+fetch echo1 "$D/echo" --data-binary @"$T/body.json.gz" -H 'Content-Encoding: gzip'
+eq "POST /echo gzip: 200" "$(status "$T/echo1.h")" 200
+eq "POST /echo gzip: the decoded length and CRC-32" "$(cat "$T/echo1.body")" \
+	"{\"coding\":\"gzip\",\"encoded_nbytes\":$gzlen,\"decoded_nbytes\":102400,\"members\":1,\"crc32\":\"$crc\"}"
+fetch echo2 "$D/echo" --data-binary @"$T/body.json"
+eq "POST /echo identity: the length and CRC-32" "$(cat "$T/echo2.body")" \
+	"{\"coding\":\"identity\",\"encoded_nbytes\":102400,\"decoded_nbytes\":102400,\"members\":0,\"crc32\":\"$crc\"}"
+cat "$T/body.json.gz" "$T/body.json.gz" >"$T/two.gz"
+fetch echo3 "$D/echo" --data-binary @"$T/two.gz" -H 'Content-Encoding: x-gzip'
+check "POST /echo, two members: 204800 bytes in 2 members" \
+	grep -q '"decoded_nbytes":204800,"members":2,' "$T/echo3.body"
+fetch echo4 "$D/echo" --data-binary @"$T/body.json" -H 'Content-Encoding: br'
+eq "POST /echo br: 415 with Accept-Encoding: gzip" \
+	"$(status "$T/echo4.h") $(hdr "$T/echo4.h" Accept-Encoding)" "415 gzip"
+head -c $((gzlen - 4)) "$T/body.json.gz" >"$T/trunc.gz"
+fetch echo5 "$D/echo" --data-binary @"$T/trunc.gz" -H 'Content-Encoding: gzip'
+eq "POST /echo truncated gzip: 400" "$(status "$T/echo5.h")" 400
+head -c $((64 << 20)) /dev/zero | gzip -9 >"$T/zeros.gz"
+fetch echo6 "$D/echo" --data-binary @"$T/zeros.gz" -H 'Content-Encoding: gzip'
+eq "POST /echo, 64 MiB of zeros in $(size "$T/zeros.gz") bytes: 413" "$(status "$T/echo6.h")" 413
+fetch echo7 "$D/echo"
+eq "GET /echo: 405 with Allow: POST" "$(status "$T/echo7.h") $(hdr "$T/echo7.h" Allow)" "405 POST"
+check "access log line for POST /echo" grep -Eq '^POST /echo 200 [0-9]+ ' "$T/demo.err"
+
 # HEAD/GET parity: the same header fields, no body.
 for path in / /100k.json /2k.json; do
 	for ae in identity gzip; do

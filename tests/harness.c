@@ -54,12 +54,13 @@ th_access(void *cls, struct MHD_Connection *c, const char *url, const char *meth
 	return s->route(s, c, url, method);
 }
 
-void
-th_start_ex(struct th_server *s, struct mhdgz *gz, const struct th_daemon_opts *o,
-	    th_route_fn route, void *cls)
+struct MHD_Daemon *
+th_daemon_start(const struct th_daemon_opts *o, MHD_AccessHandlerCallback access, void *cls,
+		MHD_RequestCompletedCallback done, void *done_cls, uint16_t *port_ret)
 {
 	struct sockaddr_in sa;
 	const union MHD_DaemonInfo *di;
+	struct MHD_Daemon *d;
 	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | o->mhd_flags;
 	unsigned int timeout = o->idle_timeout_s ? o->idle_timeout_s : TH_CONN_TIMEOUT_S;
 
@@ -67,12 +68,9 @@ th_start_ex(struct th_server *s, struct mhdgz *gz, const struct th_daemon_opts *
 	sa.sin_family = AF_INET;
 	sa.sin_port = 0;
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	s->gz = gz;
-	s->route = route;
-	s->cls = cls;
 	/* MHD_OPTION_ARRAY keeps one call whatever subset is set. */
 	{
-		struct MHD_OptionItem opt[4];
+		struct MHD_OptionItem opt[5];
 		int n = 0;
 
 		opt[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, timeout, NULL };
@@ -82,15 +80,28 @@ th_start_ex(struct th_server *s, struct mhdgz *gz, const struct th_daemon_opts *
 		if (o->conn_memory_nbytes)
 			opt[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 							    (intptr_t)o->conn_memory_nbytes, NULL };
+		if (done)
+			opt[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED,
+							    (intptr_t)done, done_cls };
 		opt[n] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
-		s->d = MHD_start_daemon(flags, 0, NULL, NULL, th_access, s, MHD_OPTION_SOCK_ADDR,
-					(struct sockaddr *)&sa, MHD_OPTION_ARRAY, opt,
-					MHD_OPTION_END);
+		d = MHD_start_daemon(flags, 0, NULL, NULL, access, cls, MHD_OPTION_SOCK_ADDR,
+				     (struct sockaddr *)&sa, MHD_OPTION_ARRAY, opt, MHD_OPTION_END);
 	}
-	ck_assert_msg(s->d != NULL, "MHD_start_daemon failed");
-	di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+	ck_assert_msg(d != NULL, "MHD_start_daemon failed");
+	di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
 	ck_assert(di != NULL && di->port != 0);
-	s->port = di->port;
+	*port_ret = di->port;
+	return d;
+}
+
+void
+th_start_ex(struct th_server *s, struct mhdgz *gz, const struct th_daemon_opts *o,
+	    th_route_fn route, void *cls)
+{
+	s->gz = gz;
+	s->route = route;
+	s->cls = cls;
+	s->d = th_daemon_start(o, th_access, s, NULL, NULL, &s->port);
 }
 
 void
@@ -440,8 +451,8 @@ th_curl_prepare(CURL *h, uint16_t port, const char *path, unsigned int flags, st
 	if (flags & TH_HEAD) {
 		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	} else if (flags & TH_POST) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->upload ? r->upload : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->upload_len);
 		curl_easy_setopt(h, CURLOPT_POST, 1L);
 	}
 	if (flags & TH_RAW)

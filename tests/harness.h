@@ -80,6 +80,13 @@ void th_start(struct th_server *s, struct mhdgz *gz, unsigned int threads, th_ro
 	      void *cls);
 void th_start_ex(struct th_server *s, struct mhdgz *gz, const struct th_daemon_opts *o,
 		 th_route_fn route, void *cls);
+/* The daemon of th_start_ex with the test's own access handler (called
+ * with cls) and request completed callback (done, may be NULL): for tests
+ * that read request bodies. *port_ret receives the port; stop it with
+ * MHD_stop_daemon. Fails the test on error. */
+struct MHD_Daemon *th_daemon_start(const struct th_daemon_opts *o, MHD_AccessHandlerCallback access,
+				   void *cls, MHD_RequestCompletedCallback done, void *done_cls,
+				   uint16_t *port_ret);
 /* Stop the daemon (every connection closed, every response released).
  * Idempotent. */
 void th_stop(struct th_server *s);
@@ -145,7 +152,7 @@ void th_site_done(struct th_site *s, CURL *h, void *body);
 #define TH_HEAD 0x4u    /* HEAD instead of GET */
 #define TH_RAW 0x8u     /* CURLOPT_HTTP_TRANSFER_DECODING 0: raw chunked bytes */
 #define TH_HTTP10 0x10u /* an HTTP/1.0 request (no chunked coding possible) */
-#define TH_POST 0x20u   /* POST with an empty body */
+#define TH_POST 0x20u   /* POST with the reply's upload bytes (none by default) */
 #define TH_FRESH                                                                                   \
 	0x40u /* a new connection, not kept (libcurl would retry a
 			 * request the server closed on a reused one) */
@@ -176,6 +183,8 @@ struct th_reply {
 	void *cls;                   /* for on_data */
 	unsigned long timeout_ms;    /* whole transfer; 0: TH_CURL_TIMEOUT_S */
 	uint64_t writes;             /* write callback calls */
+	const void *upload;          /* TH_POST: the request body, borrowed; NULL: empty */
+	size_t upload_len;           /* its bytes */
 };
 
 /* Zero a reply; free what it holds (and zero it again). */

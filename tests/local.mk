@@ -16,7 +16,8 @@ tests_hnd_ldadd = handler/libmhdgz_hnd.la $(CHECK_LIBS) $(CURL_LIBS) $(MHD_LIBS)
 TESTS += tests/check_core
 check_PROGRAMS += tests/check_core
 tests_check_core_SOURCES = $(tests_common) tests/check_backend.c tests/check_stream.c \
-	tests/check_pool.c tests/check_alloc.c tests/check_pump.c tests/check_codings.c
+	tests/check_pool.c tests/check_alloc.c tests/check_pump.c tests/check_codings.c \
+	tests/check_inflate.c
 tests_check_core_CPPFLAGS = $(CORE_CPPFLAGS) -DCHECK_BIN_CORE
 tests_check_core_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(tests_dec_cflags)
 tests_check_core_LDADD = src/libmhdgz_core.la $(CHECK_LIBS) $(tests_dec_libs)
@@ -28,7 +29,8 @@ tests_check_handler_SOURCES = $(tests_harness) tests/check_negotiate.c \
 	tests/check_hnd_buffer.c tests/check_hnd_threads.c tests/check_hnd_wire.c \
 	tests/check_hnd_ctors.c tests/check_hnd_fidelity.c tests/check_hnd_memo.c \
 	tests/check_hnd_breach.c \
-	tests/check_hnd_codings.c
+	tests/check_hnd_codings.c \
+	tests/check_hnd_upload.c
 tests_check_handler_CPPFLAGS = $(HND_CPPFLAGS) -DCHECK_BIN_HANDLER
 tests_check_handler_CFLAGS = $(tests_hnd_cflags)
 tests_check_handler_LDADD = $(tests_hnd_ldadd)

@@ -78,6 +78,122 @@ tu_payload(size_t len, enum tu_kind kind, uint32_t seed)
 }
 
 int
+tu_gzip(const void *in, size_t in_len, int level, uint8_t **out, size_t *out_len)
+{
+	z_stream zs;
+	uLong cap;
+	uint8_t *buf;
+	int rc;
+
+	memset(&zs, 0, sizeof zs);
+	if (deflateInit2(&zs, level, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -1;
+	cap = deflateBound(&zs, (uLong)in_len);
+	buf = malloc(cap ? cap : 1);
+	if (!buf) {
+		deflateEnd(&zs);
+		return -1;
+	}
+	zs.next_in = (Bytef *)(uintptr_t)in;
+	zs.avail_in = (uInt)in_len;
+	zs.next_out = buf;
+	zs.avail_out = (uInt)cap;
+	rc = deflate(&zs, Z_FINISH);
+	*out_len = cap - zs.avail_out;
+	deflateEnd(&zs);
+	if (rc != Z_STREAM_END) {
+		free(buf);
+		return -1;
+	}
+	*out = buf;
+	return 0;
+}
+
+/* The zeros of tu_gzip_zeros are deflated once per this many bytes. */
+#define TU_ZEROS_CHUNK ((size_t)1 << 20)
+
+int
+tu_gzip_zeros(uint64_t n, uint8_t **out, size_t *out_len)
+{
+	/*
+	 * After Z_FULL_FLUSH deflate forgets its history, so every further
+	 * chunk of zeros compresses to the same bytes: they are made once
+	 * (and checked once) and copied, and the trailer (CRC-32 by
+	 * crc32_combine, ISIZE) is written here. 1 GiB costs milliseconds,
+	 * not the seconds deflate would take.
+	 */
+	uint8_t *zero = calloc(1, TU_ZEROS_CHUNK), *buf = NULL, *first = NULL;
+	uint64_t chunks = n / TU_ZEROS_CHUNK, k;
+	size_t rem = (size_t)(n % TU_ZEROS_CHUNK), cap, len = 0, first_len, clen = 0;
+	uLong crc_chunk, crc = crc32(0, NULL, 0);
+	z_stream zs;
+	int ok = 0;
+
+	memset(&zs, 0, sizeof zs);
+	if (!zero || deflateInit2(&zs, 9, Z_DEFLATED, 31, 8, Z_RLE) != Z_OK) {
+		free(zero);
+		return -1;
+	}
+	cap = (size_t)(chunks + 1) * (deflateBound(&zs, TU_ZEROS_CHUNK) / 256 + 64) + 4096;
+	first_len = deflateBound(&zs, TU_ZEROS_CHUNK) + 64;
+	buf = malloc(cap);
+	first = malloc(first_len);
+	if (!buf || !first)
+		goto done;
+	crc_chunk = crc32(crc32(0, NULL, 0), zero, (uInt)TU_ZEROS_CHUNK);
+	for (k = 0; k < chunks; k++) {
+		if (k < 2) { /* deflate the first two; they must agree after the header */
+			zs.next_in = zero;
+			zs.avail_in = (uInt)TU_ZEROS_CHUNK;
+			zs.next_out = first;
+			zs.avail_out = (uInt)first_len;
+			if (deflate(&zs, Z_FULL_FLUSH) != Z_OK || zs.avail_in != 0)
+				goto done;
+			if (k == 0) {
+				size_t m = first_len - zs.avail_out;
+
+				memcpy(buf, first, m);
+				len = m;
+				continue;
+			}
+			clen = first_len - zs.avail_out;
+			if (clen > len || memcmp(buf + len - clen, first, clen) != 0)
+				goto done; /* not the same bytes: the trick does not hold */
+		}
+		if (len + clen > cap)
+			goto done;
+		memcpy(buf + len, first, clen);
+		len += clen;
+	}
+	for (k = 0; k < chunks; k++)
+		crc = crc32_combine(crc, crc_chunk, (z_off_t)TU_ZEROS_CHUNK);
+	crc = crc32_combine(crc, crc32(crc32(0, NULL, 0), zero, (uInt)rem), (z_off_t)rem);
+	zs.next_in = zero;
+	zs.avail_in = (uInt)rem;
+	zs.next_out = buf + len;
+	zs.avail_out = (uInt)(cap - len);
+	if (deflate(&zs, Z_FINISH) != Z_STREAM_END)
+		goto done;
+	len = cap - zs.avail_out;
+	for (k = 0; k < 4; k++) { /* RFC 1952 trailer, little-endian */
+		buf[len - 8 + k] = (uint8_t)(crc >> (8 * k));
+		buf[len - 4 + k] = (uint8_t)(n >> (8 * k));
+	}
+	ok = 1;
+done:
+	deflateEnd(&zs);
+	free(zero);
+	free(first);
+	if (!ok) {
+		free(buf);
+		return -1;
+	}
+	*out = buf;
+	*out_len = len;
+	return 0;
+}
+
+int
 tu_gunzip(const void *in, size_t in_len, uint8_t **out, size_t *out_len)
 {
 	z_stream zs;

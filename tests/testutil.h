@@ -21,6 +21,19 @@ uint8_t *tu_payload(size_t len, enum tu_kind kind, uint32_t seed);
  */
 int tu_gunzip(const void *in, size_t in_len, uint8_t **out, size_t *out_len);
 
+/*
+ * Compress in[0..in_len) into one gzip member with zlib deflate (window
+ * bits 31) at level (1-9), independent of the code under test (request
+ * bodies for the upload tests). Returns 0 and a malloc'd *out, *out_len,
+ * or -1.
+ */
+int tu_gzip(const void *in, size_t in_len, int level, uint8_t **out, size_t *out_len);
+
+/* One gzip member of n zero bytes (about 1030:1) made in milliseconds
+ * whatever n (1 MiB is deflated, the rest copied, see testutil.c): a
+ * decompression bomb. Returns 0 and a malloc'd *out, *out_len, or -1. */
+int tu_gzip_zeros(uint64_t n, uint8_t **out, size_t *out_len);
+
 /* Check the fixed RFC 1952 header bytes (ID1 ID2 CM=8, FLG=0, MTIME=0) and
  * that CRC-32 and ISIZE in the trailer equal zlib's crc32() and the
  * length of orig. Returns 0 or -1. */

@@ -83,6 +83,12 @@ struct req {
 	const char *coding;
 	_Atomic uint64_t stream_nbytes; /* /events: bytes produced so far */
 	bool streamed;
+	/* POST /echo (echo.c): the request body being read, its decoded
+	 * bytes and their CRC-32 so far. */
+	bool echo;
+	struct mhdgz_upload *upload; /* freed by on_completed */
+	uint64_t echo_nbytes;
+	unsigned long echo_crc;
 };
 
 /* Every Accept-Encoding line of a request, for mhdgz_accept_gzip_q(). */
@@ -118,6 +124,15 @@ enum MHD_Result serve_demo(struct req *rq, struct MHD_Connection *conn, const ch
 int ticker_start(struct server *s);
 void ticker_stop(struct server *s);
 void ticker_join(struct server *s);
+
+/* echo.c: POST /echo in demo mode: the decoded length and CRC-32 of a
+ * request body sent identity or gzip. echo_path: is the target /echo?
+ * echo_begin: the access handler's first call; echo_request: the later
+ * ones. */
+bool echo_path(const struct req *rq);
+enum MHD_Result echo_begin(struct req *rq, struct MHD_Connection *conn);
+enum MHD_Result echo_request(struct req *rq, struct MHD_Connection *conn, const char *upload,
+			     size_t *upload_len);
 
 /* mime.c: media types of file names. */
 int mime_load(struct server *s, const char *file);

@@ -146,6 +146,7 @@ on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 			free(line);
 		}
 	}
+	mhdgz_upload_free(rq->upload);
 	free(rq->uri);
 	free(rq);
 	atomic_fetch_sub(&s->in_flight, 1);

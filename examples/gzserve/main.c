@@ -4,7 +4,8 @@
  * libmicrohttpd, its responses gzip-compressed by mhdgz. Its files:
  * main.c (this), respond.c (queueing through the handler), files.c
  * (--root), mime.c (media types), demo.c (the demo, /events, /stats),
- * log.c (the access log), gzserve.h (what they share).
+ * echo.c (POST /echo: request bodies coded gzip), log.c (the access
+ * log), gzserve.h (what they share).
  *
  * What to copy from here:
  *  - responses are made with mhdgz_response_from_buffer/_from_fd_at_offset64/
@@ -73,8 +74,12 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		 * body, which we discard) has been read. */
 		rq->seen = true;
 		snprintf(rq->method, sizeof rq->method, "%s", method);
+		if (!s->root && echo_path(rq))
+			return echo_begin(rq, conn); /* a body to read (echo.c) */
 		return MHD_YES;
 	}
+	if (rq->echo)
+		return echo_request(rq, conn, upload, upload_len);
 	if (*upload_len) {
 		*upload_len = 0;
 		return MHD_YES;
@@ -107,8 +112,9 @@ usage(FILE *f)
 		"A small HTTP server on libmicrohttpd whose responses are gzip-compressed by\n"
 		"mhdgz. Without --root it serves a built-in demo: / (index page), /2k.json,\n"
 		"/20k.json, /100k.json (the benchmark payloads), /events (server-sent events,\n"
-		"one a second for 10 s), /stats (the handler's counters as JSON) and /204\n"
-		"(an empty 204 No Content).\n"
+		"one a second for 10 s), /stats (the handler's counters as JSON), /204\n"
+		"(an empty 204 No Content) and POST /echo (the decoded length and CRC-32 of\n"
+		"the request body, sent identity or with Content-Encoding: gzip).\n"
 		"\n"
 		"  --bind ADDR       IPv4 or IPv6 address to listen on (default 127.0.0.1)\n"
 		"  --port N          TCP port, 0-65535 (default 8080); 0 picks a free port.\n"

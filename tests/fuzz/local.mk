@@ -19,7 +19,7 @@
 # build's tests/fuzz/work/, failing ones in tests/fuzz/artifacts/.
 # FUZZ_JOBS targets run at once (one core each); FUZZ_FLAGS adds libFuzzer
 # options, e.g. make fuzz FUZZ_SECONDS=600 FUZZ_JOBS=2 FUZZ_TARGETS=fuzz_stream.
-FUZZ_TARGETS = fuzz_accept fuzz_decide fuzz_types fuzz_etag fuzz_stream
+FUZZ_TARGETS = fuzz_accept fuzz_decide fuzz_types fuzz_etag fuzz_stream fuzz_inflate
 FUZZ_SECONDS = 60
 FUZZ_JOBS = 1
 FUZZ_FLAGS =
@@ -39,7 +39,7 @@ EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/corpus tests/fuzz/fuzz_accept.dict \
 # configures (their sources are distributed either way).
 if FUZZ_TARGETS
 noinst_PROGRAMS += tests/fuzz/fuzz_accept tests/fuzz/fuzz_decide tests/fuzz/fuzz_types \
-	tests/fuzz/fuzz_etag tests/fuzz/fuzz_stream
+	tests/fuzz/fuzz_etag tests/fuzz/fuzz_stream tests/fuzz/fuzz_inflate
 fuzz_hnd_cflags = $(AM_CFLAGS) $(MHD_CFLAGS)
 fuzz_hnd_ldadd = handler/libmhdgz_hnd.la $(MHD_LIBS)
 tests_fuzz_fuzz_accept_SOURCES = tests/fuzz/fuzz_accept.c tests/fuzz/fuzz_util.h
@@ -70,6 +70,12 @@ tests_fuzz_fuzz_stream_CPPFLAGS = $(CORE_CPPFLAGS) -I$(top_srcdir)/tests
 tests_fuzz_fuzz_stream_CFLAGS = $(AM_CFLAGS) $(tests_dec_cflags)
 tests_fuzz_fuzz_stream_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_stream_LDADD = src/libmhdgz_core.la $(tests_dec_libs)
+# fuzz_inflate: the request body inflater (src/gz_inflate.c), against zlib.
+tests_fuzz_fuzz_inflate_SOURCES = tests/fuzz/fuzz_inflate.c tests/fuzz/fuzz_util.h
+tests_fuzz_fuzz_inflate_CPPFLAGS = $(CORE_CPPFLAGS)
+tests_fuzz_fuzz_inflate_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS)
+tests_fuzz_fuzz_inflate_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_inflate_LDADD = src/libmhdgz_core.la $(tests_dec_libs)
 endif
 
 .PHONY: fuzz fuzz-build
