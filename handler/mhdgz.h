@@ -91,7 +91,10 @@ MHDGZ_API const char *mhdgz_version(void);
  *  - MHDGZ_BACKEND_ISAL: ISA-L igzip, levels 1-4 (default 2), which are
  *    igzip's own levels 0-3 plus one; whole buffers and streaming; only
  *    when built with ISA-L (configure --with-isal, the default when found).
- *    The fastest, with ratios near zlib's levels 1-2.
+ *    The fastest, with ratios near zlib's levels 1-2. On x86-64, levels
+ *    2-4 are one compressor (igzip's level 3): igzip's levels 1-2 there
+ *    give bytes that depend on where the compressor is in memory (ISA-L
+ *    2.30), and identical input must give identical output.
  *
  * MHDGZ_BACKEND_DEFAULT (0) means the first compiled-in backend of
  * libdeflate (the fastest whole-buffer backend with zlib-level ratios),
