@@ -159,6 +159,16 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	rc = gz_pool_pair_new(gz->be, gz->level, cap, &gz->pool, &gz->stream_pool);
 	if (rc < 0)
 		goto fail;
+	if (o.pool_trim_ms != MHDGZ_POOL_TRIM_NEVER) {
+		size_t low = o.pool_idle_low ? o.pool_idle_low : MHDGZ_DEFAULT_POOL_IDLE_LOW;
+		uint64_t period_us = (uint64_t)(o.pool_trim_ms ? o.pool_trim_ms
+							       : MHDGZ_DEFAULT_POOL_TRIM_MS) *
+				     1000u;
+
+		/* Cannot fail: both pools exist. */
+		gz_pool_set_trim(gz->pool, low, period_us);
+		gz_pool_set_trim(gz->stream_pool, low, period_us);
+	}
 	rc = hnd_table_init(&gz->table);
 	if (rc < 0)
 		goto fail;
@@ -187,6 +197,14 @@ hnd_gz_unref(struct mhdgz *gz)
 	 * handle is freed by whoever drops the last reference. */
 	if (atomic_fetch_sub_explicit(&gz->refs, 1, memory_order_acq_rel) == 1)
 		handle_destroy(gz);
+}
+
+MHDGZ_API size_t
+mhdgz_trim(struct mhdgz *gz)
+{
+	if (!gz)
+		return 0;
+	return gz_pool_trim(gz->pool) + gz_pool_trim(gz->stream_pool);
 }
 
 MHDGZ_API void

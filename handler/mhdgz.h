@@ -184,6 +184,17 @@ enum mhdgz_etag_policy {
  * one TCP segment is ~1460). */
 #define MHDGZ_DEFAULT_MIN_NBYTES 1024
 
+/** Default pool_idle_low: idle compressors kept by each compressor pool
+ * however long they stay unused (a small site's steady state needs no
+ * new compressor per request). */
+#define MHDGZ_DEFAULT_POOL_IDLE_LOW 2
+/** Default pool_trim_ms: an idle compressor beyond pool_idle_low is freed
+ * after 10 seconds without use. */
+#define MHDGZ_DEFAULT_POOL_TRIM_MS 10000u
+/** pool_trim_ms value: never trim, keep up to pool_idle_cap compressors
+ * idle until mhdgz_free() (the behaviour before trimming existed). */
+#define MHDGZ_POOL_TRIM_NEVER 0xffffffffu
+
 /**
  * Options for mhdgz_new(). Zero-initialise, set size to
  * sizeof(struct mhdgz_options), then set what you need: every zero field
@@ -224,6 +235,19 @@ struct mhdgz_options {
 	 * Each idle compressor holds the backend's state (README, "Why a
 	 * compressor pool", gives the bytes per backend). */
 	size_t pool_idle_cap;
+	/** The pools' low watermark: idle compressors never trimmed, per
+	 * pool (whole bodies, streams); 0 = MHDGZ_DEFAULT_POOL_IDLE_LOW (2).
+	 * Above pool_idle_cap it acts as pool_idle_cap. */
+	size_t pool_idle_low;
+	/** Trim period in milliseconds: an idle compressor beyond
+	 * pool_idle_low is freed once unused for this long, so memory taken
+	 * by a burst goes back (heap pages too, with glibc); 0 =
+	 * MHDGZ_DEFAULT_POOL_TRIM_MS (10 s), MHDGZ_POOL_TRIM_NEVER = never.
+	 * There is no thread: a pool looks every quarter period when a
+	 * compressor is taken or given back, and mhdgz_trim() looks at once;
+	 * a server that can go quiet after a burst calls mhdgz_trim() from a
+	 * timer (gzserve does, every second). */
+	unsigned int pool_trim_ms;
 };
 
 /** A compression handler: configuration, compressor pool, response table, stats. */
@@ -691,6 +715,8 @@ struct mhdgz_stats {
 				   *   Content-Digest, Repr-Digest) left out of
 				   *   gzip responses built: they describe the
 				   *   identity bytes (RFC 9530) */
+	uint64_t pool_trims;      /**< compressor pools: idle compressors freed by
+				   *   trimming (pool_trim_ms) */
 };
 
 /**
@@ -707,6 +733,22 @@ MHDGZ_API int mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st);
 /* ===================================================================== */
 /*                              Memory                                   */
 /* ===================================================================== */
+
+/**
+ * Free now the idle compressors that trimming would free: in each of the
+ * handler's compressor pools, those beyond pool_idle_low unused for
+ * pool_trim_ms or longer (struct mhdgz_options), least recently used
+ * first; then, with glibc's allocator, free heap pages go back to the
+ * kernel (malloc_trim). Pools also do this by themselves, but only when a
+ * compressor is taken or given back: call this from a timer (every
+ * second is plenty) if the server can go quiet after a burst.
+ *
+ * @param gz the handler; NULL does nothing.
+ * @return the number of compressors freed (also added to
+ *         mhdgz_stats.pool_trims); 0 with MHDGZ_POOL_TRIM_NEVER.
+ * @note Thread-safe, also with requests being served.
+ */
+MHDGZ_API size_t mhdgz_trim(struct mhdgz *gz);
 
 /**
  * A replacement allocator for everything the library allocates, including

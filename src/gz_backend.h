@@ -30,6 +30,7 @@ struct gz_compressor {
 	const struct gz_backend *be;
 	int level;
 	struct gz_compressor *pool_next; /* link while idle in a compressor pool */
+	uint64_t pool_idle_since_us;     /* monotonic time of its put, while idle */
 	/* Output scratch space kept with the compressor (and so across uses
 	 * in the compressor pool): whole-buffer users compress into it and copy
 	 * the exact result out, so a warm compressor allocates nothing. */

@@ -1,8 +1,11 @@
 /* testutil.c: shared test helpers (gunzip via zlib, payloads, counting allocator). */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "gz_alloc.h"
@@ -232,4 +235,34 @@ tu_backend_count(void)
 	while (gz_backends[n])
 		n++;
 	return n;
+}
+
+long
+tu_rss_kib(int pid)
+{
+	char path[64];
+	long size_pages = 0, rss_pages = -1;
+	FILE *f;
+
+	if (pid)
+		snprintf(path, sizeof path, "/proc/%d/statm", pid);
+	else
+		snprintf(path, sizeof path, "/proc/self/statm");
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld %ld", &size_pages, &rss_pages) != 2)
+		rss_pages = -1;
+	fclose(f);
+	return rss_pages < 0 ? -1 : rss_pages * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+void
+tu_sleep_us(uint64_t us)
+{
+	struct timespec ts = { .tv_sec = (time_t)(us / 1000000u),
+			       .tv_nsec = (long)(us % 1000000u) * 1000 };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 }

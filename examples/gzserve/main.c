@@ -452,8 +452,18 @@ main(int argc, char **argv)
 	       port);
 	fflush(stdout);
 
-	while (sigwait(&sigs, &sig) != 0)
-		;
+	/* Wait for SIGINT/SIGTERM; once a second, give back the compressors
+	 * a burst left idle (mhdgz_trim: the pools trim by themselves only
+	 * when compressors are taken or given back, and a quiet server takes
+	 * none). */
+	for (;;) {
+		const struct timespec tick = { .tv_sec = 1, .tv_nsec = 0 };
+
+		sig = sigtimedwait(&sigs, NULL, &tick);
+		if (sig == SIGINT || sig == SIGTERM)
+			break;
+		mhdgz_trim(s->gz);
+	}
 	if (!s->cfg.quiet)
 		fprintf(stderr, "gzserve: %s: finishing requests in flight\n",
 			sig == SIGINT ? "SIGINT" : "SIGTERM");
