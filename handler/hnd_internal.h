@@ -200,7 +200,8 @@ struct mhdgz {
 	struct hnd_typelist compress_types;
 	struct hnd_typelist skip_types;
 	struct gz_pool *pool;        /* whole-buffer (one-shot) compressors */
-	struct gz_pool *stream_pool; /* streaming compressors (gz_pool_pair_new) */
+	struct gz_pool *stream_pool; /* streaming compressors (stream_window_bits) */
+	struct gz_pool *event_pool;  /* low-latency streams' (event_window_bits) */
 	struct hnd_table table;
 	struct hnd_memo memo;
 	bool memo_ready;

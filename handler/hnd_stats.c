@@ -52,6 +52,11 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	st->pool_misses += ps.misses;
 	st->pool_idle += ps.idle;
 	st->pool_trims += ps.trims;
+	gz_pool_get_stats(gz->event_pool, &ps); /* and the low-latency streams' */
+	st->pool_gets += ps.gets;
+	st->pool_misses += ps.misses;
+	st->pool_idle += ps.idle;
+	st->pool_trims += ps.trims;
 	return 0;
 }
 

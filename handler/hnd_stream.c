@@ -193,7 +193,7 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, const char *etag, boo
 		if (st->fd < 0)
 			goto fail;
 	}
-	if (gz_pump_init(&st->pump, gz->stream_pool,
+	if (gz_pump_init(&st->pump, low_latency ? gz->event_pool : gz->stream_pool,
 			 e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency) < 0)
 		goto fail;
 	atomic_fetch_add(&e->refs, 1);
@@ -344,7 +344,8 @@ stream_length(struct mhdgz *gz, struct hnd_entry *e, bool low_latency, uint64_t 
 	 * have effects); only a file is read to learn the length. */
 	if (e->kind != HND_FD)
 		return MHDGZ_ENOTSUP;
-	rc = gz_pump_init(&pump, gz->stream_pool,
+	/* The pool the stream itself would use: same settings, same bytes. */
+	rc = gz_pump_init(&pump, low_latency ? gz->event_pool : gz->stream_pool,
 			  e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency);
 	if (rc < 0)
 		return rc;

@@ -195,6 +195,12 @@ enum mhdgz_etag_policy {
  * idle until mhdgz_free() (the behaviour before trimming existed). */
 #define MHDGZ_POOL_TRIM_NEVER 0xffffffffu
 
+/** Default event_window_bits: a 4 KiB history for low-latency streams,
+ * whose every chunk is flushed (README, "Memory per stream"). */
+#define MHDGZ_DEFAULT_EVENT_WINDOW_BITS 12
+/** Default event_mem_level: zlib memLevel 5 (a 4 Ki-entry hash table). */
+#define MHDGZ_DEFAULT_EVENT_MEM_LEVEL 5
+
 /**
  * Options for mhdgz_new(). Zero-initialise, set size to
  * sizeof(struct mhdgz_options), then set what you need: every zero field
@@ -248,6 +254,28 @@ struct mhdgz_options {
 	 * a server that can go quiet after a burst calls mhdgz_trim() from a
 	 * timer (gzserve does, every second). */
 	unsigned int pool_trim_ms;
+	/** Streams (gzip compressed as they are sent): the compressor's
+	 * history, 2^bits bytes, 9-15 (zlib windowBits; ISA-L hist_bits);
+	 * 0 = 15, 32 KiB. With stream_mem_level it sets a stream's memory:
+	 * zlib holds 2^(bits+2) + 2^(mem_level+9) bytes plus 6 KiB, 262 KiB
+	 * at 15 and 8 (README, "Memory per stream", measured per backend).
+	 * Out of range: mhdgz_new() fails with MHDGZ_EINVAL. Streams of
+	 * libdeflate, which has no streaming interface, are zlib's. */
+	int stream_window_bits;
+	/** Streams: zlib memLevel 1-9 (hash table of 2^(mem_level+7)
+	 * entries); 0 = 8. ISA-L: below 8, its smallest level buffer (its
+	 * 80.5 KiB stream state does not shrink). */
+	int stream_mem_level;
+	/** As stream_window_bits, for low-latency streams (text/event-stream
+	 * and the types of the low-latency policy, and
+	 * mhdgz_response_set_low_latency()): each chunk is flushed, so the
+	 * history matters less and a server holds many at once; 0 =
+	 * MHDGZ_DEFAULT_EVENT_WINDOW_BITS (12). */
+	int event_window_bits;
+	/** As stream_mem_level, for low-latency streams; 0 =
+	 * MHDGZ_DEFAULT_EVENT_MEM_LEVEL (5): 38 KiB per zlib stream instead
+	 * of 262, for 9 % more bytes on 100-300-byte JSON events. */
+	int event_mem_level;
 };
 
 /** A compression handler: configuration, compressor pool, response table, stats. */
@@ -260,8 +288,9 @@ struct mhdgz;
  * @param gz_ret receives the handler; owned by the caller, release with
  *        mhdgz_free(). Untouched on error.
  * @return 0; MHDGZ_EINVAL for a NULL gz_ret, an unknown opts->size, an
- *         unknown backend, a level out of range, an ETag policy out of range
- *         or a malformed media type pattern; MHDGZ_ENOTSUP for a backend not
+ *         unknown backend, a level out of range, an ETag policy out of
+ *         range, a stream or event window setting out of range or a
+ *         malformed media type pattern; MHDGZ_ENOTSUP for a backend not
  *         compiled in; MHDGZ_ENOMEM.
  * @note Thread-safe (creates independent handlers).
  */

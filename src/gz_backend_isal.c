@@ -113,6 +113,24 @@ static const uint32_t gz_isal_level_buf_nbytes[] = {
 	ISAL_DEF_LVL2_DEFAULT,
 	ISAL_DEF_LVL3_DEFAULT,
 };
+/* ISA-L's smallest level buffers, for a mem_level below 8 (streams of
+ * small flushes, where every flush ends a block anyway): the hash table
+ * plus 1 Ki tokens. The isal_zstream (80.5 KiB) does not shrink. */
+static const uint32_t gz_isal_level_buf_min_nbytes[] = {
+	ISAL_DEF_LVL0_MIN,
+	ISAL_DEF_LVL1_MIN,
+	ISAL_DEF_LVL2_MIN,
+	ISAL_DEF_LVL3_MIN,
+};
+
+/* Bytes of the level buffer of compressor c at ISA-L level native. */
+static uint32_t
+gz_isal_level_buf_size(const struct gz_compressor *c, int native)
+{
+	if (c->mem_level != 0 && c->mem_level < 8)
+		return gz_isal_level_buf_min_nbytes[native];
+	return gz_isal_level_buf_nbytes[native];
+}
 
 struct gz_isal {
 	struct gz_compressor base; /* first: the core casts between the two */
@@ -138,9 +156,9 @@ gz_isal_setup(struct gz_isal *z)
 
 	z->zs.level = (uint32_t)level;
 	z->zs.level_buf = z->level_buf;
-	z->zs.level_buf_size = z->level_buf ? gz_isal_level_buf_nbytes[level] : 0;
+	z->zs.level_buf_size = z->level_buf ? gz_isal_level_buf_size(&z->base, level) : 0;
 	z->zs.gzip_flag = IGZIP_GZIP;
-	z->zs.hist_bits = 0; /* full 32 KiB window */
+	z->zs.hist_bits = (uint16_t)z->base.window_bits; /* 0: full 32 KiB window */
 	z->zs.flush = NO_FLUSH;
 	z->zs.end_of_stream = 0;
 	z->ended = 0;
@@ -152,7 +170,7 @@ static int
 gz_isal_init(struct gz_compressor *c)
 {
 	struct gz_isal *z = (struct gz_isal *)c;
-	uint32_t nbytes = gz_isal_level_buf_nbytes[gz_isal_native(c->level)];
+	uint32_t nbytes = gz_isal_level_buf_size(c, gz_isal_native(c->level));
 
 	if (nbytes) {
 		/* Not zeroed: ISA-L reads hash entries here before writing them

@@ -41,6 +41,7 @@ struct gz_pool {
 	pthread_mutex_t lock;
 	const struct gz_backend *be; /* fixed at creation, read without the lock */
 	int level;                   /* native level of be, fixed at creation */
+	int window_bits, mem_level;  /* of every compressor (0: default) */
 	size_t idle_cap;             /* most compressors kept idle; 0 = pass-through */
 	struct gz_compressor *head;  /* free list through pool_next; LIFO, so the
 	                              * most recently used (cache-warm) one goes
@@ -111,9 +112,20 @@ gz_pool_free_list(struct gz_compressor *c)
 int
 gz_pool_new(const struct gz_backend *be, int level, size_t idle_cap, struct gz_pool **pool_ret)
 {
+	return gz_pool_new_win(be, level, 0, 0, idle_cap, pool_ret);
+}
+
+int
+gz_pool_new_win(const struct gz_backend *be, int level, int window_bits, int mem_level,
+		size_t idle_cap, struct gz_pool **pool_ret)
+{
 	struct gz_pool *pool;
 
 	if (!be || !pool_ret)
+		return GZ_EINVAL;
+	if ((window_bits != 0 &&
+	     (window_bits < GZ_WINDOW_BITS_MIN || window_bits > GZ_WINDOW_BITS_MAX)) ||
+	    (mem_level != 0 && (mem_level < GZ_MEM_LEVEL_MIN || mem_level > GZ_MEM_LEVEL_MAX)))
 		return GZ_EINVAL;
 	/* Checked here, not at the first get, so a bad configuration fails at
 	 * set-up rather than on the first request. Never clamped. */
@@ -129,6 +141,8 @@ gz_pool_new(const struct gz_backend *be, int level, size_t idle_cap, struct gz_p
 	}
 	pool->be = be;
 	pool->level = level;
+	pool->window_bits = window_bits;
+	pool->mem_level = mem_level;
 	pool->idle_cap = idle_cap;
 	*pool_ret = pool;
 	return 0;
@@ -202,7 +216,7 @@ gz_pool_get(struct gz_pool *pool, struct gz_compressor **c_ret)
 
 	/* Miss: create outside the lock. A new compressor is at the start of
 	 * a member already, so it needs no reset. */
-	rc = gz_compressor_new(pool->be, pool->level, &c);
+	rc = gz_compressor_new_win(pool->be, pool->level, pool->window_bits, pool->mem_level, &c);
 	if (rc < 0)
 		return rc;
 	c->pool_next = NULL;

@@ -44,6 +44,11 @@ struct gz_pool_stats {
 /* Create a pool. Returns 0 and *pool_ret, GZ_EINVAL (bad level, NULL
  * backend), GZ_ENOMEM. No compressor is created until the first get. */
 int gz_pool_new(const struct gz_backend *be, int level, size_t idle_cap, struct gz_pool **pool_ret);
+/* gz_pool_new whose compressors have stream memory settings window_bits
+ * and mem_level (gz_compressor_new_win; 0 = default). GZ_EINVAL also for
+ * a value out of range. */
+int gz_pool_new_win(const struct gz_backend *be, int level, int window_bits, int mem_level,
+		    size_t idle_cap, struct gz_pool **pool_ret);
 /* The two pools a user of (be, level) needs: one-shot compressors of be,
  * and streaming compressors of gz_stream_backend(be) at gz_stream_level()
  * (gz_backend.h). Always two pools, also when be streams itself: a

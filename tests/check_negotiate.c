@@ -613,6 +613,31 @@ START_TEST(test_new_misc)
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	mhdgz_free(gz);
 
+	/* Stream and event window settings: 9-15 and 1-9, 0 the default. */
+	{
+		const int bad[][4] = { { 8, 0, 0, 0 },  { 16, 0, 0, 0 }, { 0, 10, 0, 0 },
+				       { 0, -1, 0, 0 }, { 0, 0, 8, 0 },  { 0, 0, 16, 0 },
+				       { 0, 0, 0, 10 }, { 0, 0, 0, -3 } };
+
+		memset(&o, 0, sizeof o);
+		o.size = sizeof o;
+		for (size_t i = 0; i < N_ELEMS(bad); i++) {
+			gz = NULL;
+			o.stream_window_bits = bad[i][0];
+			o.stream_mem_level = bad[i][1];
+			o.event_window_bits = bad[i][2];
+			o.event_mem_level = bad[i][3];
+			ck_assert_int_eq(mhdgz_new(&o, &gz), MHDGZ_EINVAL);
+			ck_assert_ptr_null(gz);
+		}
+		o.stream_window_bits = 9;
+		o.stream_mem_level = 9;
+		o.event_window_bits = 15;
+		o.event_mem_level = 1;
+		ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+		mhdgz_free(gz);
+	}
+
 	/* Media type patterns. */
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
