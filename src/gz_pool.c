@@ -269,7 +269,7 @@ gz_pool_put(struct gz_pool *pool, struct gz_compressor *c)
 	} else {
 		/* Pool full, pass-through, or reset failed: a compressor we can
 		 * not trust is never pooled. All count as discards, which keeps
-		 * live == misses - discards. */
+		 * live == misses - discards - trims. */
 		pool->st.discards++;
 		pool->st.live--;
 		keep = 0;

@@ -70,7 +70,8 @@ void gz_pool_put(struct gz_pool *pool, struct gz_compressor *c);
 /* Trim idle compressors beyond idle_low once idle for period_us
  * (microseconds; 0 = never, the default). idle_low above idle_cap acts as
  * idle_cap. Returns 0, or GZ_EINVAL for a NULL pool. Thread-safe; takes
- * effect at the next look (get, put or gz_pool_trim). */
+ * effect at the next look (get, put or gz_pool_trim); compressors put back
+ * while trimming was off count as idle since ever. */
 int gz_pool_set_trim(struct gz_pool *pool, size_t idle_low, uint64_t period_us);
 /* Free now the idle compressors trimming would free (beyond idle_low, idle
  * for the period); returns how many. Nothing when trimming is off or pool
