@@ -126,6 +126,9 @@ void bh_run_all(void); /* every pass, then the median rows */
 /* bh_verify.c */
 void bh_verify_all(void);
 
+/* bh_events.c: the event-stream rows, after the S/P rows. */
+void bh_events_all(void);
+
 /* bh_alloc.c: process-wide allocation counting. */
 struct ba_counts {
 	uint64_t allocs;     /* blocks allocated, everyone */

@@ -566,11 +566,12 @@ main(int argc, char **argv)
 	}
 	load_payload();
 	build_rows();
-	if (!bh_cfgs)
-		die("no row matches the filter");
 	print_header();
-	bh_verify_all();
-	bh_run_all();
+	if (bh_cfgs) {
+		bh_verify_all();
+		bh_run_all();
+	}
+	bh_events_all();
 	print_loadavg("\n# loadavg at the end");
 	fflush(stdout);
 	if (bh_out_file)

@@ -224,6 +224,7 @@ handle_destroy(struct mhdgz *gz)
 		hnd_table_fini(&gz->table);
 	if (gz->memo_ready)
 		hnd_memo_fini(&gz->memo);
+	gz_pool_free(gz->event_pool);
 	gz_pool_free(gz->stream_pool);
 	gz_pool_free(gz->pool);
 	hnd_typelist_fini(&gz->compress_types);
@@ -291,15 +292,47 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	cap = (o.flags & MHDGZ_F_NO_POOL) ? 0
 	      : o.pool_idle_cap           ? o.pool_idle_cap
 					  : HND_POOL_IDLE_CAP;
-	rc = gz_pool_pair_new(gz->be, gz->level, cap, &gz->pool, &gz->stream_pool);
+	/* Three pools: whole bodies; streams; low-latency streams, whose
+	 * compressors are smaller (event_window_bits). Streams of a
+	 * whole-buffer backend are zlib's (gz_stream_backend). */
+	rc = gz_pool_new(gz->be, gz->level, cap, &gz->pool);
 	if (rc < 0)
 		goto fail;
+	rc = gz_pool_new_win(gz_stream_backend(gz->be), gz_stream_level(gz->be, gz->level),
+			     o.stream_window_bits, o.stream_mem_level, cap, &gz->stream_pool);
+	if (rc < 0)
+		goto fail;
+	rc = gz_pool_new_win(gz_stream_backend(gz->be), gz_stream_level(gz->be, gz->level),
+			     o.event_window_bits ? o.event_window_bits
+						 : MHDGZ_DEFAULT_EVENT_WINDOW_BITS,
+			     o.event_mem_level ? o.event_mem_level : MHDGZ_DEFAULT_EVENT_MEM_LEVEL,
+			     cap, &gz->event_pool);
+	if (rc < 0)
+		goto fail;
+	/* The other codings' pools (zstd, br: whole bodies and streams). */
 	rc = parse_codings(gz, o.codings);
 	if (rc < 0)
 		goto fail;
 	rc = coders_init(gz, &o, cap);
 	if (rc < 0)
 		goto fail;
+	if (o.pool_trim_ms != MHDGZ_POOL_TRIM_NEVER) {
+		size_t low = o.pool_idle_low ? o.pool_idle_low : MHDGZ_DEFAULT_POOL_IDLE_LOW;
+		uint64_t period_us = (uint64_t)(o.pool_trim_ms ? o.pool_trim_ms
+							       : MHDGZ_DEFAULT_POOL_TRIM_MS) *
+				     1000u;
+
+		/* Cannot fail: the pools exist. */
+		gz_pool_set_trim(gz->pool, low, period_us);
+		gz_pool_set_trim(gz->stream_pool, low, period_us);
+		gz_pool_set_trim(gz->event_pool, low, period_us);
+		for (size_t k = 0; k < GZ_CODING_COUNT; k++) {
+			if (k == GZ_CODING_GZIP || !gz->coder[k].pool)
+				continue;
+			gz_pool_set_trim(gz->coder[k].pool, low, period_us);
+			gz_pool_set_trim(gz->coder[k].stream_pool, low, period_us);
+		}
+	}
 	rc = hnd_table_init(&gz->table);
 	if (rc < 0)
 		goto fail;
@@ -328,6 +361,21 @@ hnd_gz_unref(struct mhdgz *gz)
 	 * handle is freed by whoever drops the last reference. */
 	if (atomic_fetch_sub_explicit(&gz->refs, 1, memory_order_acq_rel) == 1)
 		handle_destroy(gz);
+}
+
+MHDGZ_API size_t
+mhdgz_trim(struct mhdgz *gz)
+{
+	if (!gz)
+		return 0;
+	size_t n = gz_pool_trim(gz->pool) + gz_pool_trim(gz->stream_pool) +
+		   gz_pool_trim(gz->event_pool);
+
+	for (size_t k = 0; k < GZ_CODING_COUNT; k++)
+		if (k != GZ_CODING_GZIP && gz->coder[k].pool)
+			n += gz_pool_trim(gz->coder[k].pool) +
+			     gz_pool_trim(gz->coder[k].stream_pool);
+	return n;
 }
 
 MHDGZ_API void

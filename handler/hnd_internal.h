@@ -233,7 +233,8 @@ struct mhdgz {
 	struct hnd_typelist compress_types;
 	struct hnd_typelist skip_types;
 	struct gz_pool *pool;        /* whole-buffer (one-shot) compressors */
-	struct gz_pool *stream_pool; /* streaming compressors (gz_pool_pair_new) */
+	struct gz_pool *stream_pool; /* streaming compressors (stream_window_bits) */
+	struct gz_pool *event_pool;  /* low-latency streams' (event_window_bits) */
 	struct hnd_table table;
 	struct hnd_memo memo;
 	bool memo_ready;
@@ -256,6 +257,16 @@ static inline struct gz_pool *
 hnd_pool(const struct mhdgz *gz, enum gz_coding coding, bool stream)
 {
 	return stream ? gz->coder[coding].stream_pool : gz->coder[coding].pool;
+}
+
+/* The pool of a coding's streams: for gzip, low-latency streams have
+ * their own (smaller windows: event_window_bits, event_mem_level). */
+static inline struct gz_pool *
+hnd_stream_pool(const struct mhdgz *gz, enum gz_coding coding, bool low_latency)
+{
+	if (coding == GZ_CODING_GZIP && low_latency)
+		return gz->event_pool;
+	return hnd_pool(gz, coding, true);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -54,10 +54,17 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	st->pool_gets = ps.gets;
 	st->pool_misses = ps.misses;
 	st->pool_idle = ps.idle;
+	st->pool_trims = ps.trims;
 	gz_pool_get_stats(gz->stream_pool, &ps); /* and the streams' pool */
 	st->pool_gets += ps.gets;
 	st->pool_misses += ps.misses;
 	st->pool_idle += ps.idle;
+	st->pool_trims += ps.trims;
+	gz_pool_get_stats(gz->event_pool, &ps); /* and the low-latency streams' */
+	st->pool_gets += ps.gets;
+	st->pool_misses += ps.misses;
+	st->pool_idle += ps.idle;
+	st->pool_trims += ps.trims;
 	for (k = 0; k < GZ_CODING_COUNT; k++) {
 		st->coded[k] = sum(gz, HND_C_CODED0 + (unsigned int)k);
 		if (k == GZ_CODING_GZIP || !gz->coder[k].pool)
@@ -66,10 +73,12 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 		st->pool_gets += ps.gets;
 		st->pool_misses += ps.misses;
 		st->pool_idle += ps.idle;
+		st->pool_trims += ps.trims;
 		gz_pool_get_stats(gz->coder[k].stream_pool, &ps);
 		st->pool_gets += ps.gets;
 		st->pool_misses += ps.misses;
 		st->pool_idle += ps.idle;
+		st->pool_trims += ps.trims;
 	}
 	return 0;
 }

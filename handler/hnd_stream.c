@@ -364,7 +364,7 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 	}
 	if (st->pad_on && pad_prepare(st) < 0)
 		goto fail;
-	if (gz_pump_init(&st->pump, hnd_pool(gz, coding, true),
+	if (gz_pump_init(&st->pump, hnd_stream_pool(gz, coding, low_latency),
 			 e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency) < 0)
 		goto fail;
 	atomic_fetch_add(&e->refs, 1);
@@ -548,7 +548,8 @@ stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_
 	 * have effects); only a file is read to learn the length. */
 	if (e->kind != HND_FD)
 		return MHDGZ_ENOTSUP;
-	rc = gz_pump_init(&pump, hnd_pool(gz, coding, true),
+	/* The pool the stream itself would use: same settings, same bytes. */
+	rc = gz_pump_init(&pump, hnd_stream_pool(gz, coding, low_latency),
 			  e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency);
 	if (rc < 0)
 		return rc;

@@ -91,7 +91,10 @@ MHDGZ_API const char *mhdgz_version(void);
  *  - MHDGZ_BACKEND_ISAL: ISA-L igzip, levels 1-4 (default 2), which are
  *    igzip's own levels 0-3 plus one; whole buffers and streaming; only
  *    when built with ISA-L (configure --with-isal, the default when found).
- *    The fastest, with ratios near zlib's levels 1-2.
+ *    The fastest, with ratios near zlib's levels 1-2. On x86-64, levels
+ *    2-4 are one compressor (igzip's level 3): igzip's levels 1-2 there
+ *    give bytes that depend on where the compressor is in memory (ISA-L
+ *    2.30), and identical input must give identical output.
  *
  * MHDGZ_BACKEND_DEFAULT (0) means the first compiled-in backend of
  * libdeflate (the fastest whole-buffer backend with zlib-level ratios),
@@ -266,6 +269,23 @@ enum mhdgz_etag_policy {
  * one TCP segment is ~1460). */
 #define MHDGZ_DEFAULT_MIN_NBYTES 1024
 
+/** Default pool_idle_low: idle compressors kept by each compressor pool
+ * however long they stay unused (a small site's steady state needs no
+ * new compressor per request). */
+#define MHDGZ_DEFAULT_POOL_IDLE_LOW 2
+/** Default pool_trim_ms: an idle compressor beyond pool_idle_low is freed
+ * after 10 seconds without use. */
+#define MHDGZ_DEFAULT_POOL_TRIM_MS 10000u
+/** pool_trim_ms value: never trim, keep up to pool_idle_cap compressors
+ * idle until mhdgz_free() (the behaviour before trimming existed). */
+#define MHDGZ_POOL_TRIM_NEVER 0xffffffffu
+
+/** Default event_window_bits: a 4 KiB history for low-latency streams,
+ * whose every chunk is flushed (README, "Memory per stream"). */
+#define MHDGZ_DEFAULT_EVENT_WINDOW_BITS 12
+/** Default event_mem_level: zlib memLevel 5 (a 4 Ki-entry hash table). */
+#define MHDGZ_DEFAULT_EVENT_MEM_LEVEL 5
+
 /**
  * Options for mhdgz_new(). Zero-initialise, set size to
  * sizeof(struct mhdgz_options), then set what you need: every zero field
@@ -337,6 +357,41 @@ struct mhdgz_options {
 	/** brotli quality, 1-11; 0 = the default, 5. Out of range:
 	 * MHDGZ_EINVAL. */
 	int br_level;
+	/** The pools' low watermark: idle compressors never trimmed, per
+	 * pool (whole bodies, streams); 0 = MHDGZ_DEFAULT_POOL_IDLE_LOW (2).
+	 * Above pool_idle_cap it acts as pool_idle_cap. */
+	size_t pool_idle_low;
+	/** Trim period in milliseconds: an idle compressor beyond
+	 * pool_idle_low is freed once unused for this long, so memory taken
+	 * by a burst goes back (heap pages too, with glibc); 0 =
+	 * MHDGZ_DEFAULT_POOL_TRIM_MS (10 s), MHDGZ_POOL_TRIM_NEVER = never.
+	 * There is no thread: a pool looks every quarter period when a
+	 * compressor is taken or given back, and mhdgz_trim() looks at once;
+	 * a server that can go quiet after a burst calls mhdgz_trim() from a
+	 * timer (gzserve does, every second). */
+	unsigned int pool_trim_ms;
+	/** Streams (gzip compressed as they are sent): the compressor's
+	 * history, 2^bits bytes, 9-15 (zlib windowBits; ISA-L hist_bits);
+	 * 0 = 15, 32 KiB. With stream_mem_level it sets a stream's memory:
+	 * zlib holds 2^(bits+2) + 2^(mem_level+9) bytes plus 6 KiB, 262 KiB
+	 * at 15 and 8 (README, "Memory per stream", measured per backend).
+	 * Out of range: mhdgz_new() fails with MHDGZ_EINVAL. Streams of
+	 * libdeflate, which has no streaming interface, are zlib's. */
+	int stream_window_bits;
+	/** Streams: zlib memLevel 1-9 (hash table of 2^(mem_level+7)
+	 * entries); 0 = 8. ISA-L: below 8, its smallest level buffer (its
+	 * 80.5 KiB stream state does not shrink). */
+	int stream_mem_level;
+	/** As stream_window_bits, for low-latency streams (text/event-stream
+	 * and the types of the low-latency policy, and
+	 * mhdgz_response_set_low_latency()): each chunk is flushed, so the
+	 * history matters less and a server holds many at once; 0 =
+	 * MHDGZ_DEFAULT_EVENT_WINDOW_BITS (12). */
+	int event_window_bits;
+	/** As stream_mem_level, for low-latency streams; 0 =
+	 * MHDGZ_DEFAULT_EVENT_MEM_LEVEL (5): 38 KiB per zlib stream instead
+	 * of 262, for 9 % more bytes on 100-300-byte JSON events. */
+	int event_mem_level;
 };
 
 /** A compression handler: configuration, compressor pool, response table, stats. */
@@ -349,8 +404,9 @@ struct mhdgz;
  * @param gz_ret receives the handler; owned by the caller, release with
  *        mhdgz_free(). Untouched on error.
  * @return 0; MHDGZ_EINVAL for a NULL gz_ret, an unknown opts->size, an
- *         unknown backend, a level out of range, an ETag policy out of range
- *         or a malformed media type pattern, a length_hiding_max above
+ *         unknown backend, a level out of range, an ETag policy out of
+ *         range, a stream or event window setting out of range, a
+ *         malformed media type pattern, a length_hiding_max above
  *         MHDGZ_LENGTH_HIDING_MAX_LIMIT or a length_hiding_key of a size
  *         out of range; MHDGZ_ENOTSUP for a backend not compiled in;
  *         MHDGZ_EBACKEND if getrandom() failed (no key given);
@@ -1170,6 +1226,8 @@ struct mhdgz_stats {
 	/** Request bodies refused, per enum mhdgz_upload_refusal;
 	 * [MHDGZ_UPLOAD_OK] counts the bodies that completed accepted. */
 	uint64_t uploads_refused[MHDGZ_UPLOAD_REFUSAL_COUNT];
+	uint64_t pool_trims; /**< compressor pools: idle compressors freed by
+				   *   trimming (pool_trim_ms) */
 };
 
 /**
@@ -1186,6 +1244,22 @@ MHDGZ_API int mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st);
 /* ===================================================================== */
 /*                              Memory                                   */
 /* ===================================================================== */
+
+/**
+ * Free now the idle compressors that trimming would free: in each of the
+ * handler's compressor pools, those beyond pool_idle_low unused for
+ * pool_trim_ms or longer (struct mhdgz_options), least recently used
+ * first; then, with glibc's allocator, free heap pages go back to the
+ * kernel (malloc_trim). Pools also do this by themselves, but only when a
+ * compressor is taken or given back: call this from a timer (every
+ * second is plenty) if the server can go quiet after a burst.
+ *
+ * @param gz the handler; NULL does nothing.
+ * @return the number of compressors freed (also added to
+ *         mhdgz_stats.pool_trims); 0 with MHDGZ_POOL_TRIM_NEVER.
+ * @note Thread-safe, also with requests being served.
+ */
+MHDGZ_API size_t mhdgz_trim(struct mhdgz *gz);
 
 /**
  * A replacement allocator for everything the library allocates, including

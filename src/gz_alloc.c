@@ -5,6 +5,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#ifdef HAVE_MALLOC_TRIM
+#include <malloc.h>
+#endif
 #include <string.h>
 
 #include "gz_error.h"
@@ -48,6 +51,19 @@ static struct gz_hook gz_hook = {
 	.free_fn = gz_libc_free,
 	.cls = NULL,
 };
+
+void
+gz_alloc_release_unused(void)
+{
+#ifdef HAVE_MALLOC_TRIM
+	/* Without this, glibc keeps the freed compressors' pages: allocations
+	 * of their size come from the heap (the dynamic mmap threshold rises
+	 * past them after the first free), and only the top of a heap is
+	 * returned by free() itself. */
+	if (gz_hook.malloc_fn == gz_libc_malloc)
+		malloc_trim(0);
+#endif
+}
 
 /* Blocks handed out by gz_malloc and not yet given to gz_free. */
 static _Atomic int64_t gz_live;

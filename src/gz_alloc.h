@@ -29,6 +29,11 @@ void gz_zfree(void *opaque, void *ptr);
  * forwarding to gz_malloc/gz_free (opaque unused). */
 void *gz_opaque_malloc(void *opaque, size_t nbytes);
 void gz_opaque_free(void *opaque, void *ptr);
+/* Give free heap pages back to the kernel after a bulk release (the pool's
+ * trim): glibc's malloc_trim(0) when the default allocator is in use and
+ * malloc_trim exists, else nothing (an application allocator manages its
+ * own memory). Thread-safe; costs a walk of the heap, so call it rarely. */
+void gz_alloc_release_unused(void);
 
 /* Number of blocks currently allocated through gz_malloc (process-wide). */
 int64_t gz_alloc_live(void);

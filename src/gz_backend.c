@@ -110,6 +110,13 @@ gz_stream_level(const struct gz_backend *be, int level)
 int
 gz_compressor_new(const struct gz_backend *be, int level, struct gz_compressor **c_ret)
 {
+	return gz_compressor_new_win(be, level, 0, 0, c_ret);
+}
+
+int
+gz_compressor_new_win(const struct gz_backend *be, int level, int window_bits, int mem_level,
+		      struct gz_compressor **c_ret)
+{
 	struct gz_compressor *c;
 	int rc;
 
@@ -119,6 +126,10 @@ gz_compressor_new(const struct gz_backend *be, int level, struct gz_compressor *
 	 * configuration error. */
 	if (level < be->level_min || level > be->level_max)
 		return GZ_EINVAL;
+	if ((window_bits != 0 &&
+	     (window_bits < GZ_WINDOW_BITS_MIN || window_bits > GZ_WINDOW_BITS_MAX)) ||
+	    (mem_level != 0 && (mem_level < GZ_MEM_LEVEL_MIN || mem_level > GZ_MEM_LEVEL_MAX)))
+		return GZ_EINVAL;
 	c = gz_calloc(1, be->inst_nbytes);
 	if (!c)
 		return GZ_ENOMEM;
@@ -127,6 +138,8 @@ gz_compressor_new(const struct gz_backend *be, int level, struct gz_compressor *
 	c->pool_next = NULL;
 	c->scratch = NULL;
 	c->scratch_cap = 0;
+	c->window_bits = window_bits;
+	c->mem_level = mem_level;
 	rc = be->init(c);
 	if (rc < 0) {
 		/* init cleaned up after itself; only the instance is left. */

@@ -30,12 +30,26 @@ struct gz_compressor {
 	const struct gz_backend *be;
 	int level;
 	struct gz_compressor *pool_next; /* link while idle in a compressor pool */
+	uint64_t pool_idle_since_us;     /* monotonic time of its put, while idle */
 	/* Output scratch space kept with the compressor (and so across uses
 	 * in the compressor pool): whole-buffer users compress into it and copy
 	 * the exact result out, so a warm compressor allocates nothing. */
 	uint8_t *scratch;
 	size_t scratch_cap; /* bytes at scratch */
+	/* Stream memory, fixed at creation (gz_compressor_new_win); 0 = the
+	 * backend's default. window_bits 9-15: a 2^window_bits-byte history
+	 * (zlib windowBits, ISA-L hist_bits). mem_level 1-9: zlib's memLevel
+	 * (hash table and pending buffer 2^(mem_level+9) bytes); ISA-L sizes
+	 * its level buffer from it. One-shot-only backends ignore both. */
+	int window_bits;
+	int mem_level;
 };
+
+/* Ranges of gz_compressor.window_bits and mem_level (0: default). */
+#define GZ_WINDOW_BITS_MIN 9
+#define GZ_WINDOW_BITS_MAX 15
+#define GZ_MEM_LEVEL_MIN 1
+#define GZ_MEM_LEVEL_MAX 9
 
 /*
  * Streaming I/O window, same contract as zlib's z_stream next/avail fields:
@@ -203,6 +217,11 @@ int gz_stream_level(const struct gz_backend *be, int level);
  * clamped), GZ_ENOMEM or GZ_EBACKEND. The caller owns *c_ret and
  * releases it with gz_compressor_free. */
 int gz_compressor_new(const struct gz_backend *be, int level, struct gz_compressor **c_ret);
+/* gz_compressor_new with stream memory settings (struct gz_compressor:
+ * window_bits 0 or 9-15, mem_level 0 or 1-9; 0 = the backend's default).
+ * GZ_EINVAL for a value out of range, else as gz_compressor_new. */
+int gz_compressor_new_win(const struct gz_backend *be, int level, int window_bits, int mem_level,
+			  struct gz_compressor **c_ret);
 /* Release a compressor (and its scratch space); NULL is a no-op. */
 void gz_compressor_free(struct gz_compressor *c);
 /* Make c->scratch hold at least nbytes. Returns 0 or GZ_ENOMEM (the old

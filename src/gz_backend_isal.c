@@ -1,11 +1,34 @@
 /* gz_backend_isal.c: the ISA-L igzip backend (one-shot and streaming), built under HAVE_ISAL. */
 /*
  * Levels: 1-4 (default 2), ISA-L's own 0-3 shifted up by one so that 0 is
- * never a level (gz_backend.h): isal_zstream.level is our level - 1. ISA-L
- * level 0 (our 1) uses a fixed trained Huffman table and a small hash (fastest,
- * weakest; on incompressible data it expands by about a quarter when
- * streaming); 1-3 build per-block Huffman codes in a level buffer and
- * compress to about zlib levels 1-2. Below, "level 0-3" means ISA-L's.
+ * never a level (gz_backend.h). ISA-L level 0 (our 1) uses a fixed trained
+ * Huffman table and a small hash (fastest, weakest; on incompressible data
+ * it expands by about a quarter when streaming); 1-3 build per-block
+ * Huffman codes in a level buffer. Below, "level 0-3" means ISA-L's.
+ *
+ * Determinism: on x86-64, ISA-L's levels 1 and 2 are not deterministic, so
+ * our 2 and 3 compress with its level 3 (gz_isal_native()). Their assembly
+ * bodies (isal_deflate_icf_body_hash_hist_01/02/04 in ISA-L 2.30), at the
+ * start of a block without history (IGZIP_NO_HIST: every one-shot member,
+ * every stream's first block), emit the first byte as a literal and then
+ * hash the third byte from register rcx, which still holds the
+ * isal_zstream pointer, not the input: the third position goes into bucket
+ * crc32c(stream address >> 16) & hash_mask instead of its own. Matches are
+ * verified against the data, so the member stays valid, but which ones are
+ * found, and so the bytes, depend on where the compressor lives: found
+ * because tests/check_pool.c saw pooled compressors produce different
+ * members for one input (one fixed, zero-filled input and stream state at
+ * addresses with different hash buckets give different output; equal
+ * buckets, equal output; ISA-L's C bodies, swapped in, give one output for
+ * every address). Not a race and not state left in the level buffer.
+ * Identical input must give identical bytes (MHDGZ_ETAG_KEEP, the gzip
+ * length remembered by ETag, the compress-once cache), so levels 2-4 are
+ * the same compressor here: level 3 (hash map, lazy matching) is
+ * deterministic and compresses a little better, at about half the speed on
+ * large bodies (ISA-L 2.30 here, 127 KiB of JSON: 170 against 380 MB/s,
+ * 18.4 against 19.0 % of the input; equal speed at 400 bytes). Other
+ * architectures run ISA-L's C bodies, which are deterministic: there the
+ * levels are ISA-L's own.
  *
  * Format: gzip_flag IGZIP_GZIP makes ISA-L write its generic RFC 1952
  * header, 1f 8b 08 00 00000000 00 ff (FLG 0, MTIME 0, XFL 0, OS 255), and
@@ -26,8 +49,9 @@
  *
  * Memory: the instance (80.5 KiB, mostly the isal_zstream's history
  * buffer) plus, for levels 1-3, a level buffer of ISAL_DEF_LVLx_DEFAULT
- * bytes (276, 324 and 340 KiB) from gz_malloc: 1 allocation at level 0, 2
- * at 1-3 (ISA-L 2.30, x86-64). Nothing is allocated afterwards.
+ * bytes (276, 324 and 340 KiB; 340 for our 2-4 on x86-64) from gz_malloc:
+ * 1 allocation at level 0, 2 at 1-3 (ISA-L 2.30). Nothing is allocated
+ * afterwards.
  */
 #include "config.h"
 
@@ -49,7 +73,27 @@
 #define GZ_ISAL_LEVEL_MIN (ISAL_DEF_MIN_LEVEL + 1)
 #define GZ_ISAL_LEVEL_MAX (ISAL_DEF_MAX_LEVEL + 1)
 #define GZ_ISAL_LEVEL_DEFAULT 2
-#define GZ_ISAL_NATIVE(level) ((level)-1)
+
+/* 1: our levels 2-3 compress with ISA-L's level 3, deterministic; 0: with
+ * ISA-L's 1-2, faster on large bodies, but on x86-64 (ISA-L 2.30, see the
+ * top of this file) the bytes then depend on the compressor's address.
+ * Set 0 only with an ISA-L whose bodies are fixed. */
+#ifndef GZ_ISAL_DETERMINISTIC
+#if defined(__x86_64__)
+#define GZ_ISAL_DETERMINISTIC 1
+#else
+#define GZ_ISAL_DETERMINISTIC 0
+#endif
+#endif
+
+/* ISA-L's level for one of ours. */
+static int
+gz_isal_native(int level)
+{
+	if (GZ_ISAL_DETERMINISTIC && (level == 2 || level == 3))
+		return 3;
+	return level - 1;
+}
 
 /* RFC 1952 wrapper sizes and the stored-block format ISA-L falls back to
  * (RFC 1951 section 3.2.4): 5 header bytes per block of at most 65535. */
@@ -69,6 +113,24 @@ static const uint32_t gz_isal_level_buf_nbytes[] = {
 	ISAL_DEF_LVL2_DEFAULT,
 	ISAL_DEF_LVL3_DEFAULT,
 };
+/* ISA-L's smallest level buffers, for a mem_level below 8 (streams of
+ * small flushes, where every flush ends a block anyway): the hash table
+ * plus 1 Ki tokens. The isal_zstream (80.5 KiB) does not shrink. */
+static const uint32_t gz_isal_level_buf_min_nbytes[] = {
+	ISAL_DEF_LVL0_MIN,
+	ISAL_DEF_LVL1_MIN,
+	ISAL_DEF_LVL2_MIN,
+	ISAL_DEF_LVL3_MIN,
+};
+
+/* Bytes of the level buffer of compressor c at ISA-L level native. */
+static uint32_t
+gz_isal_level_buf_size(const struct gz_compressor *c, int native)
+{
+	if (c->mem_level != 0 && c->mem_level < 8)
+		return gz_isal_level_buf_min_nbytes[native];
+	return gz_isal_level_buf_nbytes[native];
+}
 
 struct gz_isal {
 	struct gz_compressor base; /* first: the core casts between the two */
@@ -90,13 +152,13 @@ struct gz_isal {
 static void
 gz_isal_setup(struct gz_isal *z)
 {
-	int level = GZ_ISAL_NATIVE(z->base.level);
+	int level = gz_isal_native(z->base.level);
 
 	z->zs.level = (uint32_t)level;
 	z->zs.level_buf = z->level_buf;
-	z->zs.level_buf_size = z->level_buf ? gz_isal_level_buf_nbytes[level] : 0;
+	z->zs.level_buf_size = z->level_buf ? gz_isal_level_buf_size(&z->base, level) : 0;
 	z->zs.gzip_flag = IGZIP_GZIP;
-	z->zs.hist_bits = 0; /* full 32 KiB window */
+	z->zs.hist_bits = (uint16_t)z->base.window_bits; /* 0: full 32 KiB window */
 	z->zs.flush = NO_FLUSH;
 	z->zs.end_of_stream = 0;
 	z->ended = 0;
@@ -108,7 +170,7 @@ static int
 gz_isal_init(struct gz_compressor *c)
 {
 	struct gz_isal *z = (struct gz_isal *)c;
-	uint32_t nbytes = gz_isal_level_buf_nbytes[GZ_ISAL_NATIVE(c->level)];
+	uint32_t nbytes = gz_isal_level_buf_size(c, gz_isal_native(c->level));
 
 	if (nbytes) {
 		/* Not zeroed: ISA-L reads hash entries here before writing them

@@ -79,8 +79,12 @@ gz_zlib_init(struct gz_compressor *c)
 	z->zs.zalloc = gz_zalloc;
 	z->zs.zfree = gz_zfree;
 	z->zs.opaque = NULL;
-	rc = deflateInit2(&z->zs, c->level, Z_DEFLATED, GZ_ZLIB_WBITS_GZIP, GZ_ZLIB_MEMLEVEL,
-			  Z_DEFAULT_STRATEGY);
+	/* A smaller window or memLevel (streams: gz_compressor_new_win)
+	 * shrinks window and prev (2^(windowBits+1) bytes each), head and
+	 * the pending buffer (2^(memLevel+8), 2^(memLevel+8) bytes). */
+	rc = deflateInit2(&z->zs, c->level, Z_DEFLATED,
+			  c->window_bits ? 16 + c->window_bits : GZ_ZLIB_WBITS_GZIP,
+			  c->mem_level ? c->mem_level : GZ_ZLIB_MEMLEVEL, Z_DEFAULT_STRATEGY);
 	/* deflateInit2 frees its own partial allocations on failure. */
 	if (rc == Z_MEM_ERROR)
 		return GZ_ENOMEM;

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "gz_error.h"
 #include "gz_alloc.h"
@@ -22,10 +23,14 @@
 /*
  * Invariants, all under lock:
  *  - idle is the length of the free list and idle <= idle_cap;
- *  - live == misses - discards: every compressor this pool created and has
- *    not freed is either idle or out with a user;
+ *  - live == misses - discards - trims: every compressor this pool created
+ *    and has not freed is either idle or out with a user;
  *  - gets - puts == compressors out with users (given every put matches a
- *    get of this pool).
+ *    get of this pool);
+ *  - the free list runs from the most to the least recently put, and
+ *    pool_idle_since_us never increases along it (read under the lock), so
+ *    a trim cuts it once: after idle_low entries, at the first entry idle
+ *    for the period, everything to the tail goes.
  * The lock guards only list links and counters: creating, resetting and
  * freeing a compressor (hundreds of KiB, microseconds) happen outside it, so
  * the critical section is a handful of loads and stores. A get that creates
@@ -36,19 +41,91 @@ struct gz_pool {
 	pthread_mutex_t lock;
 	const struct gz_backend *be; /* fixed at creation, read without the lock */
 	int level;                   /* native level of be, fixed at creation */
+	int window_bits, mem_level;  /* of every compressor (0: default) */
 	size_t idle_cap;             /* most compressors kept idle; 0 = pass-through */
 	struct gz_compressor *head;  /* free list through pool_next; LIFO, so the
 	                              * most recently used (cache-warm) one goes
 	                              * out first */
+	size_t idle_low;             /* trimming keeps this many idle */
+	uint64_t trim_period_us;     /* 0: never trim */
+	uint64_t next_look_us;       /* a get or put trims from this time on */
 	struct gz_pool_stats st;
 };
+
+/* CLOCK_MONOTONIC in microseconds; 0 if the clock fails (then nothing is
+ * ever old enough to trim). */
+static uint64_t
+gz_now_us(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/*
+ * Under the lock: unlink the idle compressors beyond idle_low that have been
+ * idle since now - period or earlier and return them as a list (through
+ * pool_next) for the caller to free outside the lock; counts them.
+ */
+static struct gz_compressor *
+gz_pool_cut_locked(struct gz_pool *pool, uint64_t now_us)
+{
+	struct gz_compressor **link = &pool->head, *cut;
+	size_t kept = 0, n = 0;
+
+	pool->next_look_us = now_us + pool->trim_period_us / 4;
+	while (*link && (kept < pool->idle_low || now_us < pool->trim_period_us ||
+			 (*link)->pool_idle_since_us > now_us - pool->trim_period_us)) {
+		link = &(*link)->pool_next;
+		kept++;
+	}
+	cut = *link;
+	*link = NULL;
+	for (struct gz_compressor *c = cut; c; c = c->pool_next)
+		n++;
+	pool->st.idle -= n;
+	pool->st.live -= n;
+	pool->st.trims += n;
+	return cut;
+}
+
+/* Free a list cut by gz_pool_cut_locked (outside the lock); returns its length. */
+static size_t
+gz_pool_free_list(struct gz_compressor *c)
+{
+	size_t n = 0;
+
+	while (c) {
+		struct gz_compressor *next = c->pool_next;
+
+		gz_compressor_free(c);
+		c = next;
+		n++;
+	}
+	if (n)
+		gz_alloc_release_unused();
+	return n;
+}
 
 int
 gz_pool_new(const struct gz_backend *be, int level, size_t idle_cap, struct gz_pool **pool_ret)
 {
+	return gz_pool_new_win(be, level, 0, 0, idle_cap, pool_ret);
+}
+
+int
+gz_pool_new_win(const struct gz_backend *be, int level, int window_bits, int mem_level,
+		size_t idle_cap, struct gz_pool **pool_ret)
+{
 	struct gz_pool *pool;
 
 	if (!be || !pool_ret)
+		return GZ_EINVAL;
+	if ((window_bits != 0 &&
+	     (window_bits < GZ_WINDOW_BITS_MIN || window_bits > GZ_WINDOW_BITS_MAX)) ||
+	    (mem_level != 0 && (mem_level < GZ_MEM_LEVEL_MIN || mem_level > GZ_MEM_LEVEL_MAX)))
 		return GZ_EINVAL;
 	/* Checked here, not at the first get, so a bad configuration fails at
 	 * set-up rather than on the first request. Never clamped. */
@@ -64,6 +141,8 @@ gz_pool_new(const struct gz_backend *be, int level, size_t idle_cap, struct gz_p
 	}
 	pool->be = be;
 	pool->level = level;
+	pool->window_bits = window_bits;
+	pool->mem_level = mem_level;
 	pool->idle_cap = idle_cap;
 	*pool_ret = pool;
 	return 0;
@@ -110,7 +189,7 @@ gz_pool_free(struct gz_pool *pool)
 int
 gz_pool_get(struct gz_pool *pool, struct gz_compressor **c_ret)
 {
-	struct gz_compressor *c;
+	struct gz_compressor *c, *old = NULL;
 	int rc;
 
 	pthread_mutex_lock(&pool->lock);
@@ -120,7 +199,14 @@ gz_pool_get(struct gz_pool *pool, struct gz_compressor **c_ret)
 		pool->st.idle--;
 		pool->st.gets++;
 	}
+	if (pool->trim_period_us) {
+		uint64_t now = gz_now_us();
+
+		if (now >= pool->next_look_us)
+			old = gz_pool_cut_locked(pool, now);
+	}
 	pthread_mutex_unlock(&pool->lock);
+	gz_pool_free_list(old);
 	if (c) {
 		/* Idle compressors were reset when they were put back. */
 		c->pool_next = NULL;
@@ -130,7 +216,7 @@ gz_pool_get(struct gz_pool *pool, struct gz_compressor **c_ret)
 
 	/* Miss: create outside the lock. A new compressor is at the start of
 	 * a member already, so it needs no reset. */
-	rc = gz_compressor_new(pool->be, pool->level, &c);
+	rc = gz_compressor_new_win(pool->be, pool->level, pool->window_bits, pool->mem_level, &c);
 	if (rc < 0)
 		return rc;
 	c->pool_next = NULL;
@@ -146,6 +232,7 @@ gz_pool_get(struct gz_pool *pool, struct gz_compressor **c_ret)
 void
 gz_pool_put(struct gz_pool *pool, struct gz_compressor *c)
 {
+	struct gz_compressor *old = NULL;
 	int keep;
 
 	if (!c)
@@ -170,13 +257,19 @@ gz_pool_put(struct gz_pool *pool, struct gz_compressor *c)
 	pthread_mutex_lock(&pool->lock);
 	pool->st.puts++;
 	if (keep && pool->st.idle < pool->idle_cap) {
+		/* Timed under the lock, so the list stays ordered by it. */
+		uint64_t now = pool->trim_period_us ? gz_now_us() : 0;
+
+		c->pool_idle_since_us = now;
 		c->pool_next = pool->head;
 		pool->head = c;
 		pool->st.idle++;
+		if (pool->trim_period_us && now >= pool->next_look_us)
+			old = gz_pool_cut_locked(pool, now);
 	} else {
 		/* Pool full, pass-through, or reset failed: a compressor we can
 		 * not trust is never pooled. All count as discards, which keeps
-		 * live == misses - discards. */
+		 * live == misses - discards - trims. */
 		pool->st.discards++;
 		pool->st.live--;
 		keep = 0;
@@ -184,6 +277,34 @@ gz_pool_put(struct gz_pool *pool, struct gz_compressor *c)
 	pthread_mutex_unlock(&pool->lock);
 	if (!keep)
 		gz_compressor_free(c);
+	gz_pool_free_list(old);
+}
+
+int
+gz_pool_set_trim(struct gz_pool *pool, size_t idle_low, uint64_t period_us)
+{
+	if (!pool)
+		return GZ_EINVAL;
+	pthread_mutex_lock(&pool->lock);
+	pool->idle_low = idle_low;
+	pool->trim_period_us = period_us;
+	pool->next_look_us = 0;
+	pthread_mutex_unlock(&pool->lock);
+	return 0;
+}
+
+size_t
+gz_pool_trim(struct gz_pool *pool)
+{
+	struct gz_compressor *old = NULL;
+
+	if (!pool)
+		return 0;
+	pthread_mutex_lock(&pool->lock);
+	if (pool->trim_period_us)
+		old = gz_pool_cut_locked(pool, gz_now_us());
+	pthread_mutex_unlock(&pool->lock);
+	return gz_pool_free_list(old);
 }
 
 void

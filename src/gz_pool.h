@@ -18,6 +18,16 @@
  * returns it; when idle_cap compressors are already idle it is freed instead.
  * idle_cap == 0 is pass-through mode (get always allocates, put always frees),
  * so AddressSanitizer and valgrind see every lifetime.
+ *
+ * Trimming (gz_pool_set_trim; off by default): a burst leaves up to
+ * idle_cap compressors idle, hundreds of KiB each. Those beyond the low
+ * watermark idle_low that have been idle for period_us are freed, least
+ * recently used first, and the heap's free pages given back
+ * (gz_alloc_release_unused). There is no thread: the pool looks at most
+ * every period_us / 4 during a get or put, and gz_pool_trim looks now, for
+ * a server that goes quiet after a burst (no get or put to notice). So a
+ * compressor idle for period_us is freed by the first get, put or
+ * gz_pool_trim at least period_us / 4 after that, or at gz_pool_free.
  */
 struct gz_pool;
 
@@ -28,11 +38,17 @@ struct gz_pool_stats {
 	uint64_t discards; /* puts that freed the compressor (pool full) */
 	uint64_t idle;     /* compressors idle in the pool now */
 	uint64_t live;     /* compressors created and not yet freed */
+	uint64_t trims;    /* idle compressors freed by trimming */
 };
 
 /* Create a pool. Returns 0 and *pool_ret, GZ_EINVAL (bad level, NULL
  * backend), GZ_ENOMEM. No compressor is created until the first get. */
 int gz_pool_new(const struct gz_backend *be, int level, size_t idle_cap, struct gz_pool **pool_ret);
+/* gz_pool_new whose compressors have stream memory settings window_bits
+ * and mem_level (gz_compressor_new_win; 0 = default). GZ_EINVAL also for
+ * a value out of range. */
+int gz_pool_new_win(const struct gz_backend *be, int level, int window_bits, int mem_level,
+		    size_t idle_cap, struct gz_pool **pool_ret);
 /* The two pools a user of (be, level) needs: one-shot compressors of be,
  * and streaming compressors of gz_stream_backend(be) at gz_stream_level()
  * (gz_backend.h). Always two pools, also when be streams itself: a
@@ -50,6 +66,17 @@ int gz_pool_get(struct gz_pool *pool, struct gz_compressor **c_ret);
 /* Give a compressor back (NULL is a no-op). A compressor whose last
  * operation failed may be put back: it is reset or freed. Thread-safe. */
 void gz_pool_put(struct gz_pool *pool, struct gz_compressor *c);
+
+/* Trim idle compressors beyond idle_low once idle for period_us
+ * (microseconds; 0 = never, the default). idle_low above idle_cap acts as
+ * idle_cap. Returns 0, or GZ_EINVAL for a NULL pool. Thread-safe; takes
+ * effect at the next look (get, put or gz_pool_trim); compressors put back
+ * while trimming was off count as idle since ever. */
+int gz_pool_set_trim(struct gz_pool *pool, size_t idle_low, uint64_t period_us);
+/* Free now the idle compressors trimming would free (beyond idle_low, idle
+ * for the period); returns how many. Nothing when trimming is off or pool
+ * is NULL. Thread-safe. */
+size_t gz_pool_trim(struct gz_pool *pool);
 
 /* Snapshot of the counters. Thread-safe. */
 void gz_pool_get_stats(struct gz_pool *pool, struct gz_pool_stats *st);

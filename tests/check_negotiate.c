@@ -643,6 +643,31 @@ START_TEST(test_new_misc)
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	mhdgz_free(gz);
 
+	/* Stream and event window settings: 9-15 and 1-9, 0 the default. */
+	{
+		const int bad[][4] = { { 8, 0, 0, 0 },  { 16, 0, 0, 0 }, { 0, 10, 0, 0 },
+				       { 0, -1, 0, 0 }, { 0, 0, 8, 0 },  { 0, 0, 16, 0 },
+				       { 0, 0, 0, 10 }, { 0, 0, 0, -3 } };
+
+		memset(&o, 0, sizeof o);
+		o.size = sizeof o;
+		for (size_t i = 0; i < N_ELEMS(bad); i++) {
+			gz = NULL;
+			o.stream_window_bits = bad[i][0];
+			o.stream_mem_level = bad[i][1];
+			o.event_window_bits = bad[i][2];
+			o.event_mem_level = bad[i][3];
+			ck_assert_int_eq(mhdgz_new(&o, &gz), MHDGZ_EINVAL);
+			ck_assert_ptr_null(gz);
+		}
+		o.stream_window_bits = 9;
+		o.stream_mem_level = 9;
+		o.event_window_bits = 15;
+		o.event_mem_level = 1;
+		ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+		mhdgz_free(gz);
+	}
+
 	/* Media type patterns. */
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
@@ -1514,6 +1539,42 @@ START_TEST(test_select_pool_stats)
 }
 END_TEST
 
+/* Trimming through the handler: mhdgz_trim() keeps the low watermark (the
+ * one idle compressor here), never trims with MHDGZ_POOL_TRIM_NEVER, and
+ * NULL is a no-op. The trimming itself: tests/check_pool.c. Loop: default
+ * period, 1 ms period, never. */
+START_TEST(test_select_pool_trim)
+{
+	const unsigned int periods[] = { 0, 1, MHDGZ_POOL_TRIM_NEVER };
+	struct mhdgz_options o;
+	struct mhdgz *gz;
+	uint8_t *body = tu_payload(20000, TU_TEXT, 5);
+	struct sel_req rq = req_of(ae_gzip, 1);
+	struct MHD_Response *r, *q;
+	enum mhdgz_reason why;
+	struct mhdgz_stats st;
+
+	memset(&o, 0, sizeof o);
+	o.size = sizeof o;
+	o.pool_trim_ms = periods[_i];
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	r = mhdgz_response_from_buffer(gz, 20000, body, MHD_RESPMEM_PERSISTENT);
+	ck_assert_ptr_nonnull(r);
+	MHD_add_response_header(r, "Content-Type", "text/plain");
+	ck_assert_int_eq(select_of(gz, &rq, 200, r, &q, &why), 0);
+	ck_assert_int_eq(why, MHDGZ_COMPRESSED);
+	MHD_destroy_response(r);
+	tu_sleep_us(2000);
+	ck_assert_uint_eq(mhdgz_trim(gz), 0);
+	ck_assert_uint_eq(mhdgz_trim(NULL), 0);
+	st = stats_of(gz);
+	ck_assert_uint_eq(st.pool_idle, 1);
+	ck_assert_uint_eq(st.pool_trims, 0);
+	mhdgz_free(gz);
+	free(body);
+}
+END_TEST
+
 /* Allocation failures inside response creation and select_of(). */
 START_TEST(test_select_faults)
 {
@@ -1618,6 +1679,7 @@ negotiate_suite(void)
 		    { test_select_reasons, 0, 0 },
 		    { test_select_backends, 0, 0 },
 		    { test_select_pool_stats, 0, 2 },
+		    { test_select_pool_trim, 0, 3 },
 		    { test_select_faults, 0, 6 } } },
 	};
 

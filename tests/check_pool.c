@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef HAVE_MALLOC_TRIM
+#include <malloc.h>
+#endif
 
 #include "gz_error.h"
 #include "gz_alloc.h"
@@ -157,24 +160,7 @@ worker_main(void *arg)
 			memcpy(ref, out, out_len);
 			ref_len = out_len;
 		} else if (rc == 0 && (out_len != ref_len || memcmp(out, ref, out_len) != 0)) {
-			/*
-			 * zlib and libdeflate are deterministic. ISA-L (2.30) was
-			 * seen, twice in five clean-clone CI runs under load and
-			 * never in 84 local runs, to produce a different but valid
-			 * member for the same input with 8 threads. Until that is
-			 * understood (see the closing note of the session that
-			 * added this), an ISA-L member that differs must still
-			 * decode to the input and carry the right CRC-32/ISIZE.
-			 */
-			uint8_t *dec = NULL;
-			size_t dec_len = 0;
-
-			if (strcmp(c->be->name, "isal") != 0 ||
-			    tu_gunzip(out, out_len, &dec, &dec_len) != 0 ||
-			    dec_len != STRESS_PAYLOAD_LEN || memcmp(dec, payload, dec_len) != 0 ||
-			    tu_check_member(out, out_len, payload, STRESS_PAYLOAD_LEN) != 0)
-				w->output_mismatch = 1;
-			free(dec);
+			w->output_mismatch = 1;
 		}
 
 		/* Cleared before the put: once put, another thread may get it. */
@@ -194,7 +180,7 @@ cleanup:
 }
 
 static void
-run_stress(const struct gz_backend *be, size_t idle_cap)
+run_stress(const struct gz_backend *be, int level, size_t idle_cap)
 {
 	struct worker w[STRESS_THREADS];
 	struct gz_pool *pool = NULL;
@@ -202,7 +188,7 @@ run_stress(const struct gz_backend *be, size_t idle_cap)
 	const uint64_t total = (uint64_t)STRESS_THREADS * STRESS_CYCLES;
 
 	ck_assert_msg(be->caps & GZ_CAP_ONESHOT, "%s: no one-shot compress", be->name);
-	ck_assert_int_eq(gz_pool_new(be, be->level_default, idle_cap, &pool), 0);
+	ck_assert_int_eq(gz_pool_new(be, level, idle_cap, &pool), 0);
 	inuse_clear();
 	memset(w, 0, sizeof w);
 	for (unsigned int t = 0; t < STRESS_THREADS; t++) {
@@ -220,9 +206,10 @@ run_stress(const struct gz_backend *be, size_t idle_cap)
 		ck_assert_msg(w[t].first_rc == 0, "%s thread %u: rc %d (%s)", be->name, t,
 			      w[t].first_rc, gz_strerror(w[t].first_rc));
 		ck_assert_uint_eq(w[t].cycles_done, STRESS_CYCLES);
-		ck_assert_msg(w[t].roundtrip_ok, "%s thread %u: round trip failed", be->name, t);
-		ck_assert_msg(!w[t].output_mismatch, "%s thread %u: output changed on reuse",
-			      be->name, t);
+		ck_assert_msg(w[t].roundtrip_ok, "%s level %d thread %u: round trip failed",
+			      be->name, level, t);
+		ck_assert_msg(!w[t].output_mismatch,
+			      "%s level %d thread %u: output changed on reuse", be->name, level, t);
 	}
 
 	gz_pool_get_stats(pool, &st);
@@ -244,12 +231,307 @@ run_stress(const struct gz_backend *be, size_t idle_cap)
 	gz_pool_free(pool);
 }
 
-/* Loop index i: backend i / 2, idle cap small (even) or large (odd). */
+/* Every (backend, level) pair, in gz_backends[] order then by level. */
+static int
+stress_pairs(void)
+{
+	int n = 0;
+
+	for (size_t b = 0; gz_backends[b]; b++)
+		n += gz_backends[b]->level_max - gz_backends[b]->level_min + 1;
+	return n;
+}
+
+/* The i-th (backend, level) pair of stress_pairs(). */
+static void
+stress_pair(int i, const struct gz_backend **be_ret, int *level_ret)
+{
+	for (size_t b = 0; gz_backends[b]; b++) {
+		const struct gz_backend *be = gz_backends[b];
+		int nlevels = be->level_max - be->level_min + 1;
+
+		if (i < nlevels) {
+			*be_ret = be;
+			*level_ret = be->level_min + i;
+			return;
+		}
+		i -= nlevels;
+	}
+	ck_abort_msg("loop index beyond the (backend, level) pairs");
+}
+
+/*
+ * Loop index i: the i-th (backend, level) pair; idle cap small for even i,
+ * large for odd, so each backend sees both. Every level must give the
+ * same bytes from every compressor of its pool: ISA-L's levels 2-3 did not
+ * on x86-64 (src/gz_backend_isal.c, "Determinism").
+ */
 START_TEST(test_stress)
 {
-	const struct gz_backend *be = gz_backends[_i / 2];
+	const struct gz_backend *be;
+	int level;
 
-	run_stress(be, (_i % 2) ? STRESS_CAP_LARGE : STRESS_CAP_SMALL);
+	stress_pair(_i, &be, &level);
+	run_stress(be, level, (_i % 2) ? STRESS_CAP_LARGE : STRESS_CAP_SMALL);
+}
+END_TEST
+
+/*
+ * The same bytes from compressors anywhere in memory: ANYWHERE_NC of one
+ * (backend, level) alive at once (so at as many addresses, each instance
+ * being tens of KiB or more) compress each of ANYWHERE_NIN inputs, and
+ * every member must equal the first compressor's. ISA-L 2.30's levels 1-2
+ * on x86-64 put the third input position into a hash bucket chosen by the
+ * compressor's address (src/gz_backend_isal.c), which shows only when that
+ * bucket is the first or second position's and their bytes come again:
+ * so each input starts with its own 8-byte token, repeated mid-way. With
+ * these counts (and the fix undone, GZ_ISAL_DETERMINISTIC=0) level 2
+ * failed in each of 6 runs and level 3 in 5, where the thread stress
+ * above failed in about one run in twenty.
+ */
+#define ANYWHERE_NC 24
+#define ANYWHERE_NIN 128
+#define ANYWHERE_TOKEN_LEN 8
+
+START_TEST(test_same_bytes_anywhere)
+{
+	const struct gz_backend *be;
+	struct gz_compressor *c[ANYWHERE_NC];
+	uint8_t *ref = malloc(STRESS_OUT_CAP), *out = malloc(STRESS_OUT_CAP);
+	int level;
+
+	stress_pair(_i, &be, &level);
+	ck_assert_ptr_nonnull(ref);
+	ck_assert_ptr_nonnull(out);
+	for (int k = 0; k < ANYWHERE_NC; k++)
+		ck_assert_int_eq(gz_compressor_new(be, level, &c[k]), 0);
+	for (uint32_t in = 0; in < ANYWHERE_NIN; in++) {
+		enum tu_kind kind = (in % 2) ? TU_JSON : TU_TEXT;
+		uint8_t *payload = tu_payload(STRESS_PAYLOAD_LEN, kind, 100 + in);
+		size_t ref_len = 0;
+
+		ck_assert_ptr_nonnull(payload);
+		tu_fill(payload, ANYWHERE_TOKEN_LEN, TU_RANDOM, 1000 + in);
+		memcpy(payload + STRESS_PAYLOAD_LEN / 2, payload, ANYWHERE_TOKEN_LEN);
+		for (int k = 0; k < ANYWHERE_NC; k++) {
+			size_t out_len = 0;
+
+			ck_assert_int_eq(be->compress(c[k], payload, STRESS_PAYLOAD_LEN,
+						      k ? out : ref, STRESS_OUT_CAP, &out_len),
+					 0);
+			if (k == 0) {
+				ck_assert_int_eq(tu_verify_member(ref, out_len, payload,
+								  STRESS_PAYLOAD_LEN),
+						 0);
+				ref_len = out_len;
+				continue;
+			}
+			ck_assert_msg(
+				out_len == ref_len && memcmp(out, ref, ref_len) == 0,
+				"%s level %d input %u: compressor %d gave other bytes (%zu, %zu)",
+				be->name, level, in, k, out_len, ref_len);
+		}
+		free(payload);
+	}
+	for (int k = 0; k < ANYWHERE_NC; k++)
+		gz_compressor_free(c[k]);
+	free(out);
+	free(ref);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Trimming: a burst's compressors go back, and so does the memory.         */
+/* ------------------------------------------------------------------------ */
+
+/* 256 compressors out at once: BURST_THREADS threads holding BURST_HELD
+ * each, every one of them compressing a body. */
+#define BURST_THREADS 8
+#define BURST_HELD 32
+#define BURST_TOTAL (BURST_THREADS * BURST_HELD)
+#define TRIM_LOW 2
+/* The trim period of the test; it only waits, never asserts that something
+ * happened within a time. */
+#define TRIM_PERIOD_US 200000u
+/* "Not yet": a period no test run lasts. */
+#define TRIM_PERIOD_LONG_US 3600000000u
+/* RSS after trimming may exceed the pre-burst RSS by this fraction. */
+#define TRIM_RSS_SLACK_DIV 10
+#define BURST_BODY_LEN 8192
+/*
+ * RSS is compared with glibc's allocator only, and one arena (as
+ * MALLOC_ARENA_MAX=1 does): glibc never gives back the top of a thread's
+ * arena below its trim threshold (raised to twice the largest block
+ * freed), so with an arena per burst thread RSS stayed 3 % (zlib), 8 %
+ * (ISA-L) and 12-25 % (libdeflate) above its ~2.5-4 MiB baseline: the
+ * threads' allocator, not the pool (README, "Why a compressor pool").
+ * Sanitizers bring their own allocator, without malloc_trim.
+ */
+#if defined(HAVE_MALLOC_TRIM) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define TRIM_CHECK_RSS 1
+#else
+#define TRIM_CHECK_RSS 0
+#endif
+
+struct burst {
+	struct gz_pool *pool;
+	pthread_barrier_t *ready, *go, *held, *back, *end;
+	const uint8_t *body;
+	int rc;
+};
+
+static void *
+burst_main(void *arg)
+{
+	struct burst *b = arg;
+	struct gz_compressor *c[BURST_HELD];
+	size_t cap = BURST_BODY_LEN * 2, n = 0;
+	uint8_t *out = malloc(cap);
+
+	/* Before the baseline: this thread's stack as deep as compressing
+	 * takes it, with a compressor of its own, freed again. */
+	if (out &&
+	    gz_compressor_new(gz_pool_backend(b->pool), gz_pool_level(b->pool), &c[0]) == 0) {
+		size_t out_len;
+
+		b->rc = c[0]->be->compress(c[0], b->body, BURST_BODY_LEN, out, cap, &out_len);
+		gz_compressor_free(c[0]);
+	}
+	pthread_barrier_wait(b->ready);
+	pthread_barrier_wait(b->go);
+	for (; out && n < BURST_HELD && b->rc == 0; n++) {
+		size_t out_len;
+
+		b->rc = gz_pool_get(b->pool, &c[n]);
+		if (b->rc == 0)
+			b->rc = c[n]->be->compress(c[n], b->body, BURST_BODY_LEN, out, cap,
+						   &out_len);
+		if (b->rc != 0 && b->rc != GZ_ENOMEM)
+			n++; /* got it, compress failed: still put it back */
+	}
+	if (!out)
+		b->rc = GZ_ENOMEM;
+	pthread_barrier_wait(b->held); /* all BURST_TOTAL out at once */
+	for (size_t k = 0; k < n; k++)
+		gz_pool_put(b->pool, c[k]);
+	free(out);
+	pthread_barrier_wait(b->back);
+	/* Alive (with its stack) until the main thread has measured. */
+	pthread_barrier_wait(b->end);
+	return NULL;
+}
+
+/*
+ * Per backend at its default level, pool cap BURST_TOTAL, low watermark
+ * TRIM_LOW: BURST_TOTAL concurrent whole-buffer compressions leave
+ * BURST_TOTAL compressors idle and RSS up by at least their state; nothing
+ * is trimmed before the period; after it (waited for, not timed), a get
+ * and put trim all but the watermark (and the one in use), gz_pool_trim
+ * the last, and RSS is back within 10 % of its pre-burst value. The burst
+ * threads exist before the first measurement and until the last, so
+ * their stacks count in both.
+ */
+START_TEST(test_trim_after_burst)
+{
+	const struct gz_backend *be = gz_backends[_i];
+	pthread_barrier_t ready, go, held, back, end;
+	pthread_t tid[BURST_THREADS];
+	struct burst b[BURST_THREADS];
+	struct gz_compressor *c[TRIM_LOW];
+	struct gz_pool *pool;
+	struct gz_pool_stats st;
+	uint8_t *body = tu_payload(BURST_BODY_LEN, TU_JSON, 7);
+	uint8_t *out = malloc(BURST_BODY_LEN * 2);
+	long rss0, rss1, rss2;
+	size_t out_len;
+
+	ck_assert_ptr_nonnull(body);
+	ck_assert_ptr_nonnull(out);
+#if TRIM_CHECK_RSS
+	ck_assert_int_eq(mallopt(M_ARENA_MAX, 1), 1);
+#endif
+	ck_assert_int_eq(gz_pool_new(be, be->level_default, BURST_TOTAL, &pool), 0);
+	ck_assert_int_eq(gz_pool_set_trim(NULL, 1, 1), GZ_EINVAL);
+	ck_assert_int_eq(gz_pool_set_trim(pool, TRIM_LOW, TRIM_PERIOD_LONG_US), 0);
+	/* The steady state: the watermark's compressors, warm. */
+	for (int k = 0; k < TRIM_LOW; k++) {
+		ck_assert_int_eq(gz_pool_get(pool, &c[k]), 0);
+		ck_assert_int_eq(be->compress(c[k], body, BURST_BODY_LEN, out, BURST_BODY_LEN * 2,
+					      &out_len),
+				 0);
+	}
+	for (int k = 0; k < TRIM_LOW; k++)
+		gz_pool_put(pool, c[k]);
+
+	pthread_barrier_init(&ready, NULL, BURST_THREADS + 1);
+	pthread_barrier_init(&go, NULL, BURST_THREADS + 1);
+	pthread_barrier_init(&held, NULL, BURST_THREADS);
+	pthread_barrier_init(&back, NULL, BURST_THREADS + 1);
+	pthread_barrier_init(&end, NULL, BURST_THREADS + 1);
+	for (int t = 0; t < BURST_THREADS; t++) {
+		b[t] = (struct burst){ .pool = pool,
+				       .ready = &ready,
+				       .go = &go,
+				       .held = &held,
+				       .back = &back,
+				       .end = &end,
+				       .body = body };
+		ck_assert_int_eq(pthread_create(&tid[t], NULL, burst_main, &b[t]), 0);
+	}
+	pthread_barrier_wait(&ready);
+	gz_alloc_release_unused();
+	rss0 = tu_rss_kib(0);
+	ck_assert_int_gt(rss0, 0);
+
+	pthread_barrier_wait(&go);
+	pthread_barrier_wait(&back);
+	for (int t = 0; t < BURST_THREADS; t++)
+		ck_assert_msg(b[t].rc == 0, "%s thread %d: rc %d", be->name, t, b[t].rc);
+	gz_pool_get_stats(pool, &st);
+	ck_assert_uint_eq(st.gets, TRIM_LOW + BURST_TOTAL);
+	ck_assert_uint_eq(st.misses, BURST_TOTAL);
+	ck_assert_uint_eq(st.idle, BURST_TOTAL);
+	ck_assert_uint_eq(st.live, BURST_TOTAL);
+	ck_assert_uint_eq(st.trims, 0);
+	rss1 = tu_rss_kib(0);
+	/* The burst's state is resident (64 KiB is below every backend's). */
+	if (TRIM_CHECK_RSS)
+		ck_assert_int_ge(rss1 - rss0, (long)(BURST_TOTAL - TRIM_LOW) * 64);
+
+	/* Not idle for the period yet: nothing goes. */
+	ck_assert_uint_eq(gz_pool_trim(pool), 0);
+	ck_assert_int_eq(gz_pool_set_trim(pool, TRIM_LOW, TRIM_PERIOD_US), 0);
+	tu_sleep_us(TRIM_PERIOD_US);
+
+	/* A get looks first: all idle but the one taken and the watermark go. */
+	ck_assert_int_eq(gz_pool_get(pool, &c[0]), 0);
+	gz_pool_get_stats(pool, &st);
+	ck_assert_uint_eq(st.trims, BURST_TOTAL - 1 - TRIM_LOW);
+	ck_assert_uint_eq(st.idle, TRIM_LOW);
+	gz_pool_put(pool, c[0]);
+	/* The one put back is new; one of the watermark's is now beyond it. */
+	ck_assert_uint_eq(gz_pool_trim(pool), 1);
+	gz_pool_get_stats(pool, &st);
+	ck_assert_uint_eq(st.trims, BURST_TOTAL - TRIM_LOW);
+	ck_assert_uint_eq(st.idle, TRIM_LOW);
+	ck_assert_uint_eq(st.live, TRIM_LOW);
+	ck_assert_uint_eq(st.misses - st.discards - st.trims, st.live);
+	rss2 = tu_rss_kib(0);
+	ck_assert_msg(!TRIM_CHECK_RSS || rss2 <= rss0 + rss0 / TRIM_RSS_SLACK_DIV,
+		      "%s: RSS %ld KiB before the burst, %ld with it, %ld after trimming", be->name,
+		      rss0, rss1, rss2);
+
+	pthread_barrier_wait(&end);
+	for (int t = 0; t < BURST_THREADS; t++)
+		pthread_join(tid[t], NULL);
+	pthread_barrier_destroy(&ready);
+	pthread_barrier_destroy(&go);
+	pthread_barrier_destroy(&held);
+	pthread_barrier_destroy(&back);
+	pthread_barrier_destroy(&end);
+	gz_pool_free(pool);
+	free(out);
+	free(body);
 }
 END_TEST
 
@@ -667,7 +949,11 @@ pool_suite(void)
 		    { test_get_enomem, 0, nb },
 		    { test_reset_failure_discards, 0, 0 },
 		    { test_passthrough_no_reset, 0, 0 } } },
-		{ "threads", STRESS_TIMEOUT_S, { { test_stress, 0, 2 * nb } } },
+		{ "trim", STRESS_TIMEOUT_S, { { test_trim_after_burst, 0, nb } } },
+		{ "threads",
+		  STRESS_TIMEOUT_S,
+		  { { test_stress, 0, stress_pairs() },
+		    { test_same_bytes_anywhere, 0, stress_pairs() } } },
 	};
 
 	return ck_suite("pool", cases, sizeof cases / sizeof cases[0]);

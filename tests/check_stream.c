@@ -10,6 +10,7 @@
 #include "gz_error.h"
 #include "gz_alloc.h"
 #include "gz_backend.h"
+#include "gz_pool.h"
 #include "check_suites.h"
 #include "testutil.h"
 
@@ -538,6 +539,66 @@ START_TEST(test_stream_bad_flush)
 }
 END_TEST
 
+/* Stream memory settings (gz_compressor_new_win): every window and
+ * memLevel in a grid round-trips a stream of small sync-flushed events,
+ * each the same bytes from a second compressor of the same settings; out of
+ * range is GZ_EINVAL, for compressors and pools alike. */
+START_TEST(test_stream_window_settings)
+{
+	const struct gz_backend *be = stream_backend_at((size_t)_i);
+	const int wins[] = { 9, 10, 12, 15, 0 }, mems[] = { 1, 4, 5, 8, 9, 0 };
+	const int bad[][2] = { { 8, 0 }, { 16, 0 }, { -1, 0 }, { 0, 10 }, { 0, -1 } };
+	enum { NEV = 200, EVLEN = 150 };
+	uint8_t *body = tu_payload(NEV * EVLEN, TU_JSON, 9);
+	size_t cap = NEV * EVLEN * 2 + 1024;
+	uint8_t *out[2] = { malloc(cap), malloc(cap) };
+	struct gz_compressor *c = NULL;
+	struct gz_pool *pool = NULL;
+
+	ck_assert_ptr_nonnull(out[0]);
+	ck_assert_ptr_nonnull(out[1]);
+	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+		ck_assert_int_eq(gz_compressor_new_win(be, be->level_default, bad[k][0], bad[k][1],
+						       &c),
+				 GZ_EINVAL);
+		ck_assert_int_eq(gz_pool_new_win(be, be->level_default, bad[k][0], bad[k][1], 4,
+						 &pool),
+				 GZ_EINVAL);
+	}
+	for (size_t w = 0; w < sizeof wins / sizeof wins[0]; w++)
+		for (size_t m = 0; m < sizeof mems / sizeof mems[0]; m++) {
+			size_t len[2];
+
+			for (int r = 0; r < 2; r++) {
+				struct gz_io io = { .out = out[r], .out_cap = cap };
+
+				ck_assert_int_eq(gz_compressor_new_win(be, be->level_default,
+								       wins[w], mems[m], &c),
+						 0);
+				ck_assert_int_eq(c->window_bits, wins[w]);
+				ck_assert_int_eq(c->mem_level, mems[m]);
+				for (int e = 0; e < NEV; e++) {
+					io.in = body + (size_t)e * EVLEN;
+					io.in_len = EVLEN;
+					ck_assert_int_eq(c->be->stream(c, &io, GZ_FLUSH_SYNC), 0);
+					ck_assert_uint_eq(io.in_len, 0);
+				}
+				ck_assert_int_eq(c->be->stream(c, &io, GZ_FLUSH_FINISH),
+						 GZ_STREAM_END);
+				len[r] = cap - io.out_cap;
+				gz_compressor_free(c);
+			}
+			ck_assert_int_eq(tu_verify_member(out[0], len[0], body, NEV * EVLEN), 0);
+			ck_assert_msg(len[0] == len[1] && memcmp(out[0], out[1], len[0]) == 0,
+				      "%s window %d mem %d: two compressors, two outputs", be->name,
+				      wins[w], mems[m]);
+		}
+	free(out[0]);
+	free(out[1]);
+	free(body);
+}
+END_TEST
+
 Suite *
 stream_suite(void)
 {
@@ -555,6 +616,7 @@ stream_suite(void)
 		  { { test_stream_reset_midway, 0, nb },
 		    { test_stream_after_compress, 0, nb },
 		    { test_stream_bad_flush, 0, nb } } },
+		{ "window", 60, { { test_stream_window_settings, 0, nb } } },
 	};
 
 	return ck_suite("stream", cases, sizeof cases / sizeof cases[0]);

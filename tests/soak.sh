@@ -25,8 +25,8 @@
 #  - resident memory (VmRSS, sampled each second from /proc) of each server
 #    grows less than 10 % from the end of the warm-up (--warmup, default
 #    15 s) to the largest sample after it;
-#  - /stats of the demo: pool_idle within the cap (16 per compressor pool;
-#    libdeflate's streams use a second, zlib pool: 32), no failures, the
+#  - /stats of the demo: pool_idle within the cap (16 per compressor pool:
+#    whole bodies, streams, low-latency streams such as /events: 48), no failures, the
 #    reasons sum to the responses, compressed = reasons.compressed, one
 #    decision per request, and the requests the clients completed are all
 #    counted (at most one per connection more: those cut off when wrk
@@ -277,7 +277,7 @@ reasons_sum=$(sed -n 's/.*"reasons":{\([^}]*\)}.*/\1/p' <<<"$stats" | tr ',' '\n
 reason_compressed=$(sed -n 's/.*"reasons":{"compressed":\([0-9]*\).*/\1/p' <<<"$stats")
 not_accepted=$(sed -n 's/.*"not-accepted":\([0-9]*\).*/\1/p' <<<"$stats")
 client_requests=$((req_demo + events_n + side_demo + setup_requests + 1))
-pool_cap=32
+pool_cap=48
 
 echo "soak: results after ${seconds} s (warm-up ${warmup} s)"
 printf '  demo:   %s requests (%s/s), socket errors %s, non-2xx/3xx %s; /events %s of %s complete\n' \

@@ -1,10 +1,13 @@
 /* testutil.c: shared test helpers (reference decoders, payloads, counting allocator). */
 #include "config.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 #ifdef HAVE_ZSTD
 #include <zstd.h>
@@ -606,4 +609,34 @@ tu_verify_coded(const char *coding, const uint8_t *enc, size_t enc_len, const ui
 	ok = dec_len == orig_len && (orig_len == 0 || memcmp(dec, orig, orig_len) == 0);
 	free(dec);
 	return ok ? 0 : -1;
+}
+
+long
+tu_rss_kib(int pid)
+{
+	char path[64];
+	long size_pages = 0, rss_pages = -1;
+	FILE *f;
+
+	if (pid)
+		snprintf(path, sizeof path, "/proc/%d/statm", pid);
+	else
+		snprintf(path, sizeof path, "/proc/self/statm");
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld %ld", &size_pages, &rss_pages) != 2)
+		rss_pages = -1;
+	fclose(f);
+	return rss_pages < 0 ? -1 : rss_pages * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+void
+tu_sleep_us(uint64_t us)
+{
+	struct timespec ts = { .tv_sec = (time_t)(us / 1000000u),
+			       .tv_nsec = (long)(us % 1000000u) * 1000 };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 }

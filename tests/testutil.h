@@ -89,4 +89,10 @@ int tu_alloc_failed(void);     /* nonzero once the injected failure fired */
  * the count and live counters carry on. */
 void tu_alloc_fail_at(uint64_t k);
 
+/* Resident set size of a process in KiB, from /proc/PID/statm (pid 0: this
+ * process); -1 if it cannot be read. */
+long tu_rss_kib(int pid);
+/* Sleep at least us microseconds (restarted after signals). */
+void tu_sleep_us(uint64_t us);
+
 #endif /* TESTUTIL_H */

@@ -8,13 +8,6 @@
 #include "gzserve.h"
 #include "payload.h"
 
-/* /events: how many events, and the time between them in microseconds. */
-#ifndef GZS_EVENTS
-#define GZS_EVENTS 10
-#endif
-#ifndef GZS_EVENT_INTERVAL_US
-#define GZS_EVENT_INTERVAL_US 1000000
-#endif
 
 /* One built-in resource of the demo, made once and queued for every
  * request: mhdgz compresses it on the first request and reuses the gzip
@@ -348,7 +341,7 @@ events_read(void *cls, uint64_t pos, char *buf, size_t max)
 		pthread_mutex_unlock(&ev->s->tick_lock);
 		/* Shutting down ends the stream cleanly (a complete gzip member,
 		 * the last chunk): the client sees the end, not a reset. */
-		if (ev->sent == GZS_EVENTS || stopping)
+		if (ev->sent == ev->s->cfg.events || stopping)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		now = now_us();
 		if (ev->t0_us == 0)
@@ -360,10 +353,11 @@ events_read(void *cls, uint64_t pos, char *buf, size_t max)
 		n = (size_t)snprintf(ev->pending, sizeof ev->pending,
 				     "id: %u\ndata: {\"n\":%u,\"of\":%u,"
 				     "\"elapsed_ms\":%" PRIu64 "}\n\n",
-				     ev->sent, ev->sent, GZS_EVENTS, (now - ev->t0_us) / 1000);
+				     ev->sent, ev->sent, ev->s->cfg.events,
+				     (now - ev->t0_us) / 1000);
 		ev->pend_len = n;
 		ev->pend_off = 0;
-		ev->due_us += GZS_EVENT_INTERVAL_US;
+		ev->due_us += (uint64_t)ev->s->cfg.event_ms * 1000u;
 	}
 	n = ev->pend_len - ev->pend_off;
 	if (n > max)
@@ -438,16 +432,17 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 	fprintf(f,
 		"},\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"compressions\":%" PRIu64
 		",\"failures\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"pool_gets\":%" PRIu64
-		",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64 ",\"padded\":%" PRIu64
-		",\"coded\":{",
+		",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64 ",\"pool_trims\":%" PRIu64
+		",\"padded\":%" PRIu64 ",\"coded\":{",
 		st.bytes_in, st.bytes_out, st.compressions, st.failures, st.cache_hits,
-		st.pool_gets, st.pool_misses, st.pool_idle, st.padded);
+		st.pool_gets, st.pool_misses, st.pool_idle, st.pool_trims, st.padded);
 	/* Responses sent per coding: which one the clients were given. */
 	for (i = 0; i < MHDGZ_CODING_COUNT; i++)
 		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
 			mhdgz_coding_name((enum mhdgz_coding)i), st.coded[i]);
-	fprintf(f, "},\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d}}\n",
-		(uint64_t)atomic_load(&s->requests), atomic_load(&s->in_flight));
+	fprintf(f, "},\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d,\"connections\":%d}}\n",
+		(uint64_t)atomic_load(&s->requests), atomic_load(&s->in_flight),
+		atomic_load(&s->conns));
 	if (fclose(f) != 0) {
 		free(body);
 		return MHD_NO;

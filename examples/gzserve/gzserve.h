@@ -27,6 +27,8 @@ struct config {
 	char *types_buf;    /* the --types argument, split in place */
 	const char **types; /* NULL-terminated, or NULL for the default */
 	unsigned int threads;
+	unsigned int events;   /* /events: how many (--events) */
+	unsigned int event_ms; /* /events: milliseconds apart (--event-ms) */
 	bool precompressed;
 	const char *codings; /* --codings, as given (NULL: gzip alone) */
 	/* The codings offered, in the server's order (ties of the client's
@@ -58,6 +60,12 @@ struct server {
 
 	atomic_uint_fast64_t requests;
 	atomic_int in_flight;
+	/* Connections open, and the most libmicrohttpd accepts (set from
+	 * RLIMIT_NOFILE); limit_warned: the limit message is out. */
+	atomic_int conns;
+	unsigned int conn_limit;
+	unsigned long nofile;
+	atomic_bool limit_warned;
 
 	/* The event ticker: streams waiting for their next event, suspended. */
 	pthread_mutex_t tick_lock;

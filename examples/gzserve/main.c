@@ -34,11 +34,32 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "gzserve.h"
+
+/* /events: how many events, and the milliseconds between them (--events,
+ * --event-ms). */
+#ifndef GZS_EVENTS
+#define GZS_EVENTS 10
+#endif
+#ifndef GZS_EVENT_MS
+#define GZS_EVENT_MS 1000
+#endif
+/* File descriptors kept for other uses than connections (the listening
+ * socket, a thread pool's epoll and signalling descriptors, files being
+ * served, stdio): the connection limit is RLIMIT_NOFILE minus these. */
+#ifndef GZS_FD_RESERVE
+#define GZS_FD_RESERVE 256
+#endif
+/* listen() backlog: a burst of connections waits here for accept()
+ * instead of being dropped (the kernel caps it at net.core.somaxconn). */
+#ifndef GZS_LISTEN_BACKLOG
+#define GZS_LISTEN_BACKLOG 4096
+#endif
 
 /* How long SIGINT/SIGTERM waits for requests in flight before stopping the
  * daemon anyway, in milliseconds: long enough for a large download on a
@@ -51,6 +72,56 @@
 #ifndef GZS_CONN_TIMEOUT_S
 #define GZS_CONN_TIMEOUT_S 60
 #endif
+
+/* ------------------------------------------------------------------------ */
+/* Connections: as many as the descriptors allow                            */
+/* ------------------------------------------------------------------------ */
+
+/* Raise the soft RLIMIT_NOFILE to the hard limit (as far as an
+ * unprivileged process may) and return it. */
+static unsigned long
+raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 1024;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t want = rl.rlim_max;
+
+		rl.rlim_cur = want;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return rl.rlim_cur == RLIM_INFINITY ? 1048576ul : (unsigned long)rl.rlim_cur;
+}
+
+/* libmicrohttpd's connection notifications: count open connections and
+ * say so, once until they fall back below nine tenths, when the limit is
+ * reached: libmicrohttpd then closes new connections at once. */
+static void
+on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+	      enum MHD_ConnectionNotificationCode toe)
+{
+	struct server *s = cls;
+	int n;
+
+	(void)connection;
+	(void)socket_context;
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		n = atomic_fetch_sub(&s->conns, 1) - 1;
+		if ((unsigned int)n < s->conn_limit / 10 * 9)
+			atomic_store(&s->limit_warned, false);
+		return;
+	}
+	n = atomic_fetch_add(&s->conns, 1) + 1;
+	if ((unsigned int)n >= s->conn_limit && !atomic_exchange(&s->limit_warned, true))
+		fprintf(stderr,
+			"gzserve: connection limit reached: %u connections open, the most "
+			"RLIMIT_NOFILE %lu allows (minus %u for other uses); new connections "
+			"are closed until some end (raise the hard limit: ulimit -Hn)\n",
+			(unsigned int)n, s->nofile, (unsigned int)GZS_FD_RESERVE);
+}
 
 /* ------------------------------------------------------------------------ */
 /* The access handler                                                       */
@@ -131,6 +202,8 @@ usage(FILE *f)
 		"  --types LIST      comma-separated media types to compress, replacing the\n"
 		"                    default text-like list: type/subtype, type/*, */*+suffix\n"
 		"                    (e.g. 'text/*,application/json,*/*+xml')\n"
+		"  --events N        /events: send N events, 1-1000000 (default 10)\n"
+		"  --event-ms MS     /events: milliseconds between events (default 1000)\n"
 		"  --threads N       libmicrohttpd thread pool size, 1-1024 (default: the\n"
 		"                    number of CPUs)\n"
 		"  --codings LIST    content codings offered, in the server's order of\n"
@@ -271,6 +344,8 @@ parse_options(int argc, char **argv, struct config *cfg)
 		O_MIN_SIZE,
 		O_TYPES,
 		O_THREADS,
+		O_EVENTS,
+		O_EVENT_MS,
 		O_PRECOMPRESSED,
 		O_CODINGS,
 		O_ETAG,
@@ -288,6 +363,8 @@ parse_options(int argc, char **argv, struct config *cfg)
 		{ "min-size", required_argument, NULL, O_MIN_SIZE },
 		{ "types", required_argument, NULL, O_TYPES },
 		{ "threads", required_argument, NULL, O_THREADS },
+		{ "events", required_argument, NULL, O_EVENTS },
+		{ "event-ms", required_argument, NULL, O_EVENT_MS },
 		{ "precompressed", no_argument, NULL, O_PRECOMPRESSED },
 		{ "codings", required_argument, NULL, O_CODINGS },
 		{ "etag", required_argument, NULL, O_ETAG },
@@ -308,6 +385,8 @@ parse_options(int argc, char **argv, struct config *cfg)
 	cfg->etag = MHDGZ_ETAG_WEAKEN;
 	cfg->order[0] = MHDGZ_CODING_GZIP;
 	cfg->norder = 1;
+	cfg->events = GZS_EVENTS;
+	cfg->event_ms = GZS_EVENT_MS;
 	opterr = 0; /* our own messages, and exit 2 */
 	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
 		switch (c) {
@@ -341,6 +420,12 @@ parse_options(int argc, char **argv, struct config *cfg)
 			break;
 		case O_THREADS:
 			cfg->threads = (unsigned int)number_arg("--threads", optarg, 1, 1024);
+			break;
+		case O_EVENTS:
+			cfg->events = (unsigned int)number_arg("--events", optarg, 1, 1000000);
+			break;
+		case O_EVENT_MS:
+			cfg->event_ms = (unsigned int)number_arg("--event-ms", optarg, 0, 3600000);
 			break;
 		case O_PRECOMPRESSED:
 			cfg->precompressed = true;
@@ -500,6 +585,13 @@ main(int argc, char **argv)
 		return 1;
 	}
 
+	s->nofile = raise_nofile();
+	s->conn_limit = s->nofile > 2 * GZS_FD_RESERVE ? (unsigned int)(s->nofile - GZS_FD_RESERVE)
+						       : (unsigned int)(s->nofile / 2);
+	if (!s->cfg.quiet)
+		fprintf(stderr, "gzserve: up to %u connections (RLIMIT_NOFILE %lu)\n",
+			s->conn_limit, s->nofile);
+
 	/* Suspend/resume for /events; it also brings the inter-thread
 	 * channel MHD_quiesce_daemon() needs with a thread pool. */
 	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
@@ -507,7 +599,10 @@ main(int argc, char **argv)
 	s->daemon = MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s,
 				     MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
 				     s, /* first, or it misses some */
-				     MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_THREAD_POOL_SIZE,
+				     MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
+				     s->conn_limit, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+				     (unsigned int)GZS_LISTEN_BACKLOG, MHD_OPTION_NOTIFY_CONNECTION,
+				     on_connection, s, MHD_OPTION_THREAD_POOL_SIZE,
 				     (unsigned int)(s->cfg.threads > 1 ? s->cfg.threads : 0),
 				     MHD_OPTION_CONNECTION_TIMEOUT,
 				     (unsigned int)GZS_CONN_TIMEOUT_S, MHD_OPTION_URI_LOG_CALLBACK,
@@ -523,8 +618,18 @@ main(int argc, char **argv)
 	       port);
 	fflush(stdout);
 
-	while (sigwait(&sigs, &sig) != 0)
-		;
+	/* Wait for SIGINT/SIGTERM; once a second, give back the compressors
+	 * a burst left idle (mhdgz_trim: the pools trim by themselves only
+	 * when compressors are taken or given back, and a quiet server takes
+	 * none). */
+	for (;;) {
+		const struct timespec tick = { .tv_sec = 1, .tv_nsec = 0 };
+
+		sig = sigtimedwait(&sigs, NULL, &tick);
+		if (sig == SIGINT || sig == SIGTERM)
+			break;
+		mhdgz_trim(s->gz);
+	}
 	if (!s->cfg.quiet)
 		fprintf(stderr, "gzserve: %s: finishing requests in flight\n",
 			sig == SIGINT ? "SIGINT" : "SIGTERM");
