@@ -36,9 +36,12 @@ ck_suite(const char *name, const struct ck_case *cases, size_t n)
 }
 
 /* A suite made of test cases from several files: each part returns one. */
+/* Most cases one composed suite holds. */
+#define CK_MAX_PARTS 16
+
 struct composed {
 	const char *name;
-	struct ck_case (*parts[12])(void); /* up to the first NULL */
+	struct ck_case (*parts[CK_MAX_PARTS])(void); /* up to the first NULL */
 };
 
 static const struct composed composed[] = {
@@ -46,8 +49,8 @@ static const struct composed composed[] = {
 	/* buffer responses through a real daemon and libcurl */
 	{ "e2e",
 	  { hnd_headers_case, hnd_etag_case, hnd_decision_case, hnd_buffer_case, hnd_threads_case,
-	    hnd_wire_case, hnd_ctors_case, hnd_memo_case, hnd_breach_case, hnd_codings_case,
-	    hnd_upload_case } },
+	    hnd_wire_case, hnd_ctors_case, hnd_memo_case, hnd_breach_case, hnd_breach_attack_case,
+	    hnd_codings_case, hnd_upload_case } },
 #endif
 #ifdef CHECK_BIN_STREAMING
 	{ "streaming_body",
@@ -62,10 +65,10 @@ static const struct composed composed[] = {
 static Suite *
 composed_suite(const struct composed *c)
 {
-	struct ck_case cases[12];
+	struct ck_case cases[CK_MAX_PARTS];
 	size_t n = 0;
 
-	while (n < 12 && c->parts[n]) {
+	while (n < CK_MAX_PARTS && c->parts[n]) {
 		cases[n] = c->parts[n]();
 		n++;
 	}
