@@ -509,8 +509,11 @@ START_TEST(test_trim_after_burst)
 	ck_assert_uint_eq(st.trims, BURST_TOTAL - 1 - TRIM_LOW);
 	ck_assert_uint_eq(st.idle, TRIM_LOW);
 	gz_pool_put(pool, c[0]);
-	/* The one put back is new; one of the watermark's is now beyond it. */
-	ck_assert_uint_eq(gz_pool_trim(pool), 1);
+	/* The one put back is new; one of the watermark's is now beyond it
+	 * and goes: in gz_pool_trim, or already in the put when a quarter
+	 * period passed since the get looked (a stalled thread, a loaded
+	 * machine: seen under TSan), so the count, not the return, is exact. */
+	ck_assert_uint_le(gz_pool_trim(pool), 1);
 	gz_pool_get_stats(pool, &st);
 	ck_assert_uint_eq(st.trims, BURST_TOTAL - TRIM_LOW);
 	ck_assert_uint_eq(st.idle, TRIM_LOW);
