@@ -55,6 +55,7 @@ struct server {
 	struct MHD_Daemon *daemon;
 	char *root;      /* realpath of --root; NULL in demo mode */
 	size_t root_len; /* 0 when the root is "/" */
+	int root_fd;     /* the root directory, opened once (files.c); -1: none */
 	struct mime *mimes;
 	size_t nmimes;
 	struct demo *demos;

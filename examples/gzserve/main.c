@@ -28,6 +28,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -492,6 +493,8 @@ main(int argc, char **argv)
 			bad_option("--root: '%s' is not a directory", s->cfg.root);
 		/* "/" as "": every real path starts with it and then "/". */
 		s->root_len = strcmp(s->root, "/") == 0 ? 0 : strlen(s->root);
+		/* Files are opened beneath it (files.c); -1: by real path only. */
+		s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
 
 	/* Signals are taken by sigwait() below; every thread started from
@@ -559,6 +562,8 @@ main(int argc, char **argv)
 	demo_fini(s);
 	mhdgz_free(s->gz);
 	mime_free(s);
+	if (s->root && s->root_fd >= 0)
+		close(s->root_fd);
 	free(s->root);
 	free(s->cfg.types_buf);
 	free(s->cfg.types);
