@@ -39,7 +39,7 @@
 #define HND_FC_BUCKETS0 256
 
 struct hnd_fc_item {
-	struct hnd_fc_item *hnext;      /* bucket chain */
+	struct hnd_fc_item *hnext;       /* bucket chain */
 	struct hnd_fc_item *prev, *next; /* LRU list, most recent first */
 	uint64_t hash;
 	struct hnd_fc_key key;
@@ -108,8 +108,8 @@ hnd_fc_fini(struct hnd_filecache *fc)
 }
 
 bool
-hnd_fc_key_of(const struct mhdgz *gz, const struct hnd_entry *e, enum gz_coding coding,
-	      bool padded, struct hnd_fc_key *key)
+hnd_fc_key_of(const struct mhdgz *gz, const struct hnd_entry *e, enum gz_coding coding, bool padded,
+	      struct hnd_fc_key *key)
 {
 	struct stat st;
 

@@ -218,11 +218,11 @@ bool hnd_memo_get(struct hnd_memo *m, const char *etag, uint64_t body_len, enum 
 /* hnd_filecache.c: the compressed representations of file responses,
  * shared by every response of the handle on the same file version. */
 struct hnd_fc_key {
-	uint64_t dev, ino, size;      /* fstat of the descriptor */
-	int64_t mtime_s, mtime_ns;    /* st_mtim */
-	int64_t ctime_s, ctime_ns;    /* st_ctim: changes with every write, */
-	uint64_t offset, len;         /* and cannot be set back by utimensat */
-	uint32_t coding, padded;      /* the coding, length hiding asked for */
+	uint64_t dev, ino, size;   /* fstat of the descriptor */
+	int64_t mtime_s, mtime_ns; /* st_mtim */
+	int64_t ctime_s, ctime_ns; /* st_ctim: changes with every write, */
+	uint64_t offset, len;      /* and cannot be set back by utimensat */
+	uint32_t coding, padded;   /* the coding, length hiding asked for */
 	int32_t level;
 };
 
@@ -230,11 +230,11 @@ struct hnd_fc_item;
 
 struct hnd_filecache {
 	pthread_mutex_t lock;
-	size_t budget;  /* bytes; 0: off */
+	size_t budget;      /* bytes; 0: off */
 	atomic_size_t held; /* bytes charged now (bodies and item overhead); under lock */
-	size_t count;   /* items */
+	size_t count;       /* items */
 	struct hnd_fc_item **bucket;
-	size_t nbuckets; /* power of two */
+	size_t nbuckets;                         /* power of two */
 	struct hnd_fc_item *lru_head, *lru_tail; /* most recent first */
 	/* A file changed less than this many nanoseconds before it is read
 	 * is not remembered: a rewrite within one tick of the file system's

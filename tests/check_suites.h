@@ -57,9 +57,9 @@ struct ck_case hnd_wire_case(void);    /* check_hnd_wire.c: exact bytes, pipelin
 struct ck_case hnd_ctors_case(void);   /* check_hnd_ctors.c: every body constructor twin */
 struct ck_case hnd_memo_case(void);    /* check_hnd_memo.c: gzip lengths by strong ETag */
 struct ck_case hnd_filecache_case(void); /* check_hnd_filecache.c: coded files across responses */
-struct ck_case hnd_breach_case(void);  /* check_hnd_breach.c: BREACH length hiding */
-struct ck_case hnd_codings_case(void); /* check_hnd_codings.c: zstd, br: negotiation, rules */
-struct ck_case hnd_upload_case(void);  /* check_hnd_upload.c: gzip request bodies, limits */
+struct ck_case hnd_breach_case(void);    /* check_hnd_breach.c: BREACH length hiding */
+struct ck_case hnd_codings_case(void);   /* check_hnd_codings.c: zstd, br: negotiation, rules */
+struct ck_case hnd_upload_case(void);    /* check_hnd_upload.c: gzip request bodies, limits */
 /* The "fidelity" suite: issue 12 on the wire (raw socket, pipelined). */
 Suite *fidelity_suite(void); /* check_hnd_fidelity.c: HEAD, 1xx/204/304, 206, flags, digests */
 
