@@ -544,7 +544,8 @@ hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
 				return true;
 			break;
 		case HND_PAT_TYPE:
-			if ((size_t)(slash - mt) == p->len && (mt[0] | 0x20) == (p->text[0] | 0x20) &&
+			if ((size_t)(slash - mt) == p->len &&
+			    (mt[0] | 0x20) == (p->text[0] | 0x20) &&
 			    strncasecmp(mt, p->text, p->len) == 0)
 				return true;
 			break;
