@@ -4,6 +4,7 @@
 #endif
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,6 +328,87 @@ START_TEST(test_fc_off_racy)
 }
 END_TEST
 
+/* Client threads and GETs per thread of test_fc_threads. */
+#define FC_THREADS 4
+#define FC_THREAD_REQS 24
+
+struct fc_client {
+	struct th_server *s;
+	uint8_t **body;
+	unsigned int id;
+	bool failed;
+	char err[160];
+};
+
+/* FC_THREAD_REQS gzip GETs over the files, from file id on; no Check
+ * assertions off the test's thread: a failure is recorded. */
+static void *
+fc_client_main(void *cls)
+{
+	struct fc_client *c = cls;
+	CURL *h = th_curl_new();
+
+	for (unsigned int k = 0; k < FC_THREAD_REQS && !c->failed; k++) {
+		unsigned int n = (c->id + k) % FC_FILES;
+		struct th_reply r = { 0 };
+		uint8_t *dec = NULL;
+		size_t dec_len = 0;
+		char p[4];
+
+		snprintf(p, sizeof p, "/%u", n);
+		if (th_fetch_ex(h, c->s->port, p, TH_GZIP, th_h_gzip, &r) != CURLE_OK ||
+		    r.status != 200 || tu_gunzip(r.body, r.body_len, &dec, &dec_len) != 0 ||
+		    dec_len != FC_LEN || memcmp(dec, c->body[n], FC_LEN) != 0) {
+			snprintf(c->err, sizeof c->err, "thread %u, GET %u of %s: wrong reply",
+				 c->id, k, p);
+			c->failed = true;
+		}
+		free(dec);
+		th_reply_free(&r);
+	}
+	curl_easy_cleanup(h);
+	return NULL;
+}
+
+/*
+ * FC_THREADS clients at once on a thread-per-connection daemon, over the
+ * three files with a budget for two (hits, misses and evictions race):
+ * every body right, every lookup a hit or a miss, every miss one
+ * compression, the bytes held within the budget.
+ */
+START_TEST(test_fc_threads)
+{
+	struct fc_fix f = { 0 };
+	uint8_t *body[FC_FILES];
+	struct mhdgz *gz = fc_gz(2 * 8192, false);
+	struct th_daemon_opts o = { .mhd_flags = MHD_USE_THREAD_PER_CONNECTION };
+	struct th_server s = { 0 };
+	struct fc_client c[FC_THREADS];
+	pthread_t tid[FC_THREADS];
+	struct mhdgz_stats st;
+
+	fc_files(&f, body);
+	th_start_ex(&s, gz, &o, fc_route, &f);
+	for (unsigned int i = 0; i < FC_THREADS; i++) {
+		c[i] = (struct fc_client){ .s = &s, .body = body, .id = i };
+		ck_assert_int_eq(pthread_create(&tid[i], NULL, fc_client_main, &c[i]), 0);
+	}
+	for (unsigned int i = 0; i < FC_THREADS; i++)
+		pthread_join(tid[i], NULL);
+	for (unsigned int i = 0; i < FC_THREADS; i++)
+		ck_assert_msg(!c[i].failed, "%s", c[i].err);
+	st = th_stats(gz);
+	ck_assert_uint_eq(st.filecache_hits + st.filecache_misses, FC_THREADS * FC_THREAD_REQS);
+	ck_assert_uint_eq(st.compressions, st.filecache_misses);
+	ck_assert_uint_ge(st.filecache_misses, FC_FILES);
+	ck_assert_uint_le(st.filecache_nbytes, 2 * 8192);
+	ck_assert_uint_eq(st.failures, 0);
+	th_stop(&s);
+	mhdgz_free(gz);
+	fc_files_done(&f, body);
+}
+END_TEST
+
 struct ck_case
 hnd_filecache_case(void)
 {
@@ -335,5 +417,6 @@ hnd_filecache_case(void)
 				 { { test_fc_hits, 0, 2 },
 				   { test_fc_stale, 0, 3 },
 				   { test_fc_evict, 0, 0 },
-				   { test_fc_off_racy, 0, 2 } } };
+				   { test_fc_off_racy, 0, 2 },
+				   { test_fc_threads, 0, 0 } } };
 }
