@@ -12,7 +12,7 @@ bench_bench_handler_CPPFLAGS = $(HND_CPPFLAGS) -I$(top_srcdir)/examples/payload 
 bench_bench_handler_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(tests_dec_cflags)
 bench_bench_handler_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la $(MHD_LIBS) \
 	$(tests_dec_libs)
-EXTRA_DIST += bench/e2e.sh bench/ircount.sh bench/verdict.sh bench/README.md bench/compare.sh \
+EXTRA_DIST += bench/e2e.sh bench/fileprof.sh bench/ircount.sh bench/verdict.sh bench/README.md bench/compare.sh \
 	bench/compare/outbytes.go bench/compare.svg
 
 # make bench: the default rows in 1-2 minutes on 2 cores; make bench-full:
@@ -21,7 +21,7 @@ EXTRA_DIST += bench/e2e.sh bench/ircount.sh bench/verdict.sh bench/README.md ben
 BENCH_FLAGS = --count 5 --benchtime 0.2s
 BENCH_FULL_FLAGS = --count 3 --benchtime 0.5s
 BENCH_STAMP = $$(date +%Y%m%d-%H%M%S)
-.PHONY: bench bench-full bench-e2e bench-ir bench-compare
+.PHONY: bench bench-full bench-e2e bench-ir bench-compare bench-files
 # The program prints measurements only; bench/verdict.sh reads its output
 # file and prints the comparisons and the targets' verdicts.
 bench: bench/bench_handler
@@ -37,6 +37,17 @@ bench-full: bench/bench_handler
 bench-e2e: examples/gzserve/gzserve
 	@$(MKDIR_P) bench/results
 	$(SHELL) $(top_srcdir)/bench/e2e.sh examples/gzserve/gzserve bench/results/bench-e2e-$(BENCH_STAMP).txt
+# gzserve --root per request, load-independent: system calls (strace) and
+# instructions (callgrind), identity at 2k, then gzip with the file cache
+# off and on (bench/fileprof.sh).
+bench-files: examples/gzserve/gzserve
+	$(SHELL) $(top_srcdir)/bench/fileprof.sh examples/gzserve/gzserve 2k --no-compress
+	for size in 2k 20k 100k; do \
+	  PROF_HEADER='Accept-Encoding: gzip' $(SHELL) $(top_srcdir)/bench/fileprof.sh \
+	    examples/gzserve/gzserve $$size --cache-size 0 && \
+	  PROF_HEADER='Accept-Encoding: gzip' $(SHELL) $(top_srcdir)/bench/fileprof.sh \
+	    examples/gzserve/gzserve $$size --cache-size 33554432 || exit 1; \
+	done
 # Instructions per op under callgrind: handler overhead without load noise.
 bench-ir: bench/bench_handler
 	$(SHELL) $(top_srcdir)/bench/ircount.sh bench/bench_handler

@@ -225,6 +225,7 @@ handle_destroy(struct mhdgz *gz)
 	if (gz->memo_ready)
 		hnd_memo_fini(&gz->memo);
 	gz_pool_free(gz->event_pool);
+	hnd_fc_fini(&gz->filecache);
 	gz_pool_free(gz->stream_pool);
 	gz_pool_free(gz->pool);
 	hnd_typelist_fini(&gz->compress_types);
@@ -340,6 +341,9 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	if (rc < 0)
 		goto fail;
 	gz->memo_ready = true;
+	rc = hnd_fc_init(&gz->filecache, o.file_cache_nbytes);
+	if (rc < 0)
+		goto fail;
 	*gz_ret = gz;
 	return 0;
 fail:

@@ -528,21 +528,30 @@ hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
 
 	if (!slash)
 		return false;
+	/* One byte compared first, case folded by | 0x20 (bytes equal
+	 * ignoring ASCII case stay equal; a false "maybe" only costs the
+	 * strncasecmp that decides), spares the strncasecmp of nearly every
+	 * pattern that does not match (a client without gzip still needs
+	 * the type for Vary). */
 	for (i = 0; i < tl->count; i++) {
 		const struct hnd_pattern *p = &tl->pat[i];
 		switch (p->kind) {
 		case HND_PAT_ANY:
 			return true;
 		case HND_PAT_EXACT:
-			if (len == p->len && strncasecmp(mt, p->text, len) == 0)
+			if (len == p->len && (mt[len - 1] | 0x20) == (p->text[len - 1] | 0x20) &&
+			    strncasecmp(mt, p->text, len) == 0)
 				return true;
 			break;
 		case HND_PAT_TYPE:
-			if ((size_t)(slash - mt) == p->len && strncasecmp(mt, p->text, p->len) == 0)
+			if ((size_t)(slash - mt) == p->len &&
+			    (mt[0] | 0x20) == (p->text[0] | 0x20) &&
+			    strncasecmp(mt, p->text, p->len) == 0)
 				return true;
 			break;
 		case HND_PAT_SUFFIX:
-			if (len > p->len && strncasecmp(mt + len - p->len, p->text, p->len) == 0)
+			if (len > p->len && (mt[len - 1] | 0x20) == (p->text[p->len - 1] | 0x20) &&
+			    strncasecmp(mt + len - p->len, p->text, p->len) == 0)
 				return true;
 			break;
 		}

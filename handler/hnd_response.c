@@ -6,6 +6,15 @@
 
 #include "hnd_internal.h"
 
+/* Read block in bytes of a file response's own reader (libmicrohttpd
+ * allocates and zeroes it with every response: a file server makes one per
+ * request). Only the fallback reads through it (hnd_select queues a
+ * sendfile or coded response in its place), so a small block costs a few
+ * more reads there and saves zeroing HND_FD_BLOCK bytes per request. */
+#ifndef HND_FD_SELF_BLOCK
+#define HND_FD_SELF_BLOCK 4096
+#endif
+
 MHDGZ_API struct MHD_Response *
 mhdgz_response_from_buffer(struct mhdgz *gz, size_t size, void *buffer,
 			   enum MHD_ResponseMemoryMode mode)
@@ -206,8 +215,11 @@ mhdgz_response_from_fd_at_offset64(struct mhdgz *gz, uint64_t size, int fd, uint
 	e->offset = offset;
 	/* The tracked response reads the file itself (pread) so its lifetime is
 	 * visible to us; identity queues use an fd response of libmicrohttpd's
-	 * (sendfile) on a duplicate of fd, built at queue time. */
-	r = MHD_create_response_from_callback(size, HND_FD_BLOCK, hnd_entry_read, e,
+	 * (sendfile) on a duplicate of fd, built at queue time, and coded
+	 * queues responses of their own: it is read itself only when the
+	 * duplicate cannot be had. libmicrohttpd callocs its block with it,
+	 * per response, so it is small. */
+	r = MHD_create_response_from_callback(size, HND_FD_SELF_BLOCK, hnd_entry_read, e,
 					      hnd_entry_release);
 	if (!r)
 		goto fail;

@@ -213,6 +213,8 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 	struct hnd_body *out = NULL;
 	struct MHD_Response *v = NULL;
 	size_t pad = 0;
+	struct hnd_fc_key fck;
+	bool fc_on, fc_padded = false;
 	int rc;
 
 	if (!no_cache) {
@@ -224,16 +226,28 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 			return MHDGZ_COMPRESSED;
 		}
 	}
-	hnd_count(gz, HND_C_COMPRESSIONS, 1);
-	if (e->kind == HND_FD) {
+	/* A file's coded bytes may be remembered from another response on
+	 * the same file version (hnd_filecache.c). */
+	fc_on = e->kind == HND_FD && gz->filecache.ready && !no_cache &&
+		hnd_fc_key_of(gz, e, f->coding, padded, &fck);
+	if (fc_on && hnd_fc_get(gz, &fck, &out, &fc_padded)) {
+		rc = out ? 0 : MHDGZ_ENOSPC; /* NULL: remembered as not smaller */
+		pad = fc_padded;
+		fc_on = false; /* nothing to remember */
+	} else if (e->kind == HND_FD) {
 		uint8_t *file = NULL;
+
+		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		rc = read_file(e, &file);
 		if (rc == 0) {
 			pad = padded ? hnd_pad_of_body(gz, file, (size_t)e->body_len) : 0;
 			rc = compress_body(gz, f->coding, file, (size_t)e->body_len, &pad, &out);
 		}
 		gz_free(file);
+		if (fc_on && (rc == 0 || rc == MHDGZ_ENOSPC))
+			hnd_fc_put(gz, e, &fck, rc == 0 ? out : NULL, pad != 0);
 	} else {
+		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		pad = padded ? hnd_pad_of_body(gz, e->body, (size_t)e->body_len) : 0;
 		rc = compress_body(gz, f->coding, e->body, (size_t)e->body_len, &pad, &out);
 	}

@@ -392,6 +392,30 @@ struct mhdgz_options {
 	 * MHDGZ_DEFAULT_EVENT_MEM_LEVEL (5): 38 KiB per zlib stream instead
 	 * of 262, for 9 % more bytes on 100-300-byte JSON events. */
 	int event_mem_level;
+	/** The file cache: the most bytes of coded file bodies kept for reuse
+	 * by later responses on the same file, in bytes (coded bytes plus
+	 * about 128 bytes per file version); 0 = off, the default.
+	 *
+	 * A file server makes a fresh mhdgz_response_from_fd() per request,
+	 * so without it every request compresses the file again (a body is
+	 * compressed whole up to 1 MiB; larger files are streamed and not
+	 * cached). With it, the coded bytes of a file version are made once:
+	 * the key is what fstat() says of the descriptor (st_dev, st_ino,
+	 * st_size, st_mtim and st_ctim), the offset and length served, the
+	 * coding, its level and whether length hiding applies; the least
+	 * recently used versions are dropped to stay within the budget.
+	 * HEADs and 304s state the lengths of the same bytes.
+	 *
+	 * A changed file is never served stale: a write changes its size or
+	 * its change time, and a file changed less than 2 seconds before it
+	 * is read (within the file system's timestamp granularity, or while
+	 * it is still being written) is compressed but not remembered. It is
+	 * off by default because the memory is the application's to give and
+	 * because an application that serves files it rewrites in place
+	 * through a file system without reliable change times (some network
+	 * and FUSE file systems) must not turn it on. Counted in struct
+	 * mhdgz_stats filecache_*. */
+	size_t file_cache_nbytes;
 };
 
 /** A compression handler: configuration, compressor pool, response table, stats. */
@@ -1228,6 +1252,15 @@ struct mhdgz_stats {
 	uint64_t uploads_refused[MHDGZ_UPLOAD_REFUSAL_COUNT];
 	uint64_t pool_trims; /**< compressor pools: idle compressors freed by
 				   *   trimming (pool_trim_ms) */
+	/** File cache (struct mhdgz_options file_cache_nbytes): coded file
+	 * bodies reused (no compression), looked up and not found, dropped
+	 * to stay within the budget; and the bytes held now (coded bytes and
+	 * per-version overhead). All 0 with the cache off. @{ */
+	uint64_t filecache_hits;
+	uint64_t filecache_misses;
+	uint64_t filecache_evictions;
+	uint64_t filecache_nbytes;
+	/** @} */
 };
 
 /**

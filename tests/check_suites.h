@@ -56,7 +56,8 @@ struct ck_case hnd_threads_case(void); /* check_hnd_threads.c: eight client thre
 struct ck_case hnd_wire_case(void);    /* check_hnd_wire.c: exact bytes, pipelining (raw socket) */
 struct ck_case hnd_ctors_case(void);   /* check_hnd_ctors.c: every body constructor twin */
 struct ck_case hnd_memo_case(void);    /* check_hnd_memo.c: gzip lengths by strong ETag */
-struct ck_case hnd_breach_case(void);  /* check_hnd_breach.c: BREACH length hiding */
+struct ck_case hnd_filecache_case(void); /* check_hnd_filecache.c: coded files across responses */
+struct ck_case hnd_breach_case(void);    /* check_hnd_breach.c: BREACH length hiding */
 struct ck_case hnd_breach_attack_case(void); /* check_hnd_breach.c: the attack, 200 trials */
 struct ck_case hnd_codings_case(void);       /* check_hnd_codings.c: zstd, br: negotiation, rules */
 struct ck_case hnd_upload_case(void);        /* check_hnd_upload.c: gzip request bodies, limits */

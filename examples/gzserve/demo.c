@@ -433,9 +433,12 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 		"},\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"compressions\":%" PRIu64
 		",\"failures\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"pool_gets\":%" PRIu64
 		",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64 ",\"pool_trims\":%" PRIu64
-		",\"padded\":%" PRIu64 ",\"coded\":{",
+		",\"padded\":%" PRIu64 ",\"filecache\":{\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
+		",\"evictions\":%" PRIu64 ",\"bytes\":%" PRIu64 "},\"coded\":{",
 		st.bytes_in, st.bytes_out, st.compressions, st.failures, st.cache_hits,
-		st.pool_gets, st.pool_misses, st.pool_idle, st.pool_trims, st.padded);
+		st.pool_gets, st.pool_misses, st.pool_idle, st.pool_trims, st.padded,
+		st.filecache_hits, st.filecache_misses, st.filecache_evictions,
+		st.filecache_nbytes);
 	/* Responses sent per coding: which one the clients were given. */
 	for (i = 0; i < MHDGZ_CODING_COUNT; i++)
 		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",

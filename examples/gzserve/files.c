@@ -7,8 +7,12 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef SYS_openat2
+#include <linux/openat2.h>
+#endif
 
 #include "gzserve.h"
 
@@ -142,11 +146,13 @@ path_join(const char *dir, const char *name)
 	return p;
 }
 
-/* Open a resolved path as a regular file. O_NONBLOCK so a FIFO planted in the
- * tree cannot block a pool thread in open(); it does nothing to regular
- * files. Returns the fd, or -1 with *status_ret. */
+/* Open a resolved path (any type: a directory is for index.html), and
+ * fstat it. O_NONBLOCK so a FIFO planted in the tree cannot block a pool
+ * thread in open(); it does nothing to regular files. O_NOFOLLOW: the path
+ * is real, a symlink there now was planted after realpath() looked. Returns
+ * the fd, or -1 with *status_ret. */
 static int
-open_regular(const char *real, struct stat *st, unsigned int *status_ret)
+open_real(const char *real, struct stat *st, unsigned int *status_ret)
 {
 	int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 
@@ -154,12 +160,86 @@ open_regular(const char *real, struct stat *st, unsigned int *status_ret)
 		*status_ret = errno == ENOENT ? MHD_HTTP_NOT_FOUND : MHD_HTTP_FORBIDDEN;
 		return -1;
 	}
-	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+	if (fstat(fd, st) != 0) {
 		close(fd);
 		*status_ret = MHD_HTTP_FORBIDDEN;
 		return -1;
 	}
 	return fd;
+}
+
+/* The slow path of open_in_root: realpath() (a readlink per component),
+ * checked to be inside the root, then opened. */
+static int
+open_resolved(const struct server *s, const char *rel, struct stat *st, unsigned int *status_ret)
+{
+	char *path = path_join(s->root, rel), *real;
+	int fd;
+
+	if (!path) {
+		*status_ret = MHD_HTTP_INTERNAL_SERVER_ERROR;
+		return -1;
+	}
+	real = resolve(s, path, status_ret);
+	free(path);
+	if (!real)
+		return -1;
+	fd = open_real(real, st, status_ret);
+	free(real);
+	return fd;
+}
+
+/*
+ * rel (a path relative to the root without "." or ".." segments, "" for
+ * the root itself) opened read-only and fstat'ed, any type. The fast path
+ * is one openat2() from the root's descriptor with RESOLVE_BENEATH: the
+ * kernel refuses any resolution that would leave the root (a ".." above
+ * it, an absolute symlink, a /proc magic link) with EXDEV, during the
+ * walk itself, so no check races the open. A symlink inside the root is
+ * followed as realpath() would. What it refuses (a symlink it will not
+ * follow, which may still land inside the root, e.g. an absolute one)
+ * and a kernel without openat2 (ENOSYS) take the slow path: realpath(),
+ * the prefix check, open with O_NOFOLLOW. Either way: inside the root,
+ * symlinks resolved, or 403/404. Returns the fd, or -1 with *status_ret.
+ */
+static int
+open_in_root(const struct server *s, const char *rel, struct stat *st, unsigned int *status_ret)
+{
+#ifdef SYS_openat2
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd;
+
+	if (s->root_fd >= 0) {
+		fd = (int)syscall(SYS_openat2, s->root_fd, rel[0] ? rel : ".", &how, sizeof how);
+		if (fd >= 0) {
+			if (fstat(fd, st) == 0)
+				return fd;
+			close(fd);
+			*status_ret = MHD_HTTP_FORBIDDEN;
+			return -1;
+		}
+		switch (errno) {
+		case EXDEV:  /* would leave the root: realpath() decides */
+		case ENOSYS: /* kernel before 5.6 */
+		case EPERM:  /* a seccomp filter that does not know openat2 */
+		case EINVAL:
+		case E2BIG:
+			break;
+		case ENOENT:
+		case ENOTDIR:
+		case ENAMETOOLONG:
+			*status_ret = MHD_HTTP_NOT_FOUND;
+			return -1;
+		default: /* EACCES, ELOOP, ... */
+			*status_ret = MHD_HTTP_FORBIDDEN;
+			return -1;
+		}
+	}
+#endif
+	return open_resolved(s, rel, st, status_ret);
 }
 
 /* Strong validator of a file: inode, size and modification time (ns). It
@@ -308,26 +388,26 @@ sibling_suffix(enum mhdgz_coding coding)
 	return coding == MHDGZ_CODING_ZSTD ? ".zst" : coding == MHDGZ_CODING_BR ? ".br" : ".gz";
 }
 
-/* The FILE.gz (.zst, .br) beside FILE, if it is a regular file inside the
- * root. */
+/* The FILE.gz (.zst, .br) beside FILE (rel: FILE relative to the root),
+ * if it is a regular file inside the root. */
 static int
-open_precompressed(const struct server *s, const char *real, enum mhdgz_coding coding,
+open_precompressed(const struct server *s, const char *rel, enum mhdgz_coding coding,
 		   struct stat *st)
 {
-	size_t len = strlen(real) + 5;
-	char *gzpath = malloc(len), *gzreal;
+	size_t len = strlen(rel) + 5;
+	char *gzpath = malloc(len);
 	unsigned int status;
 	int fd;
 
 	if (!gzpath)
 		return -1;
-	snprintf(gzpath, len, "%s%s", real, sibling_suffix(coding));
-	gzreal = resolve(s, gzpath, &status);
+	snprintf(gzpath, len, "%s%s", rel, sibling_suffix(coding));
+	fd = open_in_root(s, gzpath, st, &status);
 	free(gzpath);
-	if (!gzreal)
-		return -1;
-	fd = open_regular(gzreal, st, &status);
-	free(gzreal);
+	if (fd >= 0 && !S_ISREG(st->st_mode)) {
+		close(fd);
+		fd = -1;
+	}
 	return fd;
 }
 
@@ -339,7 +419,7 @@ open_precompressed(const struct server *s, const char *real, enum mhdgz_coding c
  * response varies with Accept-Encoding).
  */
 static int
-choose_precompressed(const struct server *s, struct MHD_Connection *conn, const char *real,
+choose_precompressed(const struct server *s, struct MHD_Connection *conn, const char *rel,
 		     struct stat *st, enum mhdgz_coding *coding_ret, bool *any_ret)
 {
 	int fds[MHDGZ_CODING_COUNT];
@@ -351,7 +431,7 @@ choose_precompressed(const struct server *s, struct MHD_Connection *conn, const 
 
 	*any_ret = false;
 	for (i = 0; i < s->cfg.norder; i++) {
-		int f = open_precompressed(s, real, s->cfg.order[i], &sts[n]);
+		int f = open_precompressed(s, rel, s->cfg.order[i], &sts[n]);
 
 		if (f >= 0) {
 			fds[n] = f;
@@ -407,7 +487,7 @@ enum MHD_Result
 serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 {
 	struct server *s = rq->s;
-	char *rel = NULL, *real = NULL, *path;
+	char *rel = NULL, *path;
 	bool slash, is_get = strcmp(method, "GET") == 0, sibling = false, not_modified;
 	unsigned int status;
 	struct stat st, gst;
@@ -422,45 +502,40 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	status = target_to_relpath(rq->uri, &rel, &slash);
 	if (status)
 		return respond_error(rq, conn, status);
-	path = path_join(s->root, rel);
-	if (!path)
-		goto oom;
-	real = resolve(s, path, &status);
-	free(path);
-	if (!real)
+	fd = open_in_root(s, rel, &st, &status);
+	if (fd < 0)
 		goto refuse;
-	if (stat(real, &st) != 0) {
-		status = MHD_HTTP_NOT_FOUND;
-		goto refuse;
-	}
 	name = rel;
 	if (S_ISDIR(st.st_mode)) {
+		close(fd);
+		fd = -1;
 		if (!slash) {
 			free(rel);
-			free(real);
 			return redirect_slash(rq, conn);
 		}
 		/* index.html, or nothing: no directory listings. */
-		path = path_join(real, "index.html");
+		path = rel[0] ? path_join(rel, "index.html") : strdup("index.html");
 		if (!path)
 			goto oom;
-		free(real);
-		real = resolve(s, path, &status);
-		free(path);
-		if (!real) {
+		free(rel);
+		rel = path;
+		fd = open_in_root(s, rel, &st, &status);
+		if (fd < 0) {
 			if (status == MHD_HTTP_NOT_FOUND)
 				status = MHD_HTTP_FORBIDDEN;
 			goto refuse;
 		}
 		name = "index.html";
 	}
-	fd = open_regular(real, &st, &status);
-	if (fd < 0)
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		status = MHD_HTTP_FORBIDDEN;
 		goto refuse;
+	}
 	mime_type(s, name, type, sizeof type);
 
 	if (s->cfg.precompressed) {
-		gzfd = choose_precompressed(s, conn, real, &gst, &gzcoding, &sibling);
+		gzfd = choose_precompressed(s, conn, rel, &gst, &gzcoding, &sibling);
 		if (gzfd >= 0) {
 			/* Serve the .gz: its own validators and length. */
 			close(fd);
@@ -539,16 +614,13 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	}
 out:
 	free(rel);
-	free(real);
 	return ret;
 oom:
 	if (fd >= 0)
 		close(fd);
 	free(rel);
-	free(real);
 	return MHD_NO;
 refuse:
 	free(rel);
-	free(real);
 	return respond_error(rq, conn, status);
 }

@@ -15,6 +15,10 @@
 
 /* Most Accept-Encoding lines read per request; more is not a real client. */
 
+/* Default --cache-size in bytes: the coded bodies of a few thousand
+ * typical text files (a 20 KiB page codes to ~5 KiB). */
+#define GZS_CACHE_SIZE_DEFAULT (32u * 1024 * 1024)
+
 struct config {
 	const char *bind;
 	unsigned int port;
@@ -39,6 +43,7 @@ struct config {
 	size_t length_hiding; /* --length-hiding: most padding bytes; 0: off */
 	bool no_compress;
 	bool quiet;
+	size_t cache_size; /* --cache-size: bytes of the file cache; 0: off */
 };
 
 struct demo;   /* demo.c */
@@ -52,6 +57,7 @@ struct server {
 	struct MHD_Daemon *daemon;
 	char *root;      /* realpath of --root; NULL in demo mode */
 	size_t root_len; /* 0 when the root is "/" */
+	int root_fd;     /* the root directory, opened once (files.c); -1: none */
 	struct mime *mimes;
 	size_t nmimes;
 	struct demo *demos;

@@ -28,6 +28,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -220,6 +221,9 @@ usage(FILE *f)
 		"                    mitigation for pages holding a secret next to reflected\n"
 		"                    input (default: off; libmhdgz's default N is %u)\n"
 		"  --no-compress     never compress on the fly (precompressed files still go)\n"
+		"  --cache-size BYTES with --root: keep up to BYTES of compressed file bodies\n"
+		"                    for reuse, keyed by each file's identity and times, so a\n"
+		"                    file version is compressed once (default %u; 0: off)\n"
 		"  --quiet           no access log and no libmicrohttpd messages. The log\n"
 		"                    is one line per request on stderr: method, target,\n"
 		"                    status, body bytes (uncompressed), bytes sent on the\n"
@@ -231,7 +235,7 @@ usage(FILE *f)
 		"%d s; open /events streams are ended at once, with a complete gzip\n"
 		"member) and exits 0. Exit status 2: invalid option; 1: cannot start.\n",
 		MHDGZ_DEFAULT_MIN_NBYTES, MHDGZ_LENGTH_HIDING_MAX_LIMIT,
-		MHDGZ_DEFAULT_LENGTH_HIDING_MAX, GZS_GRACE_MS / 1000);
+		MHDGZ_DEFAULT_LENGTH_HIDING_MAX, GZS_CACHE_SIZE_DEFAULT, GZS_GRACE_MS / 1000);
 }
 
 __attribute__((format(printf, 1, 2), noreturn)) static void
@@ -351,6 +355,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 		O_ETAG,
 		O_LENGTH_HIDING,
 		O_NO_COMPRESS,
+		O_CACHE_SIZE,
 		O_QUIET,
 		O_HELP
 	};
@@ -370,6 +375,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 		{ "etag", required_argument, NULL, O_ETAG },
 		{ "length-hiding", required_argument, NULL, O_LENGTH_HIDING },
 		{ "no-compress", no_argument, NULL, O_NO_COMPRESS },
+		{ "cache-size", required_argument, NULL, O_CACHE_SIZE },
 		{ "quiet", no_argument, NULL, O_QUIET },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -383,6 +389,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 	cfg->backend = MHDGZ_BACKEND_DEFAULT;
 	cfg->threads = ncpu > 0 ? (unsigned int)(ncpu > 1024 ? 1024 : ncpu) : 1;
 	cfg->etag = MHDGZ_ETAG_WEAKEN;
+	cfg->cache_size = GZS_CACHE_SIZE_DEFAULT;
 	cfg->order[0] = MHDGZ_CODING_GZIP;
 	cfg->norder = 1;
 	cfg->events = GZS_EVENTS;
@@ -453,6 +460,9 @@ parse_options(int argc, char **argv, struct config *cfg)
 		case O_NO_COMPRESS:
 			cfg->no_compress = true;
 			break;
+		case O_CACHE_SIZE:
+			cfg->cache_size = (size_t)number_arg("--cache-size", optarg, 0, SIZE_MAX);
+			break;
 		case O_QUIET:
 			cfg->quiet = true;
 			break;
@@ -507,6 +517,10 @@ handler_new(struct server *s)
 		o.length_hiding_max = s->cfg.length_hiding;
 	}
 	o.codings = s->cfg.codings;
+	/* Files only: the demo's responses are made once and cache their
+	 * variants themselves. */
+	if (s->cfg.root)
+		o.file_cache_nbytes = s->cfg.cache_size;
 	s->level = s->cfg.level;
 	if (!s->cfg.level_set)
 		(void)mhdgz_backend_levels(s->cfg.backend, NULL, NULL, &s->level);
@@ -564,6 +578,8 @@ main(int argc, char **argv)
 			bad_option("--root: '%s' is not a directory", s->cfg.root);
 		/* "/" as "": every real path starts with it and then "/". */
 		s->root_len = strcmp(s->root, "/") == 0 ? 0 : strlen(s->root);
+		/* Files are opened beneath it (files.c); -1: by real path only. */
+		s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
 
 	/* Signals are taken by sigwait() below; every thread started from
@@ -651,6 +667,8 @@ main(int argc, char **argv)
 	demo_fini(s);
 	mhdgz_free(s->gz);
 	mime_free(s);
+	if (s->root && s->root_fd >= 0)
+		close(s->root_fd);
 	free(s->root);
 	free(s->cfg.types_buf);
 	free(s->cfg.types);
