@@ -224,6 +224,7 @@ handle_destroy(struct mhdgz *gz)
 		hnd_table_fini(&gz->table);
 	if (gz->memo_ready)
 		hnd_memo_fini(&gz->memo);
+	hnd_dicts_free(gz);
 	gz_pool_free(gz->stream_pool);
 	gz_pool_free(gz->pool);
 	hnd_typelist_fini(&gz->compress_types);

@@ -173,6 +173,8 @@ add_element(const char *el, size_t el_len, struct hnd_accept *acc)
 		slot = &acc->zstd;
 	else if (ieq(tok, tok_len, "br"))
 		slot = &acc->br;
+	else if (ieq(tok, tok_len, "dcz"))
+		slot = &acc->dcz;
 	else if (ieq(tok, tok_len, "identity"))
 		slot = &acc->identity;
 	else if (tok_len == 1 && tok[0] == '*')
@@ -222,6 +224,7 @@ hnd_accept_parse(const char *const *lines, size_t count, struct hnd_accept *acc)
 	size_t i;
 
 	acc->gzip = acc->zstd = acc->br = acc->identity = acc->star = -1;
+	acc->dcz = -1;
 	acc->present = false;
 	for (i = 0; lines && i < count; i++) {
 		if (!lines[i])
