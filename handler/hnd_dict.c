@@ -179,8 +179,7 @@ hnd_dicts_free(struct mhdgz *gz)
 }
 
 MHDGZ_API int
-mhdgz_response_use_as_dictionary(struct MHD_Response *response,
-				 const struct mhdgz_dictionary *dict)
+mhdgz_response_use_as_dictionary(struct MHD_Response *response, const struct mhdgz_dictionary *dict)
 {
 	if (!response || !dict)
 		return MHDGZ_EINVAL;
@@ -379,15 +378,16 @@ build(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, struct h
 		goto out;
 	}
 	/* The same body in plain zstd at the same level: what dcz saves. */
-	if (gz_dcz_compress(NULL, gz->coder[GZ_CODING_ZSTD].be ? gz->coder[GZ_CODING_ZSTD].level : 0,
+	if (gz_dcz_compress(NULL,
+			    gz->coder[GZ_CODING_ZSTD].be ? gz->coder[GZ_CODING_ZSTD].level : 0,
 			    body, len, scratch + out_len, bound - out_len, &plain) < 0)
 		plain = 0;
 	rc = MHDGZ_ENOMEM;
 	b = hnd_body_new(scratch, out_len);
 	if (!b)
 		goto out;
-	v = MHD_create_response_from_buffer_with_free_callback_cls(b->len, b->data,
-								   hnd_body_unref, b);
+	v = MHD_create_response_from_buffer_with_free_callback_cls(b->len, b->data, hnd_body_unref,
+								   b);
 	if (!v) {
 		hnd_body_unref(b);
 		goto out;

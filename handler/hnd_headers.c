@@ -91,8 +91,7 @@ hnd_merge_vary(struct MHD_Response *r, const struct hnd_facts *f, const struct h
 		return 0;
 	len = strlen(tok) + 1;
 	if (n == 0 || n > HND_VARY_MAX)
-		return MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, tok) ==
-				       MHD_YES
+		return MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, tok) == MHD_YES
 			       ? 0
 			       : MHDGZ_EMHD;
 	/* Copy the old fields first: deleting a field frees its strings, and

@@ -93,7 +93,7 @@ enum hnd_counter {
 	HND_C_PADDED,
 	HND_C_DICT_HITS,  /* dcz responses queued (hnd_dict.c) */
 	HND_C_DICT_SAVED, /* their bytes under plain zstd's, summed */
-	HND_C_REASON0, /* + enum mhdgz_reason */
+	HND_C_REASON0,    /* + enum mhdgz_reason */
 	/* + enum gz_coding: coded variants queued per coding */
 	HND_C_CODED0 = HND_C_REASON0 + MHDGZ_REASON_COUNT,
 	/* Request bodies (hnd_upload.c). */

@@ -162,9 +162,10 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		res->dcz = true;
 	} else if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e) && rq->head &&
 		   !e->coded[f.coding].rep && !(rq->flags & HND_REQ_NO_CACHE) &&
-	    hnd_memo_get(&gz->memo, f.etag, e->body_len,
-			 HND_MEMO_MODE(HND_MEMO_WHOLE, f.coding, hnd_padded(gz, e, f.coding)),
-			 &coded_len)) {
+		   hnd_memo_get(&gz->memo, f.etag, e->body_len,
+				HND_MEMO_MODE(HND_MEMO_WHOLE, f.coding,
+					      hnd_padded(gz, e, f.coding)),
+				&coded_len)) {
 		/* HEAD of a body whose gzip length its strong ETag tells: the
 		 * fields and that length, no compression. */
 		if (coded_len == HND_MEMO_NOT_SMALLER) {
@@ -394,7 +395,7 @@ mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, co
 	if (outcome) {
 		outcome->reason = res.reason;
 		outcome->coding = res.reason != MHDGZ_COMPRESSED ? "identity"
-				  : res.dcz			 ? "dcz"
+				  : res.dcz                      ? "dcz"
 								 : gz_coding_name(res.coding);
 		outcome->body_nbytes = res.body_nbytes;
 		outcome->coded_nbytes = res.coded_nbytes;

@@ -656,8 +656,9 @@ struct mhdgz_dictionary_options {
  * mhdgz_queue_response_url() may answer with dcz.
  *
  * @param gz the handler.
- * @param data the dictionary, @a data_nbytes bytes (1 to 100 MiB, so that
- *        the window may cover all of it); copied.
+ * @param data the dictionary's bytes; copied.
+ * @param data_nbytes its size in bytes, 1 to 100 MiB (so that the window
+ *        may cover all of it).
  * @param opts its pattern, destinations and id; borrowed.
  * @param dict_ret receives the dictionary (owned by @a gz); may be NULL.
  * @return 0; MHDGZ_EINVAL for NULL arguments, an unknown opts->size, an
@@ -716,17 +717,21 @@ MHDGZ_API int mhdgz_dictionary_sha256(const struct mhdgz_dictionary *dict, uint8
  * Dictionary-ID is a request field only: the RFC has the server echo
  * nothing.
  *
+ * @param gz as for mhdgz_queue_response_ex().
+ * @param connection as for mhdgz_queue_response_ex().
+ * @param method as for mhdgz_queue_response_ex().
  * @param url the request path as the access handler received it
  *        (without the query); borrowed. NULL: no dcz.
- * @return as mhdgz_queue_response_ex(), whose other parameters these are.
+ * @param status_code as for mhdgz_queue_response_ex().
+ * @param response as for mhdgz_queue_response_ex().
+ * @param outcome as for mhdgz_queue_response_ex().
+ * @return as mhdgz_queue_response_ex().
  * @note Thread-safe; call from the access handler as libmicrohttpd requires.
  */
-MHDGZ_API enum MHD_Result mhdgz_queue_response_url(struct mhdgz *gz,
-						   struct MHD_Connection *connection,
-						   const char *method, const char *url,
-						   unsigned int status_code,
-						   struct MHD_Response *response,
-						   struct mhdgz_outcome *outcome);
+MHDGZ_API enum MHD_Result
+mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, const char *method,
+			 const char *url, unsigned int status_code, struct MHD_Response *response,
+			 struct mhdgz_outcome *outcome);
 
 /* ===================================================================== */
 /*                              Streaming                                */

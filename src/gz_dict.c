@@ -90,11 +90,9 @@ gz_zdict_new(const void *dict, size_t dict_len, int level, const uint8_t hash[GZ
 	d->dict_len = dict_len;
 	d->level = level;
 	memcpy(d->hash, hash, GZ_DCZ_HASH_NBYTES);
-	d->cdict = ZSTD_createCDict_advanced(dict_len ? dict : "", dict_len, ZSTD_dlm_byCopy,
-					     ZSTD_dct_rawContent,
-					     ZSTD_getCParams(level, ZSTD_CONTENTSIZE_UNKNOWN,
-							     dict_len),
-					     mem);
+	d->cdict = ZSTD_createCDict_advanced(
+		dict_len ? dict : "", dict_len, ZSTD_dlm_byCopy, ZSTD_dct_rawContent,
+		ZSTD_getCParams(level, ZSTD_CONTENTSIZE_UNKNOWN, dict_len), mem);
 	if (!d->cdict) {
 		gz_free(d);
 		return GZ_ENOMEM;

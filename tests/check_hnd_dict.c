@@ -58,14 +58,14 @@ START_TEST(test_hash_parse)
 					 0xb0, 0x03, 0x61, 0xa3, 0x96, 0x17, 0x7a, 0x9c,
 					 0xb4, 0x10, 0xff, 0x61, 0xf2, 0x00, 0x15, 0xad };
 	static const char *const bad[] = {
-		ABC_B64,			 /* no colons */
-		":" ABC_B64,			 /* one */
-		"::",				 /* empty */
-		":YWJj:",			 /* 3 bytes */
+		ABC_B64,                                            /* no colons */
+		":" ABC_B64,                                        /* one */
+		"::",                                               /* empty */
+		":YWJj:",                                           /* 3 bytes */
 		":ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=AA:", /* too long */
 		":ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0=:",   /* base64url */
 		":ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAF=0=:",   /* '=' inside */
-		"\"" ABC_B64 "\"",		 /* a string */
+		"\"" ABC_B64 "\"",                                  /* a string */
 	};
 	uint8_t h[32];
 	size_t i;
@@ -82,9 +82,9 @@ END_TEST
 
 START_TEST(test_add_rules)
 {
-	static const char *const bad_match[] = { "",	     "js/*",	 "/a b",	   "/:name",
-						 "/(a|b)", "/{a}",	 "/a?",	   "/a+",
-						 "/a\\*", "/\"q\"",	 "https://x/a", "/a#b" };
+	static const char *const bad_match[] = { "",       "js/*",   "/a b",        "/:name",
+						 "/(a|b)", "/{a}",   "/a?",         "/a+",
+						 "/a\\*",  "/\"q\"", "https://x/a", "/a#b" };
 	static const char *const dest_ok[] = { "script", "style", NULL };
 	static const char *const dest_bad[] = { "Script", NULL };
 	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
@@ -163,9 +163,9 @@ dcz_decode(const uint8_t *in, size_t in_len, const void *dict, size_t dict_len, 
 
 	ck_assert_ptr_nonnull(dc);
 	ck_assert_uint_ge(in_len, 40);
-	ck_assert(!ZSTD_isError(
-		ZSTD_DCtx_loadDictionary_advanced(dc, dict, dict_len, ZSTD_dlm_byRef,
-						  ZSTD_dct_rawContent)));
+	ck_assert(!ZSTD_isError(ZSTD_DCtx_loadDictionary_advanced(dc, dict, dict_len,
+								  ZSTD_dlm_byRef,
+								  ZSTD_dct_rawContent)));
 	r = ZSTD_decompressDCtx(dc, out, cap, in + 40, in_len - 40);
 	ck_assert_msg(!ZSTD_isError(r), "%s", ZSTD_getErrorName(r));
 	*out_len = r;
@@ -333,8 +333,8 @@ START_TEST(test_no_dicts_unchanged)
 	struct th_server s;
 	struct th_reply rs = { 0 };
 	CURL *h = th_curl_new();
-	const char *hd[] = { "Accept-Encoding: gzip, dcz",
-			     "Available-Dictionary: :" ABC_B64 ":", NULL };
+	const char *hd[] = { "Accept-Encoding: gzip, dcz", "Available-Dictionary: :" ABC_B64 ":",
+			     NULL };
 	char err[512];
 
 	fx.v1 = fx.v2 = mhdgz_response_from_buffer(gz, len, v1, MHD_RESPMEM_PERSISTENT);

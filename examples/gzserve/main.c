@@ -147,6 +147,11 @@ usage(FILE *f)
 		"                    mitigation for pages holding a secret next to reflected\n"
 		"                    input (default: off; libmhdgz's default N is %u)\n"
 		"  --no-compress     never compress on the fly (precompressed files still go)\n"
+		"  --dictionary FILE --dictionary-match PATTERN\n"
+		"                    RFC 9842: FILE's bytes are a dictionary for requests whose\n"
+		"                    path matches PATTERN ('/' first, '*' any run): a client\n"
+		"                    that sends its SHA-256 as Available-Dictionary and accepts\n"
+		"                    dcz gets dcz (repeatable, up to 16)\n"
 		"  --quiet           no access log and no libmicrohttpd messages. The log\n"
 		"                    is one line per request on stderr: method, target,\n"
 		"                    status, body bytes (uncompressed), bytes sent on the\n"
@@ -276,6 +281,8 @@ parse_options(int argc, char **argv, struct config *cfg)
 		O_ETAG,
 		O_LENGTH_HIDING,
 		O_NO_COMPRESS,
+		O_DICTIONARY,
+		O_DICTIONARY_MATCH,
 		O_QUIET,
 		O_HELP
 	};
@@ -293,6 +300,8 @@ parse_options(int argc, char **argv, struct config *cfg)
 		{ "etag", required_argument, NULL, O_ETAG },
 		{ "length-hiding", required_argument, NULL, O_LENGTH_HIDING },
 		{ "no-compress", no_argument, NULL, O_NO_COMPRESS },
+		{ "dictionary", required_argument, NULL, O_DICTIONARY },
+		{ "dictionary-match", required_argument, NULL, O_DICTIONARY_MATCH },
 		{ "quiet", no_argument, NULL, O_QUIET },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -368,6 +377,19 @@ parse_options(int argc, char **argv, struct config *cfg)
 		case O_NO_COMPRESS:
 			cfg->no_compress = true;
 			break;
+		case O_DICTIONARY:
+			if (cfg->ndict == GZS_DICT_MAX)
+				bad_option("--dictionary: at most %d", GZS_DICT_MAX);
+			if (cfg->ndict && !cfg->dict_match[cfg->ndict - 1])
+				bad_option("--dictionary %s needs a --dictionary-match",
+					   cfg->dict_file[cfg->ndict - 1]);
+			cfg->dict_file[cfg->ndict++] = optarg;
+			break;
+		case O_DICTIONARY_MATCH:
+			if (!cfg->ndict || cfg->dict_match[cfg->ndict - 1])
+				bad_option("--dictionary-match follows a --dictionary");
+			cfg->dict_match[cfg->ndict - 1] = optarg;
+			break;
 		case O_QUIET:
 			cfg->quiet = true;
 			break;
@@ -384,6 +406,9 @@ parse_options(int argc, char **argv, struct config *cfg)
 	}
 	if (optind < argc)
 		bad_option("unexpected argument '%s'", argv[optind]);
+	if (cfg->ndict && !cfg->dict_match[cfg->ndict - 1])
+		bad_option("--dictionary %s needs a --dictionary-match",
+			   cfg->dict_file[cfg->ndict - 1]);
 	if (cfg->precompressed && !cfg->root)
 		bad_option("--precompressed needs --root");
 	/* The level's range depends on the backend, whichever came first. */
@@ -489,7 +514,7 @@ main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (handler_new(s) != 0)
+	if (handler_new(s) != 0 || dict_init(s) != 0)
 		return 1;
 	if (s->root ? mime_load(s, "/etc/mime.types") != 0 : demo_init(s) != 0) {
 		fprintf(stderr, "gzserve: out of memory\n");
@@ -544,6 +569,7 @@ main(int argc, char **argv)
 	ticker_join(s);
 	MHD_stop_daemon(s->daemon);
 	demo_fini(s);
+	dict_fini(s);
 	mhdgz_free(s->gz);
 	mime_free(s);
 	free(s->root);
