@@ -266,6 +266,19 @@ hnd_dict_parse_hash(const char *value, uint8_t hash[SHA256_DIGEST_SIZE])
 	return true;
 }
 
+bool
+hnd_dict_url_matches(struct mhdgz *gz, const char *url)
+{
+	const struct mhdgz_dictionary *d;
+
+	if (!url)
+		return false;
+	for (d = atomic_load_explicit(&gz->dicts, memory_order_acquire); d; d = d->next)
+		if (hnd_dict_match(d->match, url))
+			return true;
+	return false;
+}
+
 /* The dictionary the request names and whose pattern matches its path. */
 static const struct mhdgz_dictionary *
 find_dict(const struct mhdgz *gz, const struct hnd_request *rq)

@@ -598,8 +598,9 @@ struct hnd_facts {
 	 * the libmicrohttpd response flags every variant gets. */
 	const char *vary_add;
 	bool vary_replace;
-	/* Set by the handler: the handle has dictionaries, so the Vary added
-	 * names Available-Dictionary too (RFC 9842). */
+	/* Set by the handler: the request path matches a dictionary's
+	 * pattern, so the Vary added names Available-Dictionary too (RFC
+	 * 9842 section 6.2). */
 	bool dict_vary;
 	enum MHD_ResponseFlags mhd_flags;
 	/* Set by the handler: the coding of the coded variants built from
@@ -697,6 +698,9 @@ struct mhdgz_dictionary {
 	char *field; /* the Use-As-Dictionary value */
 };
 
+/* Does url (NULL: no) match the pattern of a registered dictionary? Then
+ * the response could be dcz, and its Vary names Available-Dictionary. */
+bool hnd_dict_url_matches(struct mhdgz *gz, const char *url);
 /* Free the handle's dictionaries (mhdgz_free, no other thread left). */
 void hnd_dicts_free(struct mhdgz *gz);
 /* Free an entry's dcz representations (entry free). */

@@ -101,7 +101,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	pthread_mutex_lock(&e->lock);
 	hnd_read_facts(response, &f, &fc);
 	f.mhd_flags = e->mhd_flags;
-	f.dict_vary = atomic_load_explicit(&gz->dicts, memory_order_acquire) != NULL;
+	f.dict_vary = hnd_dict_url_matches(gz, rq->url);
 	if (e->kind == HND_BUFFER) {
 		sniff = e->body;
 		sniff_len = e->body_len;

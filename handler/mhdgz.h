@@ -650,10 +650,13 @@ struct mhdgz_dictionary_options {
  * version of the resources its pattern matches). Its SHA-256 (nettle) is
  * computed and a zstd dictionary prepared once, at the handler's zstd
  * level (MHDGZ zstd default 3 when zstd is not among its codings), and
- * shared read-only by every thread. From now on every response whose
- * representation depends on Accept-Encoding also names
- * Available-Dictionary in its Vary (RFC 9842 section 6.2), and
- * mhdgz_queue_response_url() may answer with dcz.
+ * shared read-only by every thread. From now on a response queued with
+ * mhdgz_queue_response_url() for a path its pattern matches may be dcz,
+ * and when its representation depends on Accept-Encoding its Vary names
+ * Available-Dictionary too (RFC 9842 section 6.2), whatever coding is
+ * chosen. (A cached variant keeps the Vary it was built with: a response
+ * is expected to be queued for one path, or for paths that agree on
+ * matching.)
  *
  * @param gz the handler.
  * @param data the dictionary's bytes; copied.

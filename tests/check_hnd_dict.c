@@ -140,14 +140,16 @@ END_TEST
 /* End to end: a v1 script as the dictionary, v2 served as dcz.             */
 
 struct fixture {
-	struct MHD_Response *v1, *v2;
+	struct MHD_Response *v1, *v2, *css; /* css: v2's bytes at a path no pattern matches */
 };
 
 static enum MHD_Result
 route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
 	struct fixture *fx = s->cls;
-	struct MHD_Response *r = strstr(url, "v1") ? fx->v1 : fx->v2;
+	struct MHD_Response *r = strstr(url, ".css") ? fx->css
+				 : strstr(url, "v1") ? fx->v1
+						     : fx->v2;
 
 	return mhdgz_queue_response_url(s->gz, c, method, url, 200, r, NULL);
 }
@@ -216,8 +218,11 @@ START_TEST(test_dcz_e2e)
 	snprintf(bad_ad, sizeof bad_ad, "Available-Dictionary: :%s:", b64);
 	fx.v1 = mhdgz_response_from_buffer(gz, len, v1, MHD_RESPMEM_PERSISTENT);
 	fx.v2 = mhdgz_response_from_buffer(gz, len, v2, MHD_RESPMEM_PERSISTENT);
+	fx.css = mhdgz_response_from_buffer(gz, len, v2, MHD_RESPMEM_PERSISTENT);
 	ck_assert_ptr_nonnull(fx.v1);
 	ck_assert_ptr_nonnull(fx.v2);
+	ck_assert_ptr_nonnull(fx.css);
+	ck_assert_int_eq(MHD_add_response_header(fx.css, "Content-Type", "text/css"), MHD_YES);
 	ck_assert_int_eq(MHD_add_response_header(fx.v1, "Content-Type", "text/javascript"),
 			 MHD_YES);
 	ck_assert_int_eq(MHD_add_response_header(fx.v2, "Content-Type", "text/javascript"),
@@ -283,10 +288,14 @@ START_TEST(test_dcz_e2e)
 			{ "URL not matching", "/css/app.v2.css", hd_dcz },
 		};
 		for (i = 0; i < N_ELEMS(fb); i++) {
+			/* A path no pattern matches could never be dcz. */
+			bool css = strstr(fb[i].path, ".css") != NULL;
+
 			TH_REQ(h, &s, 0, fb[i].path, fb[i].hd, &rs);
 			TH_OK(fb[i].ctx, th_v_coded(&rs, "zstd", 200, v2, len, TH_E));
 			ck_assert_msg(strcmp(th_header(&rs, "Vary", NULL),
-					     "Accept-Encoding, Available-Dictionary") == 0,
+					     css ? "Accept-Encoding"
+						 : "Accept-Encoding, Available-Dictionary") == 0,
 				      "%s", fb[i].ctx);
 			th_reply_free(&rs);
 		}
@@ -308,13 +317,15 @@ START_TEST(test_dcz_e2e)
 	/* v1 zstd + 7 fallbacks (zstd) + 4 dcz */
 	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], 12);
 	ck_assert_uint_eq(st.compressed, 12);
-	/* Compressions: v1 zstd, v2 zstd, v2 dcz; the rest cache hits. */
-	ck_assert_uint_eq(st.compressions, 3);
-	ck_assert_uint_eq(st.cache_hits, 9);
+	/* Compressions: v1 zstd, v2 zstd, v2 dcz, css zstd; the rest cache
+	 * hits. */
+	ck_assert_uint_eq(st.compressions, 4);
+	ck_assert_uint_eq(st.cache_hits, 8);
 	ck_assert_uint_gt(st.dict_bytes_saved, 0);
 	ck_assert_uint_eq(st.dict_bytes_saved % 4, 0); /* the same saving per hit */
 	MHD_destroy_response(fx.v1);
 	MHD_destroy_response(fx.v2);
+	MHD_destroy_response(fx.css);
 	mhdgz_free(gz);
 	curl_easy_cleanup(h);
 	free(v1);
@@ -337,7 +348,7 @@ START_TEST(test_no_dicts_unchanged)
 			     NULL };
 	char err[512];
 
-	fx.v1 = fx.v2 = mhdgz_response_from_buffer(gz, len, v1, MHD_RESPMEM_PERSISTENT);
+	fx.v1 = fx.v2 = fx.css = mhdgz_response_from_buffer(gz, len, v1, MHD_RESPMEM_PERSISTENT);
 	ck_assert_int_eq(MHD_add_response_header(fx.v1, "Content-Type", "text/plain"), MHD_YES);
 	th_start(&s, gz, 0, route, &fx);
 	TH_REQ(h, &s, 0, "/js/app.v2.js", hd, &rs);
