@@ -571,6 +571,7 @@ main(int argc, char **argv)
 	print_header();
 	bh_verify_all();
 	bh_run_all();
+	bh_dict_rows();
 	print_loadavg("\n# loadavg at the end");
 	fflush(stdout);
 	if (bh_out_file)
