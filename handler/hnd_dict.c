@@ -440,16 +440,19 @@ out:
 bool
 hnd_dcz_select(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_request *rq,
 	       const struct hnd_decision *d, const struct hnd_facts *f, struct MHD_Response **v_ret,
-	       uint64_t *len_ret)
+	       uint64_t *len_ret, bool *release_ret)
 {
 	const struct mhdgz_dictionary *dict;
 	struct hnd_dcz *k;
-	bool fresh = false;
+	bool fresh = false, is_304 = d->reason == MHDGZ_SKIP_STATUS;
 	int rc;
 
+	*release_ret = false;
 	if (!f->dict_vary || !rq->url || !rq->avail_dict || rq->acc.dcz <= 0)
 		return false;
-	if (d->reason == MHDGZ_COMPRESSED &&
+	if (is_304 && !d->gzip_304)
+		return false;
+	if ((d->reason == MHDGZ_COMPRESSED || is_304) &&
 	    (unsigned int)rq->acc.dcz < hnd_accept_q(&rq->acc, d->coding))
 		return false;
 	if (!hnd_whole_body(e) || e->body_len < gz->min_nbytes || e->body_len == 0)
@@ -490,6 +493,32 @@ hnd_dcz_select(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_request *
 		k->rep_len = fresh_k.rep_len;
 		k->plain_len = fresh_k.plain_len;
 		fresh = true;
+	}
+	if (is_304) {
+		/* The 304 standing for this dcz 200: its fields, its ETag and
+		 * length, no Content-Encoding (RFC 9110 section 15.4.5). */
+		struct hnd_facts vf = *f;
+		char ebuf[300];
+		const char *etag = dcz_etag(gz->etag_policy, f->etag, dict->hash, ebuf,
+					    sizeof ebuf);
+		struct MHD_Response *v;
+
+		vf.etag = NULL;
+		vf.coding = GZ_CODING_ZSTD;
+		v = hnd_fields_response(gz, e->response, &vf, k->rep_len, HND_REP_GZIP_304);
+		if (v && etag &&
+		    MHD_add_response_header(v, MHD_HTTP_HEADER_ETAG, etag) != MHD_YES) {
+			MHD_destroy_response(v);
+			v = NULL;
+		}
+		if (!v) {
+			hnd_count(gz, HND_C_FAILURES, 1);
+			return false;
+		}
+		*v_ret = v;
+		*len_ret = 0;
+		*release_ret = true;
+		return true;
 	}
 	if (!fresh)
 		hnd_count(gz, HND_C_CACHE_HITS, 1);

@@ -717,13 +717,16 @@ const char *hnd_vary_token(const struct hnd_facts *f);
  * whole body of at least min_nbytes that dcz makes smaller. Then true,
  * *v_ret (cached on e, not a reference for the caller) and its body
  * length in *len_ret; else false (the ordinary decision stands). d is the
- * ordinary decision (MHDGZ_COMPRESSED or MHDGZ_SKIP_NOT_ACCEPTED). Counts
+ * ordinary decision (MHDGZ_COMPRESSED or MHDGZ_SKIP_NOT_ACCEPTED; or a
+ * 304's MHDGZ_SKIP_STATUS with gzip_304: then *v_ret is the 304 of the
+ * dcz 200, its ETag and length, a reference for the caller, and
+ * *release_ret true). Counts
  * its compressions, cache hits, failures, dictionary hits and bytes
  * saved. e->lock held.
  */
 bool hnd_dcz_select(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_request *rq,
 		    const struct hnd_decision *d, const struct hnd_facts *f,
-		    struct MHD_Response **v_ret, uint64_t *len_ret);
+		    struct MHD_Response **v_ret, uint64_t *len_ret, bool *release_ret);
 /* Match a request path against a dictionary pattern (the subset of
  * URLPattern pathname syntax hnd_dict.c accepts: literal characters and
  * '*', any run of characters). Exposed for the tests. */

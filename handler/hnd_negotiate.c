@@ -582,7 +582,8 @@ hnd_etag_parse(const char *s, bool *weak, const char **op, size_t *op_len)
 }
 
 /* Does member opaque m denote the resource's opaque r, directly or as one
- * of the suffixed forms this library produces ("-gzip", "-zstd", "-br")? */
+ * of the suffixed forms this library produces ("-gzip", "-zstd", "-br",
+ * and dcz's "-dcz-" with 8 lowercase hex digits: hnd_dict.c)? */
 static bool
 opaque_match(const char *m, size_t m_len, const char *r, size_t r_len)
 {
@@ -598,6 +599,14 @@ opaque_match(const char *m, size_t m_len, const char *r, size_t r_len)
 		if (m_len - r_len - 1 == strlen(name) &&
 		    memcmp(m + r_len + 1, name, strlen(name)) == 0)
 			return true;
+	}
+	if (m_len - r_len - 1 == 12 && memcmp(m + r_len + 1, "dcz-", 4) == 0) {
+		size_t i;
+
+		for (i = r_len + 5; i < m_len; i++)
+			if (!((m[i] >= '0' && m[i] <= '9') || (m[i] >= 'a' && m[i] <= 'f')))
+				return false;
+		return true;
 	}
 	return false;
 }

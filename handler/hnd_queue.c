@@ -86,6 +86,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	uint64_t in_len = 0, out_len = 0, coded_len = MHDGZ_NBYTES_UNKNOWN;
 	int release = 0;
 	bool padded = false; /* what is queued carries length-hiding padding */
+	bool dcz_release;    /* hnd_dcz_select made a per-request response */
 	char vary_buf[256], *vary_heap = NULL;
 
 	*queue_ret = response;
@@ -151,8 +152,14 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		hnd_vary_for_variant(&f, &fc, vary_buf, sizeof vary_buf, &vary_heap);
 	if (e->body_len != MHD_SIZE_UNKNOWN)
 		in_len = out_len = e->body_len;
-	if ((d.reason == MHDGZ_COMPRESSED || d.reason == MHDGZ_SKIP_NOT_ACCEPTED) &&
-	    hnd_dcz_select(gz, e, rq, &d, &f, &v, &coded_len)) {
+	if (status == 304 && (d.reason == MHDGZ_SKIP_STATUS && d.gzip_304) &&
+	    hnd_dcz_select(gz, e, rq, &d, &f, &v, &coded_len, &dcz_release)) {
+		/* RFC 9842: the 304 of the dcz 200 this client would get. */
+		*queue_ret = v;
+		release = HND_RELEASE;
+		coded_len = MHDGZ_NBYTES_UNKNOWN;
+	} else if ((d.reason == MHDGZ_COMPRESSED || d.reason == MHDGZ_SKIP_NOT_ACCEPTED) &&
+		   hnd_dcz_select(gz, e, rq, &d, &f, &v, &coded_len, &dcz_release)) {
 		/* RFC 9842: compressed against the client's dictionary; cached
 		 * per dictionary, and a HEAD gets the same response. */
 		*queue_ret = v;

@@ -716,7 +716,9 @@ MHDGZ_API int mhdgz_dictionary_sha256(const struct mhdgz_dictionary *dict, uint8
  * with the response. Otherwise the ordinary decision runs, as in
  * mhdgz_queue_response_ex(). outcome->coding is then "dcz" (the response
  * carries Content-Encoding: dcz; its ETag under MHDGZ_ETAG_SUFFIX gets
- * "-dcz-" and the first 4 bytes of the dictionary's hash in hex).
+ * "-dcz-" and the first 4 bytes of the dictionary's hash in hex, which
+ * mhdgz_etag_match() takes as naming the resource; a 304 queued for such
+ * a request stands for the dcz 200: its ETag and length).
  * Dictionary-ID is a request field only: the RFC has the server echo
  * nothing.
  *

@@ -70,6 +70,11 @@ START_TEST(test_hash_parse)
 	uint8_t h[32];
 	size_t i;
 
+	/* dcz's ETag suffix names the resource too (If-None-Match). */
+	ck_assert_int_eq(mhdgz_etag_match("\"x-dcz-0123abcd\"", "\"x\"", 0), 1);
+	ck_assert_int_eq(mhdgz_etag_match("\"x-dcz-0123abcG\"", "\"x\"", 0), 0);
+	ck_assert_int_eq(mhdgz_etag_match("\"x-dcz-0123abc\"", "\"x\"", 0), 0);
+	ck_assert_int_eq(mhdgz_etag_match("\"x-dcz\"", "\"x\"", 0), 0);
 	ck_assert(hnd_dict_parse_hash(":" ABC_B64 ":", h));
 	ck_assert_mem_eq(h, abc, 32);
 	memset(h, 0, sizeof h);
@@ -150,8 +155,9 @@ route(struct th_server *s, struct MHD_Connection *c, const char *url, const char
 	struct MHD_Response *r = strstr(url, ".css") ? fx->css
 				 : strstr(url, "v1") ? fx->v1
 						     : fx->v2;
+	unsigned int pre = r == fx->v2 ? mhdgz_evaluate_preconditions(c, method, "\"v2\"") : 0;
 
-	return mhdgz_queue_response_url(s->gz, c, method, url, 200, r, NULL);
+	return mhdgz_queue_response_url(s->gz, c, method, url, pre == 304 ? 304 : 200, r, NULL);
 }
 
 /* Decode a dcz body with libzstd and the dictionary as raw content. */
@@ -306,6 +312,28 @@ START_TEST(test_dcz_e2e)
 	ck_assert_str_eq(th_header(&rs, "Content-Encoding", NULL), "dcz");
 	ck_assert_uint_eq(rs.body_len, dcz_len);
 	th_reply_free(&rs);
+	/* A conditional GET naming the dcz ETag: 304 with that ETag, dcz's
+	 * length (libmicrohttpd 0.9.75 sends one), Vary, no Content-Encoding;
+	 * the zstd ETag gets the same 304 (it is the same resource). */
+	{
+		char inm[96];
+		const char *cond[] = { ae, ad, inm, NULL };
+
+		snprintf(inm, sizeof inm, "If-None-Match: %s", etag);
+		TH_REQ(h, &s, 0, "/js/app.v2.js", cond, &rs);
+		ck_assert_int_eq(rs.status, 304);
+		ck_assert_str_eq(th_header(&rs, "ETag", NULL), etag);
+		ck_assert_ptr_null(th_header(&rs, "Content-Encoding", NULL));
+		ck_assert_str_eq(th_header(&rs, "Vary", NULL),
+				 "Accept-Encoding, Available-Dictionary");
+		TH_OK("dcz 304", th_v_304_length(&rs, dcz_len, TH_E));
+		th_reply_free(&rs);
+		snprintf(inm, sizeof inm, "If-None-Match: \"v2-zstd\"");
+		TH_REQ(h, &s, 0, "/js/app.v2.js", cond, &rs);
+		ck_assert_int_eq(rs.status, 304);
+		ck_assert_str_eq(th_header(&rs, "ETag", NULL), etag);
+		th_reply_free(&rs);
+	}
 	/* HEAD: the same fields and length. */
 	TH_REQ(h, &s, TH_HEAD, "/js/app.v2.js", hd_dcz, &rs);
 	ck_assert_str_eq(th_header(&rs, "Content-Encoding", NULL), "dcz");
