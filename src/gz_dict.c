@@ -9,8 +9,8 @@
  * 1.25 times the dictionary, and never over 128 MiB. Like the zstd
  * backend: content size pledged, no checksum, no dictionary ID.
  *
- * The ZSTD_CDict is built once per dictionary and level and then only
- * read: zstd documents a CDict as usable by several contexts (threads) at
+ * The ZSTD_CDict is built once per dictionary and level (in a workspace
+ * of ours: ZSTD_initStaticCDict) and then only read: zstd documents a CDict as usable by several contexts (threads) at
  * once. Each compression takes a context of its own: a dcz body is built
  * once per (response, dictionary) and cached by the handler, so the
  * context's setup cost is paid once per cache miss. Every allocation goes
@@ -48,7 +48,8 @@ gz_dcz_window_max(size_t dict_len)
 #include <zstd_errors.h>
 
 struct gz_zdict {
-	ZSTD_CDict *cdict;
+	const ZSTD_CDict *cdict; /* lives in workspace */
+	void *workspace;
 	size_t dict_len;
 	int level;
 	uint8_t hash[GZ_DCZ_HASH_NBYTES];
@@ -77,8 +78,9 @@ int
 gz_zdict_new(const void *dict, size_t dict_len, int level, const uint8_t hash[GZ_DCZ_HASH_NBYTES],
 	     struct gz_zdict **ret)
 {
-	const ZSTD_customMem mem = { gz_opaque_malloc, gz_opaque_free, NULL };
 	struct gz_zdict *d;
+	ZSTD_compressionParameters cp;
+	size_t ws;
 
 	level = level_of(level);
 	if (level < gz_backend_zstd.level_min || level > gz_backend_zstd.level_max ||
@@ -90,12 +92,23 @@ gz_zdict_new(const void *dict, size_t dict_len, int level, const uint8_t hash[GZ
 	d->dict_len = dict_len;
 	d->level = level;
 	memcpy(d->hash, hash, GZ_DCZ_HASH_NBYTES);
-	d->cdict = ZSTD_createCDict_advanced(
-		dict_len ? dict : "", dict_len, ZSTD_dlm_byCopy, ZSTD_dct_rawContent,
-		ZSTD_getCParams(level, ZSTD_CONTENTSIZE_UNKNOWN, dict_len), mem);
-	if (!d->cdict) {
+	/* A static CDict in a workspace of our own, not
+	 * ZSTD_createCDict_advanced: libzstd before 1.5.6 (Debian 12 has
+	 * 1.5.4) dereferences NULL there when its allocation fails
+	 * (facebook/zstd#3847). One allocation, then no other. */
+	cp = ZSTD_getCParams(level, ZSTD_CONTENTSIZE_UNKNOWN, dict_len);
+	ws = ZSTD_estimateCDictSize_advanced(dict_len, cp, ZSTD_dlm_byCopy);
+	d->workspace = gz_malloc(ws);
+	if (!d->workspace) {
 		gz_free(d);
 		return GZ_ENOMEM;
+	}
+	d->cdict = ZSTD_initStaticCDict(d->workspace, ws, dict_len ? dict : "", dict_len,
+					ZSTD_dlm_byCopy, ZSTD_dct_rawContent, cp);
+	if (!d->cdict) {
+		gz_free(d->workspace);
+		gz_free(d);
+		return GZ_EBACKEND;
 	}
 	*ret = d;
 	return 0;
@@ -106,7 +119,7 @@ gz_zdict_free(struct gz_zdict *d)
 {
 	if (!d)
 		return;
-	ZSTD_freeCDict(d->cdict);
+	gz_free(d->workspace); /* the static CDict lives in it */
 	gz_free(d);
 }
 

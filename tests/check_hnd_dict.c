@@ -392,6 +392,99 @@ START_TEST(test_no_dicts_unchanged)
 }
 END_TEST
 
+/* Every allocation of registration and of the dcz path fails in turn:
+ * registration reports MHDGZ_ENOMEM and leaves nothing behind; a request
+ * gets dcz, or the ordinary zstd, or identity (the response itself), never
+ * a crash; nothing leaks. Through hnd_select, without a daemon. */
+START_TEST(test_dcz_faults)
+{
+	const size_t len = 30000;
+	uint8_t *v1 = tu_payload(len, TU_TEXT, 23), *v2 = malloc(len);
+	struct mhdgz_options o = th_opts();
+	struct mhdgz_dictionary_options dopt = { .size = sizeof dopt, .match = "/a/*" };
+	const struct mhdgz_dictionary *d = NULL;
+	struct mhdgz *gz;
+	struct MHD_Response *r;
+	uint8_t hash[32];
+	char b64[BASE64_ENCODE_RAW_LENGTH(32) + 1], ad[64];
+	const char *lines[1] = { "zstd, dcz" };
+	uint64_t k;
+	unsigned int got_dcz = 0, got_zstd = 0, got_identity = 0, add_fail = 0;
+
+	if (!mhdgz_coding_available(MHDGZ_CODING_ZSTD)) {
+		free(v1);
+		free(v2);
+		return;
+	}
+	memcpy(v2, v1, len);
+	memcpy(v2 + len / 2, "changed", 7);
+	tu_alloc_install(0);
+	o.codings = "zstd, gzip";
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	for (k = 1;; k++) { /* registration */
+		int rc;
+
+		tu_alloc_fail_at(k);
+		rc = mhdgz_dictionary_add(gz, v1, len, &dopt, &d);
+		if (!tu_alloc_failed()) {
+			ck_assert_int_eq(rc, 0);
+			break;
+		}
+		ck_assert_int_eq(rc, MHDGZ_ENOMEM);
+		ck_assert_ptr_null(atomic_load(&gz->dicts));
+		add_fail++;
+		ck_assert_uint_lt(k, 1000);
+	}
+	tu_alloc_fail_at(0);
+	mhdgz_dictionary_sha256(d, hash);
+	base64_encode_raw(b64, 32, hash);
+	b64[sizeof b64 - 1] = '\0';
+	snprintf(ad, sizeof ad, ":%s:", b64);
+	r = mhdgz_response_from_buffer(gz, len, v2, MHD_RESPMEM_PERSISTENT);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(MHD_add_response_header(r, "Content-Type", "text/plain"), MHD_YES);
+	for (k = 1;; k++) { /* a fresh dcz body per request: every allocation in turn */
+		struct hnd_request rq = { .flags = HND_REQ_NO_CACHE,
+					  .url = "/a/b.js",
+					  .avail_dict = ad };
+		struct hnd_result res;
+		struct MHD_Response *q = NULL;
+		const char *ce;
+		int rel;
+
+		hnd_accept_parse(lines, 1, &rq.acc);
+		tu_alloc_fail_at(k);
+		rel = hnd_select(gz, &rq, 200, r, &q, &res);
+		ce = MHD_get_response_header(q, "Content-Encoding");
+		if (res.dcz) {
+			ck_assert_str_eq(ce, "dcz");
+			got_dcz++;
+		} else if (ce) {
+			ck_assert_str_eq(ce, "zstd");
+			got_zstd++;
+		} else {
+			ck_assert_ptr_eq(q, r);
+			got_identity++;
+		}
+		if (rel == HND_RELEASE)
+			MHD_destroy_response(q);
+		if (!tu_alloc_failed())
+			break;
+		ck_assert_uint_lt(k, 1000);
+	}
+	tu_alloc_fail_at(0);
+	ck_assert_uint_gt(add_fail, 0);
+	ck_assert_uint_gt(got_dcz, 0);
+	ck_assert_uint_gt(got_zstd + got_identity, 0);
+	MHD_destroy_response(r);
+	mhdgz_free(gz);
+	ck_assert_int_eq(tu_alloc_live(), 0);
+	tu_alloc_uninstall();
+	free(v1);
+	free(v2);
+}
+END_TEST
+
 struct ck_case
 hnd_dict_case(void)
 {
@@ -401,5 +494,6 @@ hnd_dict_case(void)
 				   { test_hash_parse, 0, 0 },
 				   { test_add_rules, 0, 0 },
 				   { test_dcz_e2e, 0, 0 },
+				   { test_dcz_faults, 0, 0 },
 				   { test_no_dicts_unchanged, 0, 0 } } };
 }
