@@ -11,6 +11,7 @@
 #include <zstd.h>
 
 #include "hnd_internal.h"
+#include "gz_dict.h"
 #include "check_suites.h"
 #include "harness.h"
 #include "testutil.h"
@@ -485,6 +486,104 @@ START_TEST(test_dcz_faults)
 }
 END_TEST
 
+/* The prepared dictionary shared by threads at once (TSan builds check
+ * the sharing): each thread queues its own response as dcz and compresses
+ * with the dictionary directly, decoding what it got. */
+struct par_ctx {
+	struct mhdgz *gz;
+	const struct mhdgz_dictionary *d;
+	const uint8_t *v1, *v2;
+	size_t len;
+	const char *ad;
+	int bad;
+};
+
+static void *
+par_thread(void *cls)
+{
+	struct par_ctx *p = cls;
+	struct MHD_Response *r = mhdgz_response_from_buffer(p->gz, p->len, (void *)p->v2,
+							    MHD_RESPMEM_PERSISTENT);
+	const char *lines[1] = { "gzip, zstd, dcz" };
+	size_t cap = gz_dcz_bound(p->len), n;
+	uint8_t *out = malloc(cap);
+	int i;
+
+	if (!r || !out || MHD_add_response_header(r, "Content-Type", "text/plain") != MHD_YES) {
+		p->bad++;
+		goto out;
+	}
+	for (i = 0; i < 20; i++) {
+		struct hnd_request rq = { .flags = HND_REQ_NO_CACHE,
+					  .url = "/p/x",
+					  .avail_dict = p->ad };
+		struct hnd_result res;
+		struct MHD_Response *q;
+		size_t dec_len;
+		uint8_t *dec;
+
+		hnd_accept_parse(lines, 1, &rq.acc);
+		if (hnd_select(p->gz, &rq, 200, r, &q, &res) != 0 || !res.dcz)
+			p->bad++;
+		if (gz_dcz_compress(p->d->zd, 0, p->v2, p->len, out, cap, &n) != 0) {
+			p->bad++;
+			continue;
+		}
+		dec = dcz_decode(out, n, p->v1, p->len, p->len + 1, &dec_len);
+		if (dec_len != p->len || memcmp(dec, p->v2, p->len) != 0)
+			p->bad++;
+		free(dec);
+	}
+out:
+	if (r)
+		MHD_destroy_response(r);
+	free(out);
+	return NULL;
+}
+
+START_TEST(test_dcz_threads)
+{
+	const size_t len = 20000;
+	uint8_t *v1 = tu_payload(len, TU_TEXT, 24), *v2 = malloc(len);
+	struct mhdgz_options o = th_opts();
+	struct mhdgz_dictionary_options dopt = { .size = sizeof dopt, .match = "/p/*" };
+	struct par_ctx p[4];
+	pthread_t t[4];
+	uint8_t hash[32];
+	char b64[BASE64_ENCODE_RAW_LENGTH(32) + 1], ad[64];
+	const struct mhdgz_dictionary *d;
+	struct mhdgz *gz;
+	int i;
+
+	if (!mhdgz_coding_available(MHDGZ_CODING_ZSTD)) {
+		free(v1);
+		free(v2);
+		return;
+	}
+	memcpy(v2, v1, len);
+	memcpy(v2 + 100, "threads", 7);
+	o.codings = "zstd, gzip";
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	ck_assert_int_eq(mhdgz_dictionary_add(gz, v1, len, &dopt, &d), 0);
+	mhdgz_dictionary_sha256(d, hash);
+	base64_encode_raw(b64, 32, hash);
+	b64[sizeof b64 - 1] = '\0';
+	snprintf(ad, sizeof ad, ":%s:", b64);
+	for (i = 0; i < 4; i++) {
+		p[i] = (struct par_ctx){ gz, d, v1, v2, len, ad, 0 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, par_thread, &p[i]), 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(p[i].bad, 0);
+	}
+	ck_assert_uint_eq(th_stats(gz).dict_hits, 80);
+	mhdgz_free(gz);
+	free(v1);
+	free(v2);
+}
+END_TEST
+
 struct ck_case
 hnd_dict_case(void)
 {
@@ -495,5 +594,6 @@ hnd_dict_case(void)
 				   { test_add_rules, 0, 0 },
 				   { test_dcz_e2e, 0, 0 },
 				   { test_dcz_faults, 0, 0 },
+				   { test_dcz_threads, 0, 0 },
 				   { test_no_dicts_unchanged, 0, 0 } } };
 }
