@@ -450,6 +450,9 @@ hnd_dcz_select(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_request *
 	*release_ret = false;
 	if (!f->dict_vary || !rq->url || !rq->avail_dict || rq->acc.dcz <= 0)
 		return false;
+	/* An explicitly preferred identity wins, as over any coding. */
+	if (rq->acc.identity > rq->acc.dcz)
+		return false;
 	if (is_304 && !d->gzip_304)
 		return false;
 	if ((d->reason == MHDGZ_COMPRESSED || is_304) &&

@@ -279,6 +279,9 @@ START_TEST(test_dcz_e2e)
 		const char *wrong_hash[] = { ae, bad_ad, NULL };
 		const char *no_dcz[] = { "Accept-Encoding: gzip, zstd", ad, NULL };
 		const char *dcz_zero[] = { "Accept-Encoding: zstd, dcz;q=0", ad, NULL };
+		const char *dcz_low[] = { "Accept-Encoding: zstd, dcz;q=0.5", ad, NULL };
+		const char *id_first[] = { "Accept-Encoding: identity, zstd;q=0.5, dcz;q=0.5", ad,
+					   NULL };
 		const char *wrong_id[] = { ae, ad, "Dictionary-ID: \"other\"", NULL };
 		const char *no_ad[] = { ae, NULL };
 		const char *malformed[] = { ae, "Available-Dictionary: abc", NULL };
@@ -289,6 +292,7 @@ START_TEST(test_dcz_e2e)
 			{ "wrong hash", "/js/app.v2.js", wrong_hash },
 			{ "no dcz", "/js/app.v2.js", no_dcz },
 			{ "dcz;q=0", "/js/app.v2.js", dcz_zero },
+			{ "dcz below zstd", "/js/app.v2.js", dcz_low },
 			{ "wrong id", "/js/app.v2.js", wrong_id },
 			{ "no Available-Dictionary", "/js/app.v2.js", no_ad },
 			{ "malformed", "/js/app.v2.js", malformed },
@@ -306,6 +310,12 @@ START_TEST(test_dcz_e2e)
 				      "%s", fb[i].ctx);
 			th_reply_free(&rs);
 		}
+		/* identity preferred: identity, whatever dcz's q. */
+		TH_REQ(h, &s, 0, "/js/app.v2.js", id_first, &rs);
+		TH_OK("identity first", th_v_identity(&rs, 200, v2, len, TH_E));
+		ck_assert_str_eq(th_header(&rs, "Vary", NULL),
+				 "Accept-Encoding, Available-Dictionary");
+		th_reply_free(&rs);
 	}
 	/* The right id is fine. */
 	hd_dcz[2] = "Dictionary-ID: \"app\"";
@@ -343,13 +353,13 @@ START_TEST(test_dcz_e2e)
 	th_stop(&s);
 	st = th_stats(gz);
 	ck_assert_uint_eq(st.dict_hits, 4);
-	/* v1 zstd + 7 fallbacks (zstd) + 4 dcz */
-	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], 12);
-	ck_assert_uint_eq(st.compressed, 12);
+	/* v1 zstd + 8 fallbacks (zstd) + 4 dcz */
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], 13);
+	ck_assert_uint_eq(st.compressed, 13);
 	/* Compressions: v1 zstd, v2 zstd, v2 dcz, css zstd; the rest cache
 	 * hits. */
 	ck_assert_uint_eq(st.compressions, 4);
-	ck_assert_uint_eq(st.cache_hits, 8);
+	ck_assert_uint_eq(st.cache_hits, 9);
 	ck_assert_uint_gt(st.dict_bytes_saved, 0);
 	ck_assert_uint_eq(st.dict_bytes_saved % 4, 0); /* the same saving per hit */
 	MHD_destroy_response(fx.v1);
