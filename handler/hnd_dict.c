@@ -188,6 +188,46 @@ mhdgz_response_use_as_dictionary(struct MHD_Response *response, const struct mhd
 		       : MHDGZ_EMHD;
 }
 
+/* Defined below. */
+static const uint8_t *entry_bytes(struct hnd_entry *e, uint8_t **owned);
+
+MHDGZ_API int
+mhdgz_dictionary_add_response(struct mhdgz *gz, struct MHD_Response *response,
+			      const struct mhdgz_dictionary_options *opts,
+			      const struct mhdgz_dictionary **dict_ret)
+{
+	const struct mhdgz_dictionary *d;
+	struct hnd_entry *e;
+	const uint8_t *body;
+	uint8_t *owned;
+	int rc;
+
+	if (!gz || !response)
+		return MHDGZ_EINVAL;
+	e = hnd_table_lookup(&gz->table, response);
+	if (!e)
+		return MHDGZ_EINVAL;
+	pthread_mutex_lock(&e->lock);
+	if (e->response_queued || !hnd_whole_body(e) || e->body_len == 0) {
+		rc = MHDGZ_EINVAL;
+		goto out;
+	}
+	body = entry_bytes(e, &owned);
+	if (!body) {
+		rc = MHDGZ_EBACKEND;
+		goto out;
+	}
+	rc = mhdgz_dictionary_add(gz, body, (size_t)e->body_len, opts, &d);
+	gz_free(owned);
+	if (rc == 0)
+		rc = mhdgz_response_use_as_dictionary(response, d);
+	if (rc == 0 && dict_ret)
+		*dict_ret = d;
+out:
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
 MHDGZ_API int
 mhdgz_dictionary_sha256(const struct mhdgz_dictionary *dict, uint8_t sha256_ret[32])
 {

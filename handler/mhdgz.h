@@ -677,6 +677,30 @@ MHDGZ_API int mhdgz_dictionary_add(struct mhdgz *gz, const void *data, size_t da
 				   const struct mhdgz_dictionary **dict_ret);
 
 /**
+ * mhdgz_dictionary_add() with the body of @a response as the dictionary,
+ * then mhdgz_response_use_as_dictionary() on it: the response that
+ * delivers the dictionary advertises it.
+ *
+ * @param gz the handler that created @a response.
+ * @param response a buffer response (mhdgz_response_from_buffer*,
+ *        _from_iovec) or a file response (mhdgz_response_from_fd*, read
+ *        now) made through @a gz and not yet queued; borrowed.
+ * @param opts as for mhdgz_dictionary_add().
+ * @param dict_ret as for mhdgz_dictionary_add().
+ * @return 0; MHDGZ_EINVAL as for mhdgz_dictionary_add(), and for a
+ *         response not made by @a gz, a stream, or one already queued
+ *         (its fields are then read-only); MHDGZ_EBACKEND when the file
+ *         cannot be read; MHDGZ_EMHD; MHDGZ_ENOTSUP; MHDGZ_ENOMEM. On an
+ *         error after registration (MHDGZ_EMHD) the dictionary stays
+ *         registered.
+ * @note Thread-safe as mhdgz_dictionary_add(); not while another thread
+ *       queues @a response.
+ */
+MHDGZ_API int mhdgz_dictionary_add_response(struct mhdgz *gz, struct MHD_Response *response,
+					    const struct mhdgz_dictionary_options *opts,
+					    const struct mhdgz_dictionary **dict_ret);
+
+/**
  * Advertise @a dict on @a response: adds the Use-As-Dictionary field
  * (RFC 9842 section 2.1): match="...", match-dest=(...) and id="..." as
  * registered. The response's body should be the dictionary's bytes, and

@@ -138,6 +138,44 @@ START_TEST(test_add_rules)
 	ck_assert_str_eq(MHD_get_response_header(r, "Use-As-Dictionary"),
 			 "match=\"/js/*\", match-dest=(\"script\" \"style\"), id=\"v1\"");
 	MHD_destroy_response(r);
+
+	/* A response's own body as the dictionary, advertised on it. */
+	{
+		static const char body[] = "function v1() { return 1; }";
+		struct mhdgz_dictionary_options o2 = { .size = sizeof o2, .match = "/v*.js" };
+		struct hnd_request rq = { .flags = 0 };
+		struct hnd_result res;
+		struct MHD_Response *q;
+		int fd = th_temp_file(body, sizeof body - 1);
+
+		r = mhdgz_response_from_buffer(gz, sizeof body - 1, (void *)body,
+					       MHD_RESPMEM_PERSISTENT);
+		ck_assert_int_eq(mhdgz_dictionary_add_response(NULL, r, &o2, &d), MHDGZ_EINVAL);
+		ck_assert_int_eq(mhdgz_dictionary_add_response(gz, r, &o2, &d), 0);
+		ck_assert_str_eq(MHD_get_response_header(r, "Use-As-Dictionary"),
+				 "match=\"/v*.js\"");
+		sha256_init(&ctx);
+		sha256_update(&ctx, sizeof body - 1, (const uint8_t *)body);
+		sha256_digest(&ctx, 32, want);
+		ck_assert_int_eq(mhdgz_dictionary_sha256(d, h), 0);
+		ck_assert_mem_eq(h, want, 32);
+		/* Once queued, its fields are read-only. */
+		hnd_accept_parse(NULL, 0, &rq.acc);
+		hnd_select(gz, &rq, 200, r, &q, &res);
+		ck_assert_int_eq(mhdgz_dictionary_add_response(gz, r, &o2, &d), MHDGZ_EINVAL);
+		MHD_destroy_response(r);
+		/* A file response's bytes are read now. */
+		r = mhdgz_response_from_fd(gz, sizeof body - 1, fd);
+		ck_assert_ptr_nonnull(r);
+		ck_assert_int_eq(mhdgz_dictionary_add_response(gz, r, &o2, &d), 0);
+		ck_assert_int_eq(mhdgz_dictionary_sha256(d, h), 0);
+		ck_assert_mem_eq(h, want, 32);
+		MHD_destroy_response(r);
+		/* Not made by this handler. */
+		r = MHD_create_response_from_buffer(3, (void *)"abc", MHD_RESPMEM_PERSISTENT);
+		ck_assert_int_eq(mhdgz_dictionary_add_response(gz, r, &o2, &d), MHDGZ_EINVAL);
+		MHD_destroy_response(r);
+	}
 	mhdgz_free(gz);
 }
 END_TEST

@@ -94,7 +94,6 @@ int
 dict_init(struct server *s)
 {
 	struct mhdgz_dictionary_options o = { .size = sizeof o, .match = "/dict/app.*.js" };
-	const struct mhdgz_dictionary *d;
 	struct dict_demo *dd;
 	size_t i;
 
@@ -111,8 +110,6 @@ dict_init(struct server *s)
 	dd->v2 = make_script(2, &dd->len2);
 	if (!dd->v1 || !dd->v2)
 		goto nomem;
-	if (mhdgz_dictionary_add(s->gz, dd->v1, dd->len, &o, &d) != 0)
-		goto nomem;
 	dd->page = mhdgz_response_from_buffer(s->gz, sizeof dict_page - 1, (void *)dict_page,
 					      MHD_RESPMEM_PERSISTENT);
 	dd->r1 = mhdgz_response_from_buffer(s->gz, dd->len, dd->v1, MHD_RESPMEM_PERSISTENT);
@@ -124,7 +121,8 @@ dict_init(struct server *s)
 	    MHD_add_response_header(dd->r2, "Content-Type", "text/javascript") != MHD_YES ||
 	    /* A dictionary is kept only while fresh. */
 	    MHD_add_response_header(dd->r1, "Cache-Control", "max-age=3600") != MHD_YES ||
-	    mhdgz_response_use_as_dictionary(dd->r1, d) != 0)
+	    /* v1's body is the dictionary, and v1 says so (Use-As-Dictionary) */
+	    mhdgz_dictionary_add_response(s->gz, dd->r1, &o, NULL) != 0)
 		goto nomem;
 	return 0;
 nomem:
