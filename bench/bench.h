@@ -125,6 +125,8 @@ void bh_run_all(void); /* every pass, then the median rows */
 
 /* bh_verify.c */
 void bh_verify_all(void);
+/* bh_dict.c: the dcz rows (after the others; "DictRows" for --filter). */
+void bh_dict_rows(void);
 
 /* bh_events.c: the event-stream rows, after the S/P rows. */
 void bh_events_all(void);

@@ -572,6 +572,7 @@ main(int argc, char **argv)
 		bh_run_all();
 	}
 	bh_events_all();
+	bh_dict_rows();
 	print_loadavg("\n# loadavg at the end");
 	fflush(stdout);
 	if (bh_out_file)

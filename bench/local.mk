@@ -6,12 +6,15 @@
 # with the tests' independent decoder (tests/testutil.c, zlib).
 noinst_PROGRAMS += bench/bench_handler
 bench_bench_handler_SOURCES = bench/bench.h bench/bench_handler.c bench/bh_alloc.c \
-	bench/bh_runner.c bench/bh_verify.c bench/bh_events.c tests/testutil.c tests/testutil.h
+	bench/bh_runner.c bench/bh_verify.c bench/bh_events.c bench/bh_dict.c tests/testutil.c \
+	tests/testutil.h
 bench_bench_handler_CPPFLAGS = $(HND_CPPFLAGS) -I$(top_srcdir)/examples/payload \
-	-I$(top_srcdir)/tests
+	-I$(top_srcdir)/tests -DBH_DICT_DIR='"$(top_srcdir)/tests/dict"'
 bench_bench_handler_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(tests_dec_cflags)
 bench_bench_handler_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la $(MHD_LIBS) \
 	$(tests_dec_libs)
+EXTRA_DIST += tests/dict/jquery-3.7.0.min.js tests/dict/jquery-3.7.1.min.js \
+	tests/dict/LICENSE.txt tests/dict/README.md
 EXTRA_DIST += bench/e2e.sh bench/fileprof.sh bench/ircount.sh bench/verdict.sh bench/README.md bench/compare.sh \
 	bench/compare/outbytes.go bench/compare.svg
 

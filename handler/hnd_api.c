@@ -226,6 +226,7 @@ handle_destroy(struct mhdgz *gz)
 		hnd_memo_fini(&gz->memo);
 	gz_pool_free(gz->event_pool);
 	hnd_fc_fini(&gz->filecache);
+	hnd_dicts_free(gz);
 	gz_pool_free(gz->stream_pool);
 	gz_pool_free(gz->pool);
 	hnd_typelist_fini(&gz->compress_types);

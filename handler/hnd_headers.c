@@ -41,6 +41,9 @@ facts_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *valu
 	} else if (strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0) {
 		if (hnd_list_has_token(value, "accept-encoding") || hnd_list_has_token(value, "*"))
 			f->vary_has_ae = true;
+		if (hnd_list_has_token(value, "available-dictionary") ||
+		    hnd_list_has_token(value, "*"))
+			f->vary_has_ad = true;
 		if (f->vary_count < HND_VARY_MAX) {
 			c->vary[f->vary_count] = value;
 			c->vary_key[f->vary_count] = key;
@@ -64,18 +67,31 @@ hnd_read_facts(struct MHD_Response *r, struct hnd_facts *f, struct hnd_facts_ctx
  * before the response is first queued: afterwards libmicrohttpd may be
  * reading its headers on another thread.
  */
+const char *
+hnd_vary_token(const struct hnd_facts *f)
+{
+	bool ae = f->vary_has_ae, ad = f->vary_has_ad || !f->dict_vary;
+
+	if (ae && ad)
+		return NULL;
+	if (ae)
+		return "Available-Dictionary";
+	return ad ? "Accept-Encoding" : "Accept-Encoding, Available-Dictionary";
+}
+
 int
 hnd_merge_vary(struct MHD_Response *r, const struct hnd_facts *f, const struct hnd_facts_ctx *c)
 {
 	char *copy[HND_VARY_MAX], *key[HND_VARY_MAX], *merged = NULL;
-	size_t i, n = f->vary_count, len = sizeof "Accept-Encoding";
+	const char *tok = hnd_vary_token(f);
+	size_t i, n = f->vary_count, len;
 	int rc = MHDGZ_ENOMEM;
 
-	if (f->vary_has_ae)
+	if (!tok)
 		return 0;
+	len = strlen(tok) + 1;
 	if (n == 0 || n > HND_VARY_MAX)
-		return MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding") ==
-				       MHD_YES
+		return MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, tok) == MHD_YES
 			       ? 0
 			       : MHDGZ_EMHD;
 	/* Copy the old fields first: deleting a field frees its strings, and
@@ -99,7 +115,7 @@ hnd_merge_vary(struct MHD_Response *r, const struct hnd_facts *f, const struct h
 		strcat(merged, copy[i]);
 		strcat(merged, ", ");
 	}
-	strcat(merged, "Accept-Encoding");
+	strcat(merged, tok);
 	rc = MHDGZ_EMHD;
 	for (i = 0; i < n; i++) {
 		if (MHD_del_response_header(r, key[i], copy[i]) != MHD_YES) {
@@ -124,8 +140,7 @@ out:
 	/* No tidy merge (out of memory, or libmicrohttpd refused): a Vary
 	 * field of its own means the same (RFC 9110 section 5.3), as for the
 	 * variants; never an identity response without it. */
-	if (rc < 0 &&
-	    MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding") == MHD_YES)
+	if (rc < 0 && MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, tok) == MHD_YES)
 		rc = 0;
 	return rc;
 }
@@ -142,12 +157,16 @@ void
 hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, char *buf, size_t cap,
 		     char **heap)
 {
-	size_t i, len = sizeof "Accept-Encoding";
+	const char *tok = hnd_vary_token(f);
+	size_t i, len;
 	char *out = buf;
 
 	*heap = NULL;
-	f->vary_add = "Accept-Encoding";
+	f->vary_add = tok;
 	f->vary_replace = false;
+	if (!tok)
+		return;
+	len = strlen(tok) + 1;
 	if (f->vary_count == 0 || f->vary_count > HND_VARY_MAX)
 		return;
 	for (i = 0; i < f->vary_count; i++)
@@ -165,7 +184,7 @@ hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, char *b
 		strcat(out, c->vary[i]);
 		strcat(out, ", ");
 	}
-	strcat(out, "Accept-Encoding");
+	strcat(out, tok);
 	f->vary_add = out;
 	f->vary_replace = true;
 }

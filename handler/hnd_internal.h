@@ -91,7 +91,9 @@ enum hnd_counter {
 	HND_C_CACHE_HITS,
 	HND_C_DIGESTS_DROPPED,
 	HND_C_PADDED,
-	HND_C_REASON0, /* + enum mhdgz_reason */
+	HND_C_DICT_HITS,  /* dcz responses queued (hnd_dict.c) */
+	HND_C_DICT_SAVED, /* their bytes under plain zstd's, summed */
+	HND_C_REASON0,    /* + enum mhdgz_reason */
 	/* + enum gz_coding: coded variants queued per coding */
 	HND_C_CODED0 = HND_C_REASON0 + MHDGZ_REASON_COUNT,
 	/* Request bodies (hnd_upload.c). */
@@ -147,6 +149,7 @@ extern const char *const hnd_default_skip_types[];
 /* The handle                                                               */
 
 struct hnd_entry;
+struct hnd_dcz;
 struct hnd_accept;
 struct hnd_facts;
 struct hnd_body;
@@ -303,6 +306,9 @@ struct mhdgz {
 	enum gz_coding order[GZ_CODING_COUNT];
 	size_t norder;
 	struct hnd_coder coder[GZ_CODING_COUNT];
+	/* Compression dictionaries (hnd_dict.c): newest first, published
+	 * with a release store; never removed before the handle is freed. */
+	_Atomic(struct mhdgz_dictionary *) dicts;
 };
 
 /* The pool of coding's whole-buffer (stream false) or stream compressors. */
@@ -393,6 +399,7 @@ struct hnd_entry {
 	struct hnd_coded coded[GZ_CODING_COUNT]; /* per content coding */
 	struct MHD_Response *rep_304_identity;   /* the 304 of an unknown-size identity 200 */
 	struct MHD_Response *sendfile_rep;       /* HND_FD: the sendfile identity response */
+	struct hnd_dcz *dcz; /* dcz representations, one per dictionary used (hnd_dict.c) */
 };
 
 /* hnd_table.c: a new entry holding one reference (its response's), or
@@ -596,6 +603,7 @@ struct hnd_accept {
 	int gzip;     /* explicit gzip / x-gzip (highest if repeated) */
 	int zstd;     /* explicit zstd */
 	int br;       /* explicit br */
+	int dcz;      /* explicit dcz (RFC 9842; "*" does not count: hnd_dict.c) */
 	int identity; /* explicit identity */
 	int star;     /* "*" */
 	bool present; /* at least one Accept-Encoding line */
@@ -647,12 +655,17 @@ struct hnd_facts {
 	bool content_range;           /* a Content-Range field is present */
 	bool no_transform;            /* Cache-Control has no-transform */
 	bool vary_has_ae;             /* Vary already lists Accept-Encoding or "*" */
+	bool vary_has_ad;             /* Vary already lists Available-Dictionary or "*" */
 	unsigned int vary_count;      /* number of Vary fields */
 	/* Set by the handler, not read from the response: the Vary value a
 	 * variant adds, and whether it replaces the response's Vary fields;
 	 * the libmicrohttpd response flags every variant gets. */
 	const char *vary_add;
 	bool vary_replace;
+	/* Set by the handler: the request path matches a dictionary's
+	 * pattern, so the Vary added names Available-Dictionary too (RFC
+	 * 9842 section 6.2). */
+	bool dict_vary;
 	enum MHD_ResponseFlags mhd_flags;
 	/* Set by the handler: the coding of the coded variants built from
 	 * these facts (Content-Encoding, ETag suffix, caches); 0, gzip, as
@@ -683,6 +696,12 @@ struct hnd_request {
 	struct hnd_accept acc;
 	bool head;          /* HEAD: GET's header fields, no content */
 	unsigned int flags; /* HND_REQ_* */
+	/* RFC 9842 (hnd_dict.c): the request's path (NULL: not known, no
+	 * dcz), its Available-Dictionary and Dictionary-ID fields (NULL:
+	 * absent). Borrowed for the call. */
+	const char *url;
+	const char *avail_dict;
+	const char *dict_id;
 };
 
 /* What the selection did (struct mhdgz_outcome without the coding name). */
@@ -691,6 +710,7 @@ struct hnd_result {
 	uint64_t body_nbytes;  /* identity body, or MHDGZ_NBYTES_UNKNOWN */
 	uint64_t coded_nbytes; /* body as coded, or MHDGZ_NBYTES_UNKNOWN */
 	enum gz_coding coding; /* with MHDGZ_COMPRESSED: the coding */
+	bool dcz;              /* with MHDGZ_COMPRESSED: dcz (coding then zstd) */
 };
 
 /* The decision applied: the response to queue in *queue_ret (response
@@ -724,5 +744,59 @@ const char *hnd_etag_for_gzip(enum mhdgz_etag_policy policy, const char *etag, c
  * token ("x-gzip", "x-zstd", "x-br"). */
 const char *hnd_etag_for_coding(enum mhdgz_etag_policy policy, const char *etag,
 				enum gz_coding coding, char *buf, size_t cap);
+
+/* ------------------------------------------------------------------------ */
+/* Compression dictionaries, RFC 9842 (hnd_dict.c)                          */
+
+struct gz_zdict;
+
+/* A registered dictionary (the public handle type): immutable once
+ * published on the handle's list. */
+struct mhdgz_dictionary {
+	struct mhdgz_dictionary *next;
+	struct gz_zdict *zd; /* digested for the handle's zstd level, shared */
+	uint8_t hash[SHA256_DIGEST_SIZE];
+	size_t nbytes;
+	char *match; /* the URL pattern: '/' first, '*' wildcards */
+	char *id;    /* its sf-string form ("\"id\""), or NULL */
+	char *field; /* the Use-As-Dictionary value */
+};
+
+/* Does url (NULL: no) match the pattern of a registered dictionary? Then
+ * the response could be dcz, and its Vary names Available-Dictionary. */
+bool hnd_dict_url_matches(struct mhdgz *gz, const char *url);
+/* Free the handle's dictionaries (mhdgz_free, no other thread left). */
+void hnd_dicts_free(struct mhdgz *gz);
+/* Free an entry's dcz representations (entry free). */
+void hnd_dcz_free(struct hnd_entry *e);
+/* Whether the Vary a response gets must name something it does not yet
+ * (Accept-Encoding, and Available-Dictionary when f->dict_vary), and the
+ * tokens to add (NULL: nothing). */
+const char *hnd_vary_token(const struct hnd_facts *f);
+/*
+ * The dcz representation of e for this request, if every RFC 9842
+ * condition holds: dcz accepted (explicitly, q not below the ordinary
+ * choice's), an Available-Dictionary naming a registered dictionary whose
+ * pattern matches rq->url (and whose id matches a Dictionary-ID sent), a
+ * whole body of at least min_nbytes that dcz makes smaller. Then true,
+ * *v_ret (cached on e, not a reference for the caller) and its body
+ * length in *len_ret; else false (the ordinary decision stands). d is the
+ * ordinary decision (MHDGZ_COMPRESSED or MHDGZ_SKIP_NOT_ACCEPTED; or a
+ * 304's MHDGZ_SKIP_STATUS with gzip_304: then *v_ret is the 304 of the
+ * dcz 200, its ETag and length, a reference for the caller, and
+ * *release_ret true). Counts
+ * its compressions, cache hits, failures, dictionary hits and bytes
+ * saved. e->lock held.
+ */
+bool hnd_dcz_select(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_request *rq,
+		    const struct hnd_decision *d, const struct hnd_facts *f,
+		    struct MHD_Response **v_ret, uint64_t *len_ret, bool *release_ret);
+/* Match a request path against a dictionary pattern (the subset of
+ * URLPattern pathname syntax hnd_dict.c accepts: literal characters and
+ * '*', any run of characters). Exposed for the tests. */
+bool hnd_dict_match(const char *pattern, const char *path);
+/* Parse an Available-Dictionary value (RFC 8941 byte sequence, ":b64:")
+ * into a SHA-256; false when malformed or not 32 bytes. */
+bool hnd_dict_parse_hash(const char *value, uint8_t hash[SHA256_DIGEST_SIZE]);
 
 #endif /* HND_INTERNAL_H */

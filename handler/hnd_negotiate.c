@@ -173,6 +173,8 @@ add_element(const char *el, size_t el_len, struct hnd_accept *acc)
 		slot = &acc->zstd;
 	else if (ieq(tok, tok_len, "br"))
 		slot = &acc->br;
+	else if (ieq(tok, tok_len, "dcz"))
+		slot = &acc->dcz;
 	else if (ieq(tok, tok_len, "identity"))
 		slot = &acc->identity;
 	else if (tok_len == 1 && tok[0] == '*')
@@ -222,6 +224,7 @@ hnd_accept_parse(const char *const *lines, size_t count, struct hnd_accept *acc)
 	size_t i;
 
 	acc->gzip = acc->zstd = acc->br = acc->identity = acc->star = -1;
+	acc->dcz = -1;
 	acc->present = false;
 	for (i = 0; lines && i < count; i++) {
 		if (!lines[i])
@@ -588,7 +591,8 @@ hnd_etag_parse(const char *s, bool *weak, const char **op, size_t *op_len)
 }
 
 /* Does member opaque m denote the resource's opaque r, directly or as one
- * of the suffixed forms this library produces ("-gzip", "-zstd", "-br")? */
+ * of the suffixed forms this library produces ("-gzip", "-zstd", "-br",
+ * and dcz's "-dcz-" with 8 lowercase hex digits: hnd_dict.c)? */
 static bool
 opaque_match(const char *m, size_t m_len, const char *r, size_t r_len)
 {
@@ -604,6 +608,14 @@ opaque_match(const char *m, size_t m_len, const char *r, size_t r_len)
 		if (m_len - r_len - 1 == strlen(name) &&
 		    memcmp(m + r_len + 1, name, strlen(name)) == 0)
 			return true;
+	}
+	if (m_len - r_len - 1 == 12 && memcmp(m + r_len + 1, "dcz-", 4) == 0) {
+		size_t i;
+
+		for (i = r_len + 5; i < m_len; i++)
+			if (!((m[i] >= '0' && m[i] <= '9') || (m[i] >= 'a' && m[i] <= 'f')))
+				return false;
+		return true;
 	}
 	return false;
 }

@@ -86,11 +86,13 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	uint64_t in_len = 0, out_len = 0, coded_len = MHDGZ_NBYTES_UNKNOWN;
 	int release = 0;
 	bool padded = false; /* what is queued carries length-hiding padding */
+	bool dcz_release;    /* hnd_dcz_select made a per-request response */
 	char vary_buf[256], *vary_heap = NULL;
 
 	*queue_ret = response;
 	res->body_nbytes = res->coded_nbytes = MHDGZ_NBYTES_UNKNOWN;
 	res->coding = GZ_CODING_GZIP;
+	res->dcz = false;
 	hnd_count(gz, HND_C_RESPONSES, 1);
 	e = hnd_table_lookup(&gz->table, response);
 	if (!e) {
@@ -100,6 +102,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	pthread_mutex_lock(&e->lock);
 	hnd_read_facts(response, &f, &fc);
 	f.mhd_flags = e->mhd_flags;
+	f.dict_vary = hnd_dict_url_matches(gz, rq->url);
 	if (e->kind == HND_BUFFER) {
 		sniff = e->body;
 		sniff_len = e->body_len;
@@ -145,15 +148,31 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	/* Variants get Vary: Accept-Encoding as they are built; the response
 	 * itself only when it is queued itself (below), so a response that is
 	 * only ever sent compressed is not modified at all. */
-	if (d.vary && !f.vary_has_ae)
+	if (d.vary && hnd_vary_token(&f))
 		hnd_vary_for_variant(&f, &fc, vary_buf, sizeof vary_buf, &vary_heap);
 	if (e->body_len != MHD_SIZE_UNKNOWN)
 		in_len = out_len = e->body_len;
-	if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e) && rq->head &&
-	    !e->coded[f.coding].rep && !(rq->flags & HND_REQ_NO_CACHE) &&
-	    hnd_memo_get(&gz->memo, f.etag, e->body_len,
-			 HND_MEMO_MODE(HND_MEMO_WHOLE, f.coding, hnd_padded(gz, e, f.coding)),
-			 &coded_len)) {
+	if (status == 304 && (d.reason == MHDGZ_SKIP_STATUS && d.gzip_304) &&
+	    hnd_dcz_select(gz, e, rq, &d, &f, &v, &coded_len, &dcz_release)) {
+		/* RFC 9842: the 304 of the dcz 200 this client would get. */
+		*queue_ret = v;
+		release = HND_RELEASE;
+		coded_len = MHDGZ_NBYTES_UNKNOWN;
+	} else if ((d.reason == MHDGZ_COMPRESSED || d.reason == MHDGZ_SKIP_NOT_ACCEPTED) &&
+		   hnd_dcz_select(gz, e, rq, &d, &f, &v, &coded_len, &dcz_release)) {
+		/* RFC 9842: compressed against the client's dictionary; cached
+		 * per dictionary, and a HEAD gets the same response. */
+		*queue_ret = v;
+		out_len = coded_len;
+		d.reason = MHDGZ_COMPRESSED;
+		f.coding = GZ_CODING_ZSTD;
+		res->dcz = true;
+	} else if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e) && rq->head &&
+		   !e->coded[f.coding].rep && !(rq->flags & HND_REQ_NO_CACHE) &&
+		   hnd_memo_get(&gz->memo, f.etag, e->body_len,
+				HND_MEMO_MODE(HND_MEMO_WHOLE, f.coding,
+					      hnd_padded(gz, e, f.coding)),
+				&coded_len)) {
 		/* HEAD of a body whose gzip length its strong ETag tells: the
 		 * fields and that length, no compression. */
 		if (coded_len == HND_MEMO_NOT_SMALLER) {
@@ -331,6 +350,8 @@ accept_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *val
 		acc->zstd = one.zstd;
 	if (one.br > acc->br)
 		acc->br = one.br;
+	if (one.dcz > acc->dcz)
+		acc->dcz = one.dcz;
 	if (one.identity > acc->identity)
 		acc->identity = one.identity;
 	if (one.star > acc->star)
@@ -342,6 +363,15 @@ MHDGZ_API enum MHD_Result
 mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, const char *method,
 			unsigned int status_code, struct MHD_Response *response,
 			struct mhdgz_outcome *outcome)
+{
+	return mhdgz_queue_response_url(gz, connection, method, NULL, status_code, response,
+					outcome);
+}
+
+MHDGZ_API enum MHD_Result
+mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, const char *method,
+			 const char *url, unsigned int status_code, struct MHD_Response *response,
+			 struct mhdgz_outcome *outcome)
 {
 	struct hnd_request rq = { .flags = 0 };
 	struct hnd_result res = { .reason = MHDGZ_SKIP_UNTRACKED,
@@ -357,6 +387,13 @@ mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, con
 		rq.head = method && strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 		hnd_accept_parse(NULL, 0, &rq.acc);
 		MHD_get_connection_values(connection, MHD_HEADER_KIND, accept_iter, &rq.acc);
+		rq.url = url;
+		if (url && atomic_load_explicit(&gz->dicts, memory_order_acquire)) {
+			rq.avail_dict = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+								    "Available-Dictionary");
+			rq.dict_id = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+								 "Dictionary-ID");
+		}
 		release = hnd_select(gz, &rq, status_code, response, &q, &res);
 	}
 	ret = MHD_queue_response(connection, status_code, q);
@@ -364,8 +401,9 @@ mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, con
 		MHD_destroy_response(q);
 	if (outcome) {
 		outcome->reason = res.reason;
-		outcome->coding = res.reason == MHDGZ_COMPRESSED ? gz_coding_name(res.coding)
-								 : "identity";
+		outcome->coding = res.reason != MHDGZ_COMPRESSED ? "identity"
+				  : res.dcz                      ? "dcz"
+								 : gz_coding_name(res.coding);
 		outcome->body_nbytes = res.body_nbytes;
 		outcome->coded_nbytes = res.coded_nbytes;
 	}

@@ -44,6 +44,8 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	st->cache_hits = sum(gz, HND_C_CACHE_HITS);
 	st->digests_dropped = sum(gz, HND_C_DIGESTS_DROPPED);
 	st->padded = sum(gz, HND_C_PADDED);
+	st->dict_hits = sum(gz, HND_C_DICT_HITS);
+	st->dict_bytes_saved = sum(gz, HND_C_DICT_SAVED);
 	st->uploads = sum(gz, HND_C_UPLOADS);
 	st->uploads_gzip = sum(gz, HND_C_UPLOADS_GZIP);
 	st->upload_bytes_in = sum(gz, HND_C_UPLOAD_BYTES_IN);

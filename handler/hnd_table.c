@@ -121,6 +121,7 @@ hnd_entry_free(struct hnd_entry *e)
 	}
 	if (e->rep_304_identity)
 		MHD_destroy_response(e->rep_304_identity);
+	hnd_dcz_free(e);
 	if (e->sendfile_rep)
 		MHD_destroy_response(e->sendfile_rep);
 	free(e->owned_libc); /* the caller's MUST_FREE buffer (check-style: libc) */

@@ -621,8 +621,8 @@ MHDGZ_API const char *mhdgz_reason_name(enum mhdgz_reason reason);
 struct mhdgz_outcome {
 	/** sizeof(struct mhdgz_outcome), set by the caller. */
 	size_t size;
-	/** The content coding of the response queued: "gzip", "zstd", "br"
-	 * or "identity"; a static string. */
+	/** The content coding of the response queued: "gzip", "zstd", "br",
+	 * "dcz" (mhdgz_queue_response_url()) or "identity"; a static string. */
 	const char *coding;
 	/** Why (MHDGZ_COMPRESSED for gzip). */
 	enum mhdgz_reason reason;
@@ -678,6 +678,169 @@ MHDGZ_API enum MHD_Result mhdgz_queue_response_ex(struct mhdgz *gz,
 						  const char *method, unsigned int status_code,
 						  struct MHD_Response *response,
 						  struct mhdgz_outcome *outcome);
+
+/* ===================================================================== */
+/*               Compression dictionaries (RFC 9842)                     */
+/* ===================================================================== */
+
+/*
+ * RFC 9842 (Compression Dictionary Transport): a response names itself a
+ * dictionary for later requests (Use-As-Dictionary); a client that holds
+ * it sends its SHA-256 (Available-Dictionary) with "dcz" in
+ * Accept-Encoding, and the answer may be "dcz": a 40-byte header (the zstd
+ * skippable frame 5e 2a 4d 18 20 00 00 00, then the SHA-256) followed by
+ * one zstd frame compressed with the dictionary as raw content, its window
+ * at most the larger of 8 MiB and 1.25 times the dictionary (at most 128
+ * MiB). "dcb" (brotli with a dictionary) needs brotli 1.1, which Debian 12
+ * does not ship: not offered.
+ *
+ * Match patterns: a subset of URLPattern's pathname syntax, same origin:
+ * a path starting with '/', of printable ASCII, where '*' matches any run
+ * of characters ('/' included) and everything else matches itself
+ * (case-sensitive). Not supported (MHDGZ_EINVAL): absolute URLs and other
+ * components (scheme, host, port, search, hash), named groups (":name"),
+ * regular expression and non-capturing groups ("(...)", "{...}"),
+ * modifiers ('?', '+'), escapes ('\'), '"'. The request's query string is
+ * not looked at.
+ */
+
+/** A dictionary registered with mhdgz_dictionary_add(); owned by the
+ * handler, valid until mhdgz_free(). */
+struct mhdgz_dictionary;
+
+/** What a dictionary is for (RFC 9842 section 2.1.1-2.1.4). */
+struct mhdgz_dictionary_options {
+	/** sizeof(struct mhdgz_dictionary_options), set by the caller. */
+	size_t size;
+	/** The URL pattern of the requests it serves (required; the subset
+	 * above, at most 1024 bytes). Copied. */
+	const char *match;
+	/** Fetch destinations it is for ("script", "style", ...; lowercase
+	 * letters and '-'), a NULL-terminated list of at most 8, or NULL:
+	 * any. Advertised as match-dest; not checked by the server. Copied. */
+	const char *const *match_dest;
+	/** Its id (printable ASCII without '"' and '\', at most 1024
+	 * bytes), or NULL. Advertised; a request's Dictionary-ID, when sent,
+	 * must then be this id for dcz. Copied. */
+	const char *id;
+};
+
+/**
+ * Register a dictionary: its bytes (typically the body of an earlier
+ * version of the resources its pattern matches). Its SHA-256 (nettle) is
+ * computed and a zstd dictionary prepared once, at the handler's zstd
+ * level (MHDGZ zstd default 3 when zstd is not among its codings), and
+ * shared read-only by every thread. From now on a response queued with
+ * mhdgz_queue_response_url() for a path its pattern matches may be dcz,
+ * and when its representation depends on Accept-Encoding its Vary names
+ * Available-Dictionary too (RFC 9842 section 6.2), whatever coding is
+ * chosen. (A cached variant keeps the Vary it was built with: a response
+ * is expected to be queued for one path, or for paths that agree on
+ * matching.)
+ *
+ * @param gz the handler.
+ * @param data the dictionary's bytes; copied.
+ * @param data_nbytes its size in bytes, 1 to 100 MiB (so that the window
+ *        may cover all of it).
+ * @param opts its pattern, destinations and id; borrowed.
+ * @param dict_ret receives the dictionary (owned by @a gz); may be NULL.
+ * @return 0; MHDGZ_EINVAL for NULL arguments, an unknown opts->size, an
+ *         empty or too large dictionary, a pattern, destination or id
+ *         outside what is described above; MHDGZ_ENOTSUP without zstd;
+ *         MHDGZ_ENOMEM.
+ * @note Thread-safe, also while other threads queue responses (a
+ *       dictionary is published whole). Registering a dictionary twice
+ *       makes two entries; the first registered that matches wins.
+ */
+MHDGZ_API int mhdgz_dictionary_add(struct mhdgz *gz, const void *data, size_t data_nbytes,
+				   const struct mhdgz_dictionary_options *opts,
+				   const struct mhdgz_dictionary **dict_ret);
+
+/**
+ * mhdgz_dictionary_add() with the body of @a response as the dictionary,
+ * then mhdgz_response_use_as_dictionary() on it: the response that
+ * delivers the dictionary advertises it.
+ *
+ * @param gz the handler that created @a response.
+ * @param response a buffer response (mhdgz_response_from_buffer*,
+ *        _from_iovec) or a file response (mhdgz_response_from_fd*, read
+ *        now) made through @a gz and not yet queued; borrowed.
+ * @param opts as for mhdgz_dictionary_add().
+ * @param dict_ret as for mhdgz_dictionary_add().
+ * @return 0; MHDGZ_EINVAL as for mhdgz_dictionary_add(), and for a
+ *         response not made by @a gz, a stream, or one already queued
+ *         (its fields are then read-only); MHDGZ_EBACKEND when the file
+ *         cannot be read; MHDGZ_EMHD; MHDGZ_ENOTSUP; MHDGZ_ENOMEM. On an
+ *         error after registration (MHDGZ_EMHD) the dictionary stays
+ *         registered.
+ * @note Thread-safe as mhdgz_dictionary_add(); not while another thread
+ *       queues @a response.
+ */
+MHDGZ_API int mhdgz_dictionary_add_response(struct mhdgz *gz, struct MHD_Response *response,
+					    const struct mhdgz_dictionary_options *opts,
+					    const struct mhdgz_dictionary **dict_ret);
+
+/**
+ * Advertise @a dict on @a response: adds the Use-As-Dictionary field
+ * (RFC 9842 section 2.1): match="...", match-dest=(...) and id="..." as
+ * registered. The response's body should be the dictionary's bytes, and
+ * it must be cacheable (e.g. Cache-Control: max-age) for a client to
+ * keep it.
+ *
+ * @param response any response, before it is first queued; borrowed.
+ * @param dict the dictionary; borrowed.
+ * @return 0; MHDGZ_EINVAL for NULL arguments; MHDGZ_EMHD if
+ *         libmicrohttpd refused the field.
+ * @note Not thread-safe on the same response (like MHD_add_response_header).
+ */
+MHDGZ_API int mhdgz_response_use_as_dictionary(struct MHD_Response *response,
+					       const struct mhdgz_dictionary *dict);
+
+/**
+ * The SHA-256 of @a dict (what a client sends as Available-Dictionary).
+ *
+ * @param dict the dictionary; borrowed.
+ * @param sha256_ret receives the 32 bytes.
+ * @return 0, MHDGZ_EINVAL for NULL arguments. Thread-safe.
+ */
+MHDGZ_API int mhdgz_dictionary_sha256(const struct mhdgz_dictionary *dict, uint8_t sha256_ret[32]);
+
+/**
+ * mhdgz_queue_response_ex() with the request's path, which
+ * libmicrohttpd 0.9.75 hands to the access handler only: with it the
+ * response may be dictionary-compressed (RFC 9842) when all of these
+ * hold: the request's Accept-Encoding lists "dcz" with a q not below the
+ * coding the ordinary decision would choose; its Available-Dictionary
+ * is the SHA-256 of a registered dictionary whose pattern matches @a url
+ * (and its Dictionary-ID, if sent, that dictionary's id); the response is
+ * a buffer or a whole-compressed file, of at least min_nbytes bytes, of a
+ * compressible type, not otherwise excluded (range, no-transform,
+ * Content-Encoding, 304); and the dcz body is smaller than the identity
+ * one. The dcz body is built once per (response, dictionary) and cached
+ * with the response. Otherwise the ordinary decision runs, as in
+ * mhdgz_queue_response_ex(). outcome->coding is then "dcz" (the response
+ * carries Content-Encoding: dcz; its ETag under MHDGZ_ETAG_SUFFIX gets
+ * "-dcz-" and the first 4 bytes of the dictionary's hash in hex, which
+ * mhdgz_etag_match() takes as naming the resource; a 304 queued for such
+ * a request stands for the dcz 200: its ETag and length).
+ * Dictionary-ID is a request field only: the RFC has the server echo
+ * nothing.
+ *
+ * @param gz as for mhdgz_queue_response_ex().
+ * @param connection as for mhdgz_queue_response_ex().
+ * @param method as for mhdgz_queue_response_ex().
+ * @param url the request path as the access handler received it
+ *        (without the query); borrowed. NULL: no dcz.
+ * @param status_code as for mhdgz_queue_response_ex().
+ * @param response as for mhdgz_queue_response_ex().
+ * @param outcome as for mhdgz_queue_response_ex().
+ * @return as mhdgz_queue_response_ex().
+ * @note Thread-safe; call from the access handler as libmicrohttpd requires.
+ */
+MHDGZ_API enum MHD_Result
+mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, const char *method,
+			 const char *url, unsigned int status_code, struct MHD_Response *response,
+			 struct mhdgz_outcome *outcome);
 
 /* ===================================================================== */
 /*                              Streaming                                */
@@ -1261,6 +1424,12 @@ struct mhdgz_stats {
 	uint64_t filecache_evictions;
 	uint64_t filecache_nbytes;
 	/** @} */
+	/** dcz responses queued (RFC 9842; also counted in compressed and
+	 *  in coded[MHDGZ_CODING_ZSTD]; cache hits and HEADs included). */
+	uint64_t dict_hits;
+	/** Bytes those dcz bodies saved against plain zstd of the same
+	 *  bodies at the same level, summed per response queued. */
+	uint64_t dict_bytes_saved;
 };
 
 /**

@@ -61,6 +61,7 @@ struct ck_case hnd_breach_case(void);    /* check_hnd_breach.c: BREACH length hi
 struct ck_case hnd_breach_attack_case(void); /* check_hnd_breach.c: the attack, 200 trials */
 struct ck_case hnd_codings_case(void);       /* check_hnd_codings.c: zstd, br: negotiation, rules */
 struct ck_case hnd_upload_case(void);        /* check_hnd_upload.c: gzip request bodies, limits */
+struct ck_case hnd_dict_case(void);          /* check_hnd_dict.c: RFC 9842 dictionaries, dcz */
 /* The "fidelity" suite: issue 12 on the wire (raw socket, pipelined). */
 Suite *fidelity_suite(void); /* check_hnd_fidelity.c: HEAD, 1xx/204/304, 206, flags, digests */
 

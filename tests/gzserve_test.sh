@@ -127,13 +127,17 @@ bad_opt "--codings with an empty item" --codings 'zstd,,gzip'
 bad_opt "--codings empty" --codings ''
 bad_opt "--cache-size x" --cache-size x
 bad_opt "--cache-size -1" --cache-size -1
+bad_opt "--dictionary without --dictionary-match" --dictionary /etc/hostname
+bad_opt "--dictionary-match without --dictionary" --dictionary-match '/*'
+bad_opt "two --dictionary, the first without a match" --dictionary a --dictionary b --dictionary-match '/*'
 
 timeout 10 "$GZSERVE" --help >"$T/help.out" 2>&1
 rc=$?
 eq "--help exits 0" "$rc" 0
 missing=""
 for o in --bind --port --root --backend --level --min-size --types --threads \
-	--precompressed --codings --etag --no-compress --cache-size --quiet --help; do
+	--precompressed --codings --etag --no-compress --cache-size --dictionary --dictionary-match \
+	--quiet --help; do
 	grep -q -- "$o" "$T/help.out" || missing="$missing $o"
 done
 eq "--help documents every option" "${missing:-none}" none
@@ -793,6 +797,63 @@ if "$GZSERVE" --codings zstd,br,gzip --help >/dev/null 2>&1 &&
 	fi
 else
 	echo "SKIP: --codings (gzserve without zstd/br, or no zstd command)"
+fi
+# --dictionary (issue 15, RFC 9842): a client that holds the dictionary
+# (its SHA-256 as Available-Dictionary) and accepts dcz gets dcz: the
+# 40-byte header, then zstd against the dictionary (decoded here with the
+# zstd CLI, -D); any other gets the ordinary coding, with the same Vary.
+if "$GZSERVE" --codings zstd,gzip --help >/dev/null 2>&1 && command -v zstd >/dev/null 2>&1 &&
+	have_python; then
+	seq 1 3000 | sed 's/^/function f(x) { return x + /; s/$/; }/' >"$W/lib.v1.js"
+	sed 's/return x + 1\(.\)0;/return x - 1\10;/' "$W/lib.v1.js" >"$W/lib.v2.js"
+	ad=$(python3 -c 'import base64, hashlib, sys; print(base64.b64encode(hashlib.sha256(open(sys.argv[1], "rb").read()).digest()).decode())' "$W/lib.v1.js")
+	if timeout 10 "$GZSERVE" --root "$W" --dictionary "$T/missing.js" --dictionary-match '/*' >"$T/dm.out" 2>&1; then
+		nok "--dictionary of a missing file fails" "exit 0"
+	else
+		check "--dictionary of a missing file fails, saying why" grep -q '^gzserve: --dictionary .*missing.js' "$T/dm.out"
+	fi
+	if start dict --root "$W" --codings zstd,gzip --dictionary "$W/lib.v1.js" --dictionary-match '/lib.*.js' --etag suffix; then
+		fetch dz1 "$BASE/lib.v2.js" -H 'Accept-Encoding: gzip, br, zstd, dcz' -H "Available-Dictionary: :$ad:"
+		eq "--dictionary: dcz, Vary on both fields" "$(status "$T/dz1.h")|$(hdr "$T/dz1.h" Content-Encoding)|$(hdr "$T/dz1.h" Vary)" \
+			"200|dcz|Accept-Encoding, Available-Dictionary"
+		eq "--dictionary: the dcz magic" "$(head -c 8 "$T/dz1.body" | od -An -tx1 | tr -d ' \n')" 5e2a4d1820000000
+		eq "--dictionary: then the dictionary's SHA-256" "$(head -c 40 "$T/dz1.body" | tail -c 32 | base64)" "$ad"
+		check "--dictionary: the dcz body decodes with zstd -D to v2" \
+			bash -c "tail -c +41 '$T/dz1.body' | zstd -q -d -D '$W/lib.v1.js' | cmp -s - '$W/lib.v2.js'"
+		fetch dz2 "$BASE/lib.v2.js" -H 'Accept-Encoding: zstd'
+		check "--dictionary: dcz is smaller than zstd" test "$(size "$T/dz1.body")" -lt "$(size "$T/dz2.body")"
+		fetch dz3 "$BASE/lib.v2.js" -H 'Accept-Encoding: zstd, dcz' -H 'Available-Dictionary: :AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=:'
+		eq "--dictionary: an unknown hash gets zstd, same Vary" "$(hdr "$T/dz3.h" Content-Encoding)|$(hdr "$T/dz3.h" Vary)" \
+			"zstd|Accept-Encoding, Available-Dictionary"
+		cp "$W/lib.v2.js" "$W/other.js"
+		fetch dz4 "$BASE/other.js" -H 'Accept-Encoding: zstd, dcz' -H "Available-Dictionary: :$ad:"
+		eq "--dictionary: a path the pattern does not match gets zstd" "$(hdr "$T/dz4.h" Content-Encoding)" zstd
+		check "access log names dcz" grep -Eq '^GET /lib\.v2\.js 200 [0-9]+ [0-9-]+ dcz ' "$T/dict.err"
+		tl_stop "$PID"
+	else
+		nok "--dictionary server starts" "see stderr"
+	fi
+	# The demo's /dict/: v1 advertised, v2 as dcz, counted in /stats.
+	if start ddemo --codings zstd,gzip --quiet; then
+		fetch dd1 "$BASE/dict/app.v1.js"
+		eq "demo /dict/app.v1.js advertises itself" "$(hdr "$T/dd1.h" Use-As-Dictionary)|$(hdr "$T/dd1.h" Cache-Control)" \
+			'match="/dict/app.*.js"|max-age=3600'
+		ad=$(python3 -c 'import base64, hashlib, sys; print(base64.b64encode(hashlib.sha256(open(sys.argv[1], "rb").read()).digest()).decode())' "$T/dd1.body")
+		fetch dd2 "$BASE/dict/app.v2.js" -H 'Accept-Encoding: gzip, zstd, dcz' -H "Available-Dictionary: :$ad:"
+		eq "demo /dict/app.v2.js as dcz" "$(hdr "$T/dd2.h" Content-Encoding)" dcz
+		fetch dd3 "$BASE/dict/app.v2.js"
+		check "demo: the dcz body decodes to v2" \
+			bash -c "tail -c +41 '$T/dd2.body' | zstd -q -d -D '$T/dd1.body' | cmp -s - '$T/dd3.body'"
+		fetch dd4 "$BASE/stats"
+		check "/stats counts the dictionary hit" grep -q '"dict_hits":1,' "$T/dd4.body"
+		fetch dd5 "$BASE/dict/"
+		check "demo /dict/ page" grep -q 'Compression dictionary transport' "$T/dd5.body"
+		tl_stop "$PID"
+	else
+		nok "demo --codings zstd,gzip starts" "see stderr"
+	fi
+else
+	echo "SKIP: --dictionary (gzserve without zstd, or no zstd command or python3)"
 fi
 if grep -qi 'AddressSanitizer\|LeakSanitizer\|runtime error' "$T"/*.err; then
 	nok "no sanitizer reports" "$(grep -h -i -m1 'Sanitizer\|runtime error' "$T"/*.err)"

@@ -508,6 +508,41 @@ for order in zstd,br,gzip br,gzip gzip; do
 	kill "$PID" 2>/dev/null
 done
 
+# --- RFC 9842 (issue 15): headless Chromium and dcz ----------------------
+# The demo's /dict/ page fetches /dict/app.v1.js (Use-As-Dictionary,
+# max-age), then /dict/app.v2.js: Chromium 156 treats a loopback origin as
+# secure, keeps v1 as a dictionary and asks for v2 with "dcb, dcz" and
+# Available-Dictionary; v2 must arrive as dcz (the access log says so),
+# decode, and run (appVersion 2). Chromium's own flags, no driver:
+# --dump-dom after --virtual-time-budget lets the page's fetches finish;
+# the request headers it sent are read from its --log-net-log.
+if have chromium "$CHROMIUM"; then
+	if start dcz --codings zstd,gzip; then
+		timeout -k 5 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu \
+			--user-data-dir="$T/dcz-profile" --virtual-time-budget=8000 \
+			--log-net-log="$OUT/dcz-netlog.json" --dump-dom "$BASE/dict/" >"$OUT/dcz.dom" 2>"$T/dcz.err"
+		if grep -Eq '^GET /dict/app\.v2\.js 200 [0-9]+ [0-9-]+ dcz ' "$OUT/dcz.log"; then
+			pass "chromium: /dict/app.v2.js arrived as dcz (access log)"
+		else
+			fail "chromium: /dict/app.v2.js as dcz" "$(grep 'app.v2' "$OUT/dcz.log" | head -n 1)"
+		fi
+		if grep -q 'ran: appVersion 2' "$OUT/dcz.dom" && grep -q 'dict_hits 1,' "$OUT/dcz.dom"; then
+			pass "chromium: v2 decoded and ran; /stats dict_hits 1 ($(grep -o 'app.v2.js: [^<]*wire' "$OUT/dcz.dom"))"
+		else
+			fail "chromium: v2 decoded and ran" "$(grep -A2 'id="out"' "$OUT/dcz.dom" | tr '\n' ' ')"
+		fi
+		if grep -q 'available-dictionary: :' "$OUT/dcz-netlog.json" &&
+			grep -q 'Accept-Encoding: gzip, deflate, br, zstd, dcb, dcz' "$OUT/dcz-netlog.json"; then
+			pass "chromium: sent Available-Dictionary and dcz in Accept-Encoding (net log)"
+		else
+			fail "chromium: request headers" "no Available-Dictionary in $OUT/dcz-netlog.json"
+		fi
+		kill "$PID" 2>/dev/null
+	else
+		fail "gzserve: dcz demo started" "$(tail -n 3 "$OUT/dcz.log" | tr '\n' ' ')"
+	fi
+fi
+
 echo "# $((SECONDS - T_START)) s; logs, bodies and screenshots in $OUT"
 echo "$NPASS passed, $NFAIL failed"
 [ "$NFAIL" -eq 0 ]

@@ -30,7 +30,7 @@ tests_check_handler_SOURCES = $(tests_harness) tests/check_negotiate.c \
 	tests/check_hnd_ctors.c tests/check_hnd_fidelity.c tests/check_hnd_memo.c \
 	tests/check_hnd_breach.c tests/check_hnd_filecache.c \
 	tests/check_hnd_codings.c \
-	tests/check_hnd_upload.c
+	tests/check_hnd_upload.c tests/check_hnd_dict.c
 tests_check_handler_CPPFLAGS = $(HND_CPPFLAGS) -DCHECK_BIN_HANDLER
 tests_check_handler_CFLAGS = $(tests_hnd_cflags)
 tests_check_handler_LDADD = $(tests_hnd_ldadd)

@@ -443,9 +443,11 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 	for (i = 0; i < MHDGZ_CODING_COUNT; i++)
 		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
 			mhdgz_coding_name((enum mhdgz_coding)i), st.coded[i]);
-	fprintf(f, "},\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d,\"connections\":%d}}\n",
-		(uint64_t)atomic_load(&s->requests), atomic_load(&s->in_flight),
-		atomic_load(&s->conns));
+	fprintf(f,
+		"},\"dict_hits\":%" PRIu64 ",\"dict_bytes_saved\":%" PRIu64
+		",\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d,\"connections\":%d}}\n",
+		st.dict_hits, st.dict_bytes_saved, (uint64_t)atomic_load(&s->requests),
+		atomic_load(&s->in_flight), atomic_load(&s->conns));
 	if (fclose(f) != 0) {
 		free(body);
 		return MHD_NO;
@@ -535,6 +537,10 @@ serve_demo(struct req *rq, struct MHD_Connection *conn, const char *path, const 
 	struct server *s = rq->s;
 	size_t i;
 
+	enum MHD_Result dret;
+
+	if (dict_serve(rq, conn, path, method, &dret))
+		return dret;
 	if (strcmp(path, "/events") == 0)
 		return serve_events(rq, conn);
 	if (strcmp(path, "/stats") == 0)

@@ -18,6 +18,8 @@
 /* Default --cache-size in bytes: the coded bodies of a few thousand
  * typical text files (a 20 KiB page codes to ~5 KiB). */
 #define GZS_CACHE_SIZE_DEFAULT (32u * 1024 * 1024)
+/* Most --dictionary options. */
+#define GZS_DICT_MAX 16
 
 struct config {
 	const char *bind;
@@ -44,6 +46,10 @@ struct config {
 	bool no_compress;
 	bool quiet;
 	size_t cache_size; /* --cache-size: bytes of the file cache; 0: off */
+	/* --dictionary FILE --dictionary-match PATTERN (dict.c), in order. */
+	const char *dict_file[GZS_DICT_MAX];
+	const char *dict_match[GZS_DICT_MAX];
+	size_t ndict;
 };
 
 struct demo;   /* demo.c */
@@ -62,6 +68,7 @@ struct server {
 	size_t nmimes;
 	struct demo *demos;
 	size_t ndemos;
+	struct dict_demo *dict_demo; /* dict.c: the /dict/ demo (demo mode) */
 	uint8_t *payload[3];
 
 	atomic_uint_fast64_t requests;
@@ -147,6 +154,17 @@ bool echo_path(const struct req *rq);
 enum MHD_Result echo_begin(struct req *rq, struct MHD_Connection *conn);
 enum MHD_Result echo_request(struct req *rq, struct MHD_Connection *conn, const char *upload,
 			     size_t *upload_len);
+
+/* dict.c: RFC 9842 dictionaries: --dictionary files registered, and in
+ * demo mode /dict/ (a page), /dict/app.v1.js (the dictionary, advertised
+ * with Use-As-Dictionary) and /dict/app.v2.js (dcz for a client that
+ * holds v1). dict_init: 0 or -1 (message printed). dict_serve: true when
+ * the path is one of the demo's, *ret then set. */
+struct dict_demo;
+int dict_init(struct server *s);
+void dict_fini(struct server *s);
+bool dict_serve(struct req *rq, struct MHD_Connection *conn, const char *path, const char *method,
+		enum MHD_Result *ret);
 
 /* mime.c: media types of file names. */
 int mime_load(struct server *s, const char *file);

@@ -224,6 +224,11 @@ usage(FILE *f)
 		"  --cache-size BYTES with --root: keep up to BYTES of compressed file bodies\n"
 		"                    for reuse, keyed by each file's identity and times, so a\n"
 		"                    file version is compressed once (default %u; 0: off)\n"
+		"  --dictionary FILE --dictionary-match PATTERN\n"
+		"                    RFC 9842: FILE's bytes are a dictionary for requests whose\n"
+		"                    path matches PATTERN ('/' first, '*' any run): a client\n"
+		"                    that sends its SHA-256 as Available-Dictionary and accepts\n"
+		"                    dcz gets dcz (repeatable, up to 16)\n"
 		"  --quiet           no access log and no libmicrohttpd messages. The log\n"
 		"                    is one line per request on stderr: method, target,\n"
 		"                    status, body bytes (uncompressed), bytes sent on the\n"
@@ -356,6 +361,8 @@ parse_options(int argc, char **argv, struct config *cfg)
 		O_LENGTH_HIDING,
 		O_NO_COMPRESS,
 		O_CACHE_SIZE,
+		O_DICTIONARY,
+		O_DICTIONARY_MATCH,
 		O_QUIET,
 		O_HELP
 	};
@@ -376,6 +383,8 @@ parse_options(int argc, char **argv, struct config *cfg)
 		{ "length-hiding", required_argument, NULL, O_LENGTH_HIDING },
 		{ "no-compress", no_argument, NULL, O_NO_COMPRESS },
 		{ "cache-size", required_argument, NULL, O_CACHE_SIZE },
+		{ "dictionary", required_argument, NULL, O_DICTIONARY },
+		{ "dictionary-match", required_argument, NULL, O_DICTIONARY_MATCH },
 		{ "quiet", no_argument, NULL, O_QUIET },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -463,6 +472,19 @@ parse_options(int argc, char **argv, struct config *cfg)
 		case O_CACHE_SIZE:
 			cfg->cache_size = (size_t)number_arg("--cache-size", optarg, 0, SIZE_MAX);
 			break;
+		case O_DICTIONARY:
+			if (cfg->ndict == GZS_DICT_MAX)
+				bad_option("--dictionary: at most %d", GZS_DICT_MAX);
+			if (cfg->ndict && !cfg->dict_match[cfg->ndict - 1])
+				bad_option("--dictionary %s needs a --dictionary-match",
+					   cfg->dict_file[cfg->ndict - 1]);
+			cfg->dict_file[cfg->ndict++] = optarg;
+			break;
+		case O_DICTIONARY_MATCH:
+			if (!cfg->ndict || cfg->dict_match[cfg->ndict - 1])
+				bad_option("--dictionary-match follows a --dictionary");
+			cfg->dict_match[cfg->ndict - 1] = optarg;
+			break;
 		case O_QUIET:
 			cfg->quiet = true;
 			break;
@@ -479,6 +501,9 @@ parse_options(int argc, char **argv, struct config *cfg)
 	}
 	if (optind < argc)
 		bad_option("unexpected argument '%s'", argv[optind]);
+	if (cfg->ndict && !cfg->dict_match[cfg->ndict - 1])
+		bad_option("--dictionary %s needs a --dictionary-match",
+			   cfg->dict_file[cfg->ndict - 1]);
 	if (cfg->precompressed && !cfg->root)
 		bad_option("--precompressed needs --root");
 	/* The level's range depends on the backend, whichever came first. */
@@ -590,7 +615,7 @@ main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (handler_new(s) != 0)
+	if (handler_new(s) != 0 || dict_init(s) != 0)
 		return 1;
 	if (s->root ? mime_load(s, "/etc/mime.types") != 0 : demo_init(s) != 0) {
 		fprintf(stderr, "gzserve: out of memory\n");
@@ -665,6 +690,7 @@ main(int argc, char **argv)
 	ticker_join(s);
 	MHD_stop_daemon(s->daemon);
 	demo_fini(s);
+	dict_fini(s);
 	mhdgz_free(s->gz);
 	mime_free(s);
 	if (s->root && s->root_fd >= 0)

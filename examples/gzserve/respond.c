@@ -57,7 +57,16 @@ queue(struct req *rq, struct MHD_Connection *conn, unsigned int status, struct M
 	struct mhdgz_outcome o = { .size = sizeof o };
 	enum MHD_Result ret;
 
-	ret = mhdgz_queue_response_ex(rq->s->gz, conn, rq->method, status, r, &o);
+	char path[1024];
+	size_t plen = strcspn(rq->uri, "?");
+
+	/* The path, for RFC 9842 dictionary matching (a longer one: none). */
+	if (plen < sizeof path) {
+		memcpy(path, rq->uri, plen);
+		path[plen] = '\0';
+	}
+	ret = mhdgz_queue_response_url(rq->s->gz, conn, rq->method,
+				       plen < sizeof path ? path : NULL, status, r, &o);
 	rq->coding = o.coding;
 	if (o.reason == MHDGZ_SKIP_ENCODED) { /* a precompressed sibling */
 		const char *ce = MHD_get_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
