@@ -493,7 +493,10 @@ hnd_dcz_select(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_request *
 	/* An explicitly preferred identity wins, as over any coding. */
 	if (rq->acc.identity > rq->acc.dcz)
 		return false;
-	if (is_304 && !d->gzip_304)
+	/* A 304 stands for the 200 this client would get: dcz also when it
+	 * accepts no other coding (the decision's vary: the resource is
+	 * compressible at all). */
+	if (is_304 && !d->vary)
 		return false;
 	if ((d->reason == MHDGZ_COMPRESSED || is_304) &&
 	    (unsigned int)rq->acc.dcz < hnd_accept_q(&rq->acc, d->coding))

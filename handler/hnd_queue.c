@@ -152,7 +152,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		hnd_vary_for_variant(&f, &fc, vary_buf, sizeof vary_buf, &vary_heap);
 	if (e->body_len != MHD_SIZE_UNKNOWN)
 		in_len = out_len = e->body_len;
-	if (status == 304 && (d.reason == MHDGZ_SKIP_STATUS && d.gzip_304) &&
+	if (status == 304 && (d.reason == MHDGZ_SKIP_STATUS && d.vary) &&
 	    hnd_dcz_select(gz, e, rq, &d, &f, &v, &coded_len, &dcz_release)) {
 		/* RFC 9842: the 304 of the dcz 200 this client would get. */
 		*queue_ret = v;

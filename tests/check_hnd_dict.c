@@ -382,6 +382,18 @@ START_TEST(test_dcz_e2e)
 		ck_assert_int_eq(rs.status, 304);
 		ck_assert_str_eq(th_header(&rs, "ETag", NULL), etag);
 		th_reply_free(&rs);
+		/* A client that accepts dcz alone has the dcz 200 too: the
+		 * same 304 (RFC 9110 section 15.4.5), not the identity one. */
+		{
+			const char *only[] = { "Accept-Encoding: dcz", ad, inm, NULL };
+
+			snprintf(inm, sizeof inm, "If-None-Match: %s", etag);
+			TH_REQ(h, &s, 0, "/js/app.v2.js", only, &rs);
+			ck_assert_int_eq(rs.status, 304);
+			ck_assert_str_eq(th_header(&rs, "ETag", NULL), etag);
+			TH_OK("dcz-only 304", th_v_304_length(&rs, dcz_len, TH_E));
+			th_reply_free(&rs);
+		}
 	}
 	/* HEAD: the same fields and length. */
 	TH_REQ(h, &s, TH_HEAD, "/js/app.v2.js", hd_dcz, &rs);
