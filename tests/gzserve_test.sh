@@ -398,6 +398,12 @@ if start cache --root "$T/croot" --cache-size 1048576 --quiet; then
 	eq "--cache-size: rewritten in place (same size and mtime): the new bytes" \
 		"$(hdr "$T/cB.h" Content-Encoding)|$(cmp -s "$T/cB.dec" "$T/cB.txt" && echo same)" \
 		"gzip|same"
+	# Its ETag changed (the change time is in it), so no length
+	# remembered under the old one reaches a HEAD: GET's length.
+	"${CURL[@]}" -I -D "$T/cBh.h" -o /dev/null -H 'Accept-Encoding: gzip' "$BASE/v.txt"
+	eq "--cache-size: rewritten in place: a new ETag, HEAD has GET's length" \
+		"$([ "$(hdr "$T/cA.h" ETag)" != "$(hdr "$T/cB.h" ETag)" ] && echo new)|$(hdr "$T/cBh.h" Content-Length)" \
+		"new|$(size "$T/cB.body")"
 	tl_stop "$PID"
 	eq "--cache-size server: SIGTERM exit 0" "$STOP_RC" 0
 else

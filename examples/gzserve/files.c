@@ -242,14 +242,18 @@ open_in_root(const struct server *s, const char *rel, struct stat *st, unsigned 
 	return open_resolved(s, rel, st, status_ret);
 }
 
-/* Strong validator of a file: inode, size and modification time (ns). It
- * changes whenever the file is replaced or written, as a strong ETag must
- * (RFC 9110 section 8.8.3). */
+/* Strong validator of a file: inode, size, modification and change times
+ * (ns). It changes whenever the file is replaced or written, as a strong
+ * ETag must (RFC 9110 section 8.8.3): the change time too, because a
+ * rewrite in place may keep the size and set the modification time back
+ * (utimensat), which the change time does not allow. The handle remembers
+ * coded lengths under it (HEAD, 304), so it must not outlive the bytes. */
 static void
 file_etag(const struct stat *st, char *out, size_t cap)
 {
-	snprintf(out, cap, "\"%jx-%jx-%jx\"", (uintmax_t)st->st_ino, (uintmax_t)st->st_size,
-		 (uintmax_t)st->st_mtim.tv_sec * 1000000000u + (uintmax_t)st->st_mtim.tv_nsec);
+	snprintf(out, cap, "\"%jx-%jx-%jx-%jx\"", (uintmax_t)st->st_ino, (uintmax_t)st->st_size,
+		 (uintmax_t)st->st_mtim.tv_sec * 1000000000u + (uintmax_t)st->st_mtim.tv_nsec,
+		 (uintmax_t)st->st_ctim.tv_sec * 1000000000u + (uintmax_t)st->st_ctim.tv_nsec);
 }
 
 /* IMF-fixdate (RFC 9110 section 5.6.7). */
