@@ -67,9 +67,12 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 			close(fd);
 		return MHD_NO; /* this example has no error pages */
 	}
-	/* Inode, size and mtime in ns: it changes whenever the bytes may have. */
-	snprintf(etag, sizeof etag, "\"%jx-%jx-%jx\"", (uintmax_t)st.st_ino, (uintmax_t)st.st_size,
-		 (uintmax_t)st.st_mtim.tv_sec * 1000000000u + (uintmax_t)st.st_mtim.tv_nsec);
+	/* Inode, size, mtime and ctime in ns: it changes whenever the bytes
+	 * may have (ctime too: a rewrite in place can set mtime back). */
+	snprintf(etag, sizeof etag, "\"%jx-%jx-%jx-%jx\"", (uintmax_t)st.st_ino,
+		 (uintmax_t)st.st_size,
+		 (uintmax_t)st.st_mtim.tv_sec * 1000000000u + (uintmax_t)st.st_mtim.tv_nsec,
+		 (uintmax_t)st.st_ctim.tv_sec * 1000000000u + (uintmax_t)st.st_ctim.tv_nsec);
 	/* 0 to go on, 304 (GET/HEAD whose If-None-Match matches) or 412. */
 	status = mhdgz_evaluate_preconditions(conn, method, etag);
 	if (status == MHD_HTTP_PRECONDITION_FAILED) {

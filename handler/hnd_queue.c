@@ -86,7 +86,8 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	uint64_t in_len = 0, out_len = 0, coded_len = MHDGZ_NBYTES_UNKNOWN;
 	int release = 0;
 	bool padded = false; /* what is queued carries length-hiding padding */
-	bool dcz_release;    /* hnd_dcz_select made a per-request response */
+	struct hnd_request rq_padded;
+	bool dcz_release; /* hnd_dcz_select made a per-request response */
 	char vary_buf[256], *vary_heap = NULL;
 
 	*queue_ret = response;
@@ -100,6 +101,16 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		goto done;
 	}
 	pthread_mutex_lock(&e->lock);
+	if (hnd_padded(gz, e, GZ_CODING_GZIP) &&
+	    (rq->acc.zstd != 0 || rq->acc.br != 0 || rq->acc.dcz != 0)) {
+		/* Length hiding pads the gzip member only: a response that
+		 * asks for it is never sent zstd, br or dcz, which would go
+		 * out unpadded. Those codings count as refused ("q=0"), so
+		 * the choice is gzip or identity. */
+		rq_padded = *rq;
+		rq_padded.acc.zstd = rq_padded.acc.br = rq_padded.acc.dcz = 0;
+		rq = &rq_padded;
+	}
 	hnd_read_facts(response, &f, &fc);
 	f.mhd_flags = e->mhd_flags;
 	f.dict_vary = hnd_dict_url_matches(gz, rq->url);

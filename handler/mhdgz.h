@@ -248,8 +248,12 @@ enum mhdgz_etag_policy {
  * member carries 1 to length_hiding_max bytes of padding in its header
  * comment (RFC 1952 section 2.3.1, FCOMMENT), a length chosen by a keyed
  * hash of the body, so that the same body always has the same length and
- * bodies differing in one byte have independent lengths. README, "BREACH",
- * says when it is needed and what it does and does not give. */
+ * bodies differing in one byte have independent lengths. The padding is a
+ * gzip header field, so a response with length hiding is sent gzip or
+ * identity only: zstd, br and dcz (which would go out unpadded) count as
+ * refused for it, whatever the client's q-values and the codings option.
+ * README, "BREACH", says when it is needed and what it does and does not
+ * give. */
 #define MHDGZ_F_LENGTH_HIDING 0x8u
 
 /** Default length_hiding_max in bytes: the mean padding is half of it.
@@ -572,8 +576,9 @@ MHDGZ_API int mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response 
  *    content.
  *
  * Responses served identity are not padded (their length is the
- * application's). A body whose padded gzip bytes are not smaller than the
- * body is served identity. A padded stream holds up to 64 KiB plus one
+ * application's). A padded response is never sent zstd, br or dcz (they
+ * would carry no padding): gzip or identity only. A body whose padded gzip
+ * bytes are not smaller than the body is served identity. A padded stream holds up to 64 KiB plus one
  * reader block of the body (the key's bytes) until it ends.
  *
  * @param gz the handler that created @a response.

@@ -528,13 +528,85 @@ START_TEST(test_options)
 }
 END_TEST
 
+/* One selection of a fresh 4,000-byte text response for Accept-Encoding
+ * ae; length hiding per response when set is 1 or -1 (0: the handle's). */
+static struct hnd_result
+br_select_coding(struct mhdgz *gz, const char *ae, int set)
+{
+	const char *const lines[] = { ae };
+	uint8_t *body = tu_payload(4000, TU_TEXT, 77);
+	struct MHD_Response *r = mhdgz_response_from_buffer(gz, 4000, body, MHD_RESPMEM_MUST_COPY);
+	struct hnd_request rq = { .head = false };
+	struct hnd_result res;
+	struct MHD_Response *q = NULL;
+	int release;
+
+	ck_assert_ptr_nonnull(r);
+	MHD_add_response_header(r, "Content-Type", "text/html");
+	if (set)
+		ck_assert_int_eq(mhdgz_response_set_length_hiding(gz, r, set > 0), 0);
+	hnd_accept_parse(lines, 1, &rq.acc);
+	release = hnd_select(gz, &rq, 200, r, &q, &res);
+	if (release)
+		MHD_destroy_response(q);
+	MHD_destroy_response(r);
+	free(body);
+	return res;
+}
+
+/* Length hiding pads gzip only, so a response that asks for it is never
+ * sent zstd, br or dcz (unpadded): the other codings count as refused,
+ * whatever the client's q-values and the handle's order. */
+START_TEST(test_codings)
+{
+	struct mhdgz_options o = th_opts();
+	struct mhdgz *gz = NULL;
+	struct hnd_result res;
+	struct mhdgz_stats st;
+
+	if (!mhdgz_coding_available(MHDGZ_CODING_ZSTD) || !mhdgz_coding_available(MHDGZ_CODING_BR))
+		return; /* built without them: nothing to refuse */
+	o.codings = "zstd, br, gzip";
+	o.flags = MHDGZ_F_LENGTH_HIDING;
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	res = br_select_coding(gz, "zstd, br, gzip", 0);
+	ck_assert_int_eq(res.reason, MHDGZ_COMPRESSED);
+	ck_assert_int_eq(res.coding, GZ_CODING_GZIP);
+	res = br_select_coding(gz, "zstd, br;q=0.9, gzip;q=0.1", 0);
+	ck_assert_int_eq(res.coding, GZ_CODING_GZIP);
+	res = br_select_coding(gz, "zstd, br", 0);
+	ck_assert_int_eq(res.reason, MHDGZ_SKIP_NOT_ACCEPTED);
+	res = br_select_coding(gz, "*", 0);
+	ck_assert_int_eq(res.coding, GZ_CODING_GZIP);
+	/* Turned off for one response: the handle's order again. */
+	res = br_select_coding(gz, "zstd, br, gzip", -1);
+	ck_assert_int_eq(res.reason, MHDGZ_COMPRESSED);
+	ck_assert_int_eq(res.coding, GZ_CODING_ZSTD);
+	st = th_stats(gz);
+	ck_assert_uint_eq(st.padded, 3);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_GZIP], 3);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], 1);
+	mhdgz_free(gz);
+	/* Off on the handle, on for one response. */
+	o.flags = 0;
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	res = br_select_coding(gz, "br, zstd, gzip", 1);
+	ck_assert_int_eq(res.coding, GZ_CODING_GZIP);
+	res = br_select_coding(gz, "br, zstd, gzip", 0);
+	ck_assert_int_eq(res.coding, GZ_CODING_ZSTD);
+	ck_assert_uint_eq(th_stats(gz).padded, 1);
+	mhdgz_free(gz);
+}
+END_TEST
+
 struct ck_case
 hnd_breach_case(void)
 {
 	return (struct ck_case){ "breach",
 				 CK_CASE_TIMEOUT,
 				 { { test_kinds, BR_BUFFER, BR_LOW_LATENCY + 1 },
-				   { test_options, 0, 0 } } };
+				   { test_options, 0, 0 },
+				   { test_codings, 0, 0 } } };
 }
 
 /* The attack itself, 2 x 200 trials x 64 requests: a case of its own so
