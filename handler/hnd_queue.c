@@ -180,6 +180,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		res->dcz = true;
 	} else if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e) && rq->head &&
 		   !e->coded[f.coding].rep && !(rq->flags & HND_REQ_NO_CACHE) &&
+		   !(gz->content_digest && f.content_digest) &&
 		   hnd_memo_get(&gz->memo, f.etag, e->body_len,
 				HND_MEMO_MODE(HND_MEMO_WHOLE, f.coding,
 					      hnd_padded(gz, e, f.coding)),

@@ -1390,6 +1390,7 @@ cd_route(struct th_server *s, struct MHD_Connection *c, const char *url, const c
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, "Content-Type", "text/plain");
+	MHD_add_response_header(r, "ETag", "\"cd\""); /* strong: the memo knows its length */
 	MHD_add_response_header(r, "Content-Digest", "sha-256=:AAAA:");
 	MHD_add_response_header(r, "Repr-Digest", "sha-256=:BBBB:");
 	ret = mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, r, NULL);
@@ -1404,13 +1405,14 @@ cd_route(struct th_server *s, struct MHD_Connection *c, const char *url, const c
 START_TEST(test_content_digest_recomputed)
 {
 	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
-				  "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+				  "GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+				  "HEAD / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n";
 	uint8_t *body = tu_payload(FX_LEN, TU_TEXT, 91);
 	struct mhdgz_options o = th_opts();
 	struct mhdgz *gz;
 	struct th_server s = { 0 };
-	struct th_raw_response r[2];
-	char want[64];
+	struct th_raw_response r[3];
+	char want[64], num[32];
 	int fd;
 
 	o.flags |= MHDGZ_F_CONTENT_DIGEST;
@@ -1420,10 +1422,16 @@ START_TEST(test_content_digest_recomputed)
 	th_raw_send(fd, req, strlen(req));
 	read_resp(fd, false, &r[0], "gzip");
 	read_resp(fd, false, &r[1], "identity");
+	/* A HEAD whose gzip length a fresh response's strong ETag tells: the
+	 * same Content-Digest as the GET (the body is compressed to give it). */
+	read_resp(fd, true, &r[2], "HEAD");
 	th_raw_expect_field(&r[0], "Content-Encoding", "gzip", "gzip");
 	expect_body(&r[0], true, body, FX_LEN, "gzip");
 	cd_value(r[0].bytes + r[0].body_off, r[0].len - r[0].body_off, want);
 	th_raw_expect_field(&r[0], "Content-Digest", want, "gzip");
+	th_raw_expect_field(&r[2], "Content-Digest", want, "HEAD");
+	th_raw_expect_field(&r[2], "Content-Length",
+			    u64s(num, sizeof num, r[0].len - r[0].body_off), "HEAD");
 	th_raw_expect_field(&r[0], "Repr-Digest", NULL, "gzip");
 	th_raw_expect_field(&r[1], "Content-Encoding", NULL, "identity");
 	th_raw_expect_field(&r[1], "Content-Digest", "sha-256=:AAAA:", "identity");
@@ -1432,6 +1440,7 @@ START_TEST(test_content_digest_recomputed)
 	close(fd);
 	th_raw_response_free(&r[0]);
 	th_raw_response_free(&r[1]);
+	th_raw_response_free(&r[2]);
 	th_stop(&s);
 	mhdgz_free(gz);
 	free(body);
