@@ -98,7 +98,9 @@ gz_zdict_new(const void *dict, size_t dict_len, int level, const uint8_t hash[GZ
 	 * (facebook/zstd#3847). One allocation, then no other. */
 	cp = ZSTD_getCParams(level, ZSTD_CONTENTSIZE_UNKNOWN, dict_len);
 	ws = ZSTD_estimateCDictSize_advanced(dict_len, cp, ZSTD_dlm_byCopy);
-	d->workspace = gz_malloc(ws);
+	/* Zeroed: libzstd 1.5.4 reads parts of a static CDict it never wrote
+	 * (valgrind memcheck sees it branch on them); zeros make that defined. */
+	d->workspace = gz_calloc(1, ws);
 	if (!d->workspace) {
 		gz_free(d);
 		return GZ_ENOMEM;
