@@ -24,10 +24,22 @@ sum(const struct mhdgz *gz, enum hnd_counter which)
 	return n;
 }
 
+/* Add a pool's counters to st's pool_* sums. */
+static void
+add_pool(struct mhdgz_stats *st, struct gz_pool *pool)
+{
+	struct gz_pool_stats ps;
+
+	gz_pool_get_stats(pool, &ps);
+	st->pool_gets += ps.gets;
+	st->pool_misses += ps.misses;
+	st->pool_idle += ps.idle;
+	st->pool_trims += ps.trims;
+}
+
 MHDGZ_API int
 mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 {
-	struct gz_pool_stats ps;
 	unsigned int i;
 	size_t k;
 
@@ -56,35 +68,17 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	st->filecache_misses = sum(gz, HND_C_FC_MISSES);
 	st->filecache_evictions = sum(gz, HND_C_FC_EVICTIONS);
 	st->filecache_nbytes = hnd_fc_held(gz);
-	gz_pool_get_stats(gz->pool, &ps);
-	st->pool_gets = ps.gets;
-	st->pool_misses = ps.misses;
-	st->pool_idle = ps.idle;
-	st->pool_trims = ps.trims;
-	gz_pool_get_stats(gz->stream_pool, &ps); /* and the streams' pool */
-	st->pool_gets += ps.gets;
-	st->pool_misses += ps.misses;
-	st->pool_idle += ps.idle;
-	st->pool_trims += ps.trims;
-	gz_pool_get_stats(gz->event_pool, &ps); /* and the low-latency streams' */
-	st->pool_gets += ps.gets;
-	st->pool_misses += ps.misses;
-	st->pool_idle += ps.idle;
-	st->pool_trims += ps.trims;
+	st->pool_gets = st->pool_misses = st->pool_idle = st->pool_trims = 0;
+	/* gzip's pools: whole bodies, streams, low-latency streams. */
+	add_pool(st, gz->pool);
+	add_pool(st, gz->stream_pool);
+	add_pool(st, gz->event_pool);
 	for (k = 0; k < GZ_CODING_COUNT; k++) {
 		st->coded[k] = sum(gz, HND_C_CODED0 + (unsigned int)k);
 		if (k == GZ_CODING_GZIP || !gz->coder[k].pool)
 			continue; /* gzip's pools are counted above */
-		gz_pool_get_stats(gz->coder[k].pool, &ps);
-		st->pool_gets += ps.gets;
-		st->pool_misses += ps.misses;
-		st->pool_idle += ps.idle;
-		st->pool_trims += ps.trims;
-		gz_pool_get_stats(gz->coder[k].stream_pool, &ps);
-		st->pool_gets += ps.gets;
-		st->pool_misses += ps.misses;
-		st->pool_idle += ps.idle;
-		st->pool_trims += ps.trims;
+		add_pool(st, gz->coder[k].pool);
+		add_pool(st, gz->coder[k].stream_pool);
 	}
 	return 0;
 }

@@ -173,6 +173,9 @@ extern const struct gz_backend gz_backend_isal;
 
 #ifdef HAVE_ZSTD
 extern const struct gz_backend gz_backend_zstd;
+/* A libzstd error code (ZSTD_isError(r)) as ours: GZ_ENOMEM, GZ_ENOSPC or
+ * GZ_EBACKEND (gz_backend_zstd.c; gz_dict.c uses it too). */
+int gz_zstd_err(size_t r);
 #endif
 #ifdef HAVE_BROTLI
 extern const struct gz_backend gz_backend_brotli;

@@ -84,8 +84,7 @@ struct gz_zstd {
 	unsigned int wlog_whole, wlog_stream; /* ZSTD_c_windowLog of each use */
 };
 
-/* zstd's error code to ours. */
-static int
+int
 gz_zstd_err(size_t r)
 {
 	switch (ZSTD_getErrorCode(r)) {

@@ -56,19 +56,6 @@ struct gz_zdict {
 };
 
 static int
-zerr(size_t r)
-{
-	switch (ZSTD_getErrorCode(r)) {
-	case ZSTD_error_memory_allocation:
-		return GZ_ENOMEM;
-	case ZSTD_error_dstSize_tooSmall:
-		return GZ_ENOSPC;
-	default:
-		return GZ_EBACKEND;
-	}
-}
-
-static int
 level_of(int level)
 {
 	return level == 0 ? gz_backend_zstd.level_default : level;
@@ -184,7 +171,7 @@ gz_dcz_compress(const struct gz_zdict *d, int level, const void *in, size_t in_l
 				   in_len);
 	ZSTD_freeCCtx(cctx);
 	if (ZSTD_isError(r))
-		return zerr(r);
+		return gz_zstd_err(r);
 	if (d) {
 		memcpy(out, dcz_magic, sizeof dcz_magic);
 		memcpy((uint8_t *)out + sizeof dcz_magic, d->hash, GZ_DCZ_HASH_NBYTES);
