@@ -496,10 +496,19 @@ struct MHD_Response *hnd_fields_response(struct mhdgz *gz, struct MHD_Response *
 enum mhdgz_reason hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e,
 					  const struct hnd_facts *f, bool no_cache,
 					  struct MHD_Response **v_ret);
-/* The sendfile identity response of a file entry, cached; NULL on failure.
- * e->lock held. */
-struct MHD_Response *hnd_sendfile_identity(struct mhdgz *gz, struct hnd_entry *e,
-					   const struct hnd_facts *f);
+/* Files up to this many bytes are sent to an identity GET from memory
+ * (read per queue) rather than with sendfile(): header and body then go in
+ * one sendmsg, and no descriptor is duplicated (hnd_file_identity). Above
+ * it the copy costs more than the second segment saves (bench/README.md,
+ * bench-e2e). */
+#ifndef HND_FD_INLINE_MAX
+#define HND_FD_INLINE_MAX (128u * 1024u)
+#endif
+/* The identity response of a file entry; NULL on failure. A small file's
+ * GET gets a response of its own (*fresh_ret true: drop the reference after
+ * queueing); otherwise the cached sendfile response. e->lock held. */
+struct MHD_Response *hnd_file_identity(struct mhdgz *gz, struct hnd_entry *e,
+				       const struct hnd_facts *f, bool head, bool *fresh_ret);
 /* The response to queue for a 304 (hnd_conditional.c); gzip_client: the
  * decision's gzip_304; sniff and body_len: what the 200 is decided on (a
  * stream's first bytes, and its length if it ended within them). NULL on

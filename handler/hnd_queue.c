@@ -289,9 +289,14 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		}
 	}
 	if (*queue_ret == response && e->kind == HND_FD) {
-		v = hnd_sendfile_identity(gz, e, &f);
-		if (v)
+		bool fresh;
+
+		v = hnd_file_identity(gz, e, &f, rq->head, &fresh);
+		if (v) {
 			*queue_ret = v;
+			if (fresh)
+				release = HND_RELEASE;
+		}
 	}
 	if (*queue_ret == response && rq->head && e->body_len == MHD_SIZE_UNKNOWN &&
 	    !no_content(status)) {

@@ -1,4 +1,4 @@
-/* hnd_variants.c: the responses queued in an application response's place: the gzip representation, HEAD responses, the sendfile identity response. */
+/* hnd_variants.c: the responses queued in an application response's place: the gzip representation, HEAD responses, the identity response of a file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -278,16 +278,64 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 	return MHDGZ_COMPRESSED;
 }
 
-/* The identity response of a file entry: libmicrohttpd's own fd response
- * (sendfile) on a duplicate of the file descriptor, cached. NULL on
- * failure: the caller then queues the tracked response, which reads the
- * file itself. Called with e->lock. */
+/* A free callback for a buffer gz_malloc'd (its cls). */
+static void
+free_file_copy(void *cls)
+{
+	gz_free(cls);
+}
+
+/* The identity response of a file entry's GET up to HND_FD_INLINE_MAX
+ * bytes: the file read now (pread) into a buffer response, which
+ * libmicrohttpd sends with its header in one sendmsg (one segment for a
+ * small file), where its fd response sends the header, then sendfile()s
+ * the body: two segments, and a descriptor duplicated and closed per
+ * response. Built per queue, so, like libmicrohttpd's fd response, each
+ * queue sends what the file holds then. NULL on failure (a short file
+ * included): the caller then takes the sendfile path, which reports a
+ * short file as libmicrohttpd does. Called with e->lock. */
+static struct MHD_Response *
+inline_identity(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f)
+{
+	struct MHD_Response *v;
+	uint8_t *buf;
+
+	if (read_file(e, &buf) != 0)
+		return NULL;
+	v = MHD_create_response_from_buffer_with_free_callback_cls((size_t)e->body_len, buf,
+								   free_file_copy, buf);
+	if (!v) {
+		gz_free(buf);
+		return NULL;
+	}
+	if (hnd_copy_headers(gz, e->response, v, f, HND_REP_IDENTITY) < 0) {
+		MHD_destroy_response(v); /* frees buf */
+		return NULL;
+	}
+	return v;
+}
+
+/* The identity response of a file entry: for a GET of a small file, the
+ * file read into memory (inline_identity, per queue: *fresh_ret set, the
+ * caller drops its reference after queueing); otherwise libmicrohttpd's own
+ * fd response (sendfile) on a duplicate of the file descriptor, cached.
+ * NULL on failure: the caller then queues the tracked response, which
+ * reads the file itself. Called with e->lock. */
 struct MHD_Response *
-hnd_sendfile_identity(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f)
+hnd_file_identity(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, bool head,
+		  bool *fresh_ret)
 {
 	struct MHD_Response *v;
 	int fd;
 
+	*fresh_ret = false;
+	if (!head && e->body_len <= HND_FD_INLINE_MAX) {
+		v = inline_identity(gz, e, f);
+		if (v) {
+			*fresh_ret = true;
+			return v;
+		}
+	}
 	if (e->sendfile_rep)
 		return e->sendfile_rep;
 	/* Close-on-exec: a child the application starts must not inherit it. */

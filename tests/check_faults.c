@@ -9,6 +9,8 @@
  *   paths    /file    a 200 KB file (mhdgz_response_from_fd): compressed
  *                     whole (read, compress, variant), identity through
  *                     libmicrohttpd's own fd response
+ *            /small   a 20 KB file: identity read into a buffer response
+ *                     per request (hnd_file_identity), gzip as /file
  *            /big     a 1.2 MB file: a gzip stream per request (pread)
  *            /buf     a buffer response with three Vary fields over 256
  *                     bytes (the merged Vary of a variant goes to the heap;
@@ -65,6 +67,7 @@
 #define TF_RELEASE_MS 3000
 
 #define FILE_LEN (200u * 1024)
+#define SMALL_LEN (20u * 1024)
 #define BIG_LEN (1200u * 1024)
 #define BUF_LEN (40u * 1024)
 #define CB_LEN (100u * 1024)
@@ -109,11 +112,14 @@ route(struct th_server *s, struct MHD_Connection *c, const char *url, const char
 	enum MHD_Result ret;
 	const char *type = "text/plain";
 
-	if (strcmp(url, "/file") == 0 || strcmp(url, "/big") == 0) {
+	if (strcmp(url, "/file") == 0 || strcmp(url, "/big") == 0 || strcmp(url, "/small") == 0) {
 		int fd = dup(f->fd);
 		ck_assert_int_ge(fd, 0);
 		/* Ownership of fd passes to the library, on failure too. */
-		r = mhdgz_response_from_fd(s->gz, strcmp(url, "/file") == 0 ? FILE_LEN : BIG_LEN,
+		r = mhdgz_response_from_fd(s->gz,
+					   strcmp(url, "/file") == 0  ? FILE_LEN
+					   : strcmp(url, "/big") == 0 ? BIG_LEN
+								      : SMALL_LEN,
 					   fd);
 	} else if (strcmp(url, "/buf") == 0) {
 		r = mhdgz_response_from_buffer(s->gz, BUF_LEN, f->data, MHD_RESPMEM_PERSISTENT);
@@ -191,7 +197,7 @@ static const struct {
 	size_t len;
 } paths[] = {
 	{ "/file", FILE_LEN }, { "/big", BIG_LEN }, { "/buf", BUF_LEN },
-	{ "/cb", CB_LEN },     { "/unk", CB_LEN },
+	{ "/cb", CB_LEN },     { "/unk", CB_LEN },  { "/small", SMALL_LEN },
 };
 
 static bool

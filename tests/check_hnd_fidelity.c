@@ -1193,6 +1193,57 @@ START_TEST(test_dups_cloexec)
 }
 END_TEST
 
+/*
+ * A small file's identity GET is read into memory per queue
+ * (hnd_file_identity): like libmicrohttpd's fd response, a response kept
+ * and queued again sends what the file holds at that queue, and of a file
+ * cut below the announced size no more than the file holds is sent (the
+ * response is libmicrohttpd's fd response then, which stalls such a
+ * response; it never completes). Pipelined on one connection.
+ */
+START_TEST(test_small_file_identity_current)
+{
+	uint8_t *body = fx_body(FX_FD, 31);
+	uint8_t *other = tu_payload(FX_LEN, TU_TEXT, 32);
+	struct fx x = {
+		.kind = FX_FD, .body = body, .len = FX_LEN, .hdr = { "Content-Type", "text/plain" }
+	};
+	static const char req[] = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+	struct th_raw_response r;
+	int fd;
+
+	fx_start(&x, 0, true);
+	fd = th_raw_connect(x.srv.port);
+	th_raw_send(fd, req, strlen(req));
+	read_resp(fd, false, &r, "first");
+	th_raw_expect_field(&r, "Content-Length", "65536", "first");
+	expect_body(&r, false, body, FX_LEN, "first");
+	th_raw_response_free(&r);
+	/* The same size, other bytes: the second queue sends them. */
+	ck_assert_int_eq(pwrite(x.file, other, FX_LEN, 0), (ssize_t)FX_LEN);
+	th_raw_send(fd, req, strlen(req));
+	th_raw_send(fd, req, strlen(req));
+	read_resp(fd, false, &r, "rewritten");
+	expect_body(&r, false, other, FX_LEN, "rewritten");
+	th_raw_response_free(&r);
+	read_resp(fd, false, &r, "rewritten, pipelined");
+	expect_body(&r, false, other, FX_LEN, "rewritten, pipelined");
+	th_raw_response_free(&r);
+	th_raw_expect_idle(fd, FX_IDLE_MS, "after the rewritten file");
+	/* Cut to half: the announced length cannot be sent. */
+	ck_assert_int_eq(ftruncate(x.file, FX_LEN / 2), 0);
+	th_raw_send(fd, req, strlen(req));
+	ck_assert_int_ne(th_raw_read_response(fd, false, FX_IDLE_MS, &r), 0);
+	ck_assert_uint_le(r.len, r.body_off + FX_LEN / 2);
+	th_raw_response_free(&r);
+	close(fd);
+	ck_assert_uint_eq(atomic_load(&x.errors), 0);
+	fx_stop(&x);
+	free(body);
+	free(other);
+}
+END_TEST
+
 /* ===================================================================== */
 
 /* ===================================================================== */
@@ -1574,6 +1625,7 @@ fidelity_suite(void)
 		    { test_response_options, 0, (int)N_ELEMS(opt_cases) },
 		    { test_unknown_size_first_bytes, 0, (int)N_ELEMS(unk_cases) },
 		    { test_dups_cloexec, 0, 0 },
+		    { test_small_file_identity_current, 0, 0 },
 		    { test_304_of_identity_200, 0, 0 } } },
 		{ "integrity",
 		  CK_CASE_TIMEOUT,
