@@ -21,7 +21,7 @@
 #   gz-z1     gzserve --root --backend zlib --level 1 --cache-size 0
 #   gz-z6     gzserve --root --backend zlib --level 6 --cache-size 0
 #   gz-def    gzserve --root --cache-size 0: the default backend and level
-#             (libdeflate 6), every request compressed
+#             (libdeflate 5), every request compressed
 #   gz-cache  gzserve --root: the default configuration, whose file cache
 #             (32 MiB) compresses each file version once
 #   ngx-off   nginx, gzip off

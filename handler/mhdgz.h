@@ -83,7 +83,8 @@ MHDGZ_API const char *mhdgz_version(void);
  *  - MHDGZ_BACKEND_ZLIB: zlib deflate, levels 1-9 (zlib's own numbers;
  *    default 6); whole buffers and streaming. Always built.
  *  - MHDGZ_BACKEND_LIBDEFLATE: libdeflate, levels 1-12 (libdeflate's own
- *    numbers; default 6); whole buffers only (libdeflate has no streaming
+ *    numbers; default 5: 0.7x the time of level 6 at 20-100 KiB for about
+ *    1 % more bytes, still fewer than Go gzhttp's default); whole buffers only (libdeflate has no streaming
  *    interface: its streams are compressed by zlib at the same level,
  *    capped at 9). Faster than zlib at every level with output no larger
  *    at the same level number. Only when built with libdeflate

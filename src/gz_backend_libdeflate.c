@@ -31,7 +31,11 @@
 
 #define GZ_LIBDEFLATE_LEVEL_MIN 1
 #define GZ_LIBDEFLATE_LEVEL_MAX 12
-#define GZ_LIBDEFLATE_LEVEL_DEFAULT 6
+/* 5, not libdeflate's own 6: on the benchmark payload it takes 0.70x of
+ * level 6's time at 20 KiB and 100 KiB for 0.9-1.1 % more bytes, and its
+ * output is still smaller than Go gzhttp's default (klauspost level 5)
+ * at 2k, 20k and 100k (bench/README.md, issue 16). */
+#define GZ_LIBDEFLATE_LEVEL_DEFAULT 5
 
 struct gz_libdeflate {
 	struct gz_compressor base; /* first: the core casts between the two */

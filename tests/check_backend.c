@@ -342,7 +342,7 @@ START_TEST(test_registry)
 	ck_assert_uint_eq(gz_backend_libdeflate.caps, GZ_CAP_ONESHOT);
 	ck_assert_int_eq(gz_backend_libdeflate.level_min, 1);
 	ck_assert_int_eq(gz_backend_libdeflate.level_max, 12);
-	ck_assert_int_eq(gz_backend_libdeflate.level_default, 6);
+	ck_assert_int_eq(gz_backend_libdeflate.level_default, 5);
 	ck_assert_ptr_null(gz_backend_libdeflate.stream);
 	ck_assert_ptr_null(gz_backend_libdeflate.reset);
 	ck_assert_ptr_eq(gz_stream_backend(&gz_backend_libdeflate), &gz_backend_zlib);

@@ -479,13 +479,13 @@ START_TEST(test_backends)
 		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_LIBDEFLATE, &mn, &mx, &df), 0);
 		ck_assert_int_eq(mn, 1);
 		ck_assert_int_eq(mx, 12);
-		ck_assert_int_eq(df, 6);
+		ck_assert_int_eq(df, 5);
 		/* DEFAULT is libdeflate. */
 		mn = mx = df = -100;
 		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_DEFAULT, &mn, &mx, &df), 0);
 		ck_assert_int_eq(mn, 1);
 		ck_assert_int_eq(mx, 12);
-		ck_assert_int_eq(df, 6);
+		ck_assert_int_eq(df, 5);
 		ck_assert_str_eq(mhdgz_backend_name(MHDGZ_BACKEND_DEFAULT), "libdeflate");
 	} else {
 		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_LIBDEFLATE, &mn, &mx, &df),

@@ -197,7 +197,7 @@ usage(FILE *f)
 		"                    revalidation, single byte ranges\n"
 		"  --backend NAME    compressor: zlib, libdeflate or isal (default libdeflate)\n"
 		"  --level N         compression level in the backend's range: zlib 1-9,\n"
-		"                    libdeflate 1-12, isal 1-4 (igzip 0-3; default 6, 6, 2)\n"
+		"                    libdeflate 1-12, isal 1-4 (igzip 0-3; default 6, 5, 2)\n"
 		"  --min-size BYTES  bodies smaller than this are sent uncompressed (default\n"
 		"                    %u; 0 compresses every non-empty body)\n"
 		"  --types LIST      comma-separated media types to compress, replacing the\n"
