@@ -214,8 +214,9 @@ mhdgz_response_from_fd_at_offset64(struct mhdgz *gz, uint64_t size, int fd, uint
 	e->fd = fd;
 	e->offset = offset;
 	/* The tracked response reads the file itself (pread) so its lifetime is
-	 * visible to us; identity queues use an fd response of libmicrohttpd's
-	 * (sendfile) on a duplicate of fd, built at queue time, and coded
+	 * visible to us; identity queues use a buffer response of the file read
+	 * at queue time (small files) or an fd response of libmicrohttpd's
+	 * (sendfile) on a duplicate of fd (hnd_file_identity), and coded
 	 * queues responses of their own: it is read itself only when the
 	 * duplicate cannot be had. libmicrohttpd callocs its block with it,
 	 * per response, so it is small. */

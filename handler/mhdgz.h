@@ -909,8 +909,13 @@ MHDGZ_API struct MHD_Response *mhdgz_response_from_callback(struct mhdgz *gz, ui
 
 /**
  * Same as MHD_create_response_from_fd_at_offset64(): a file body. The
- * identity response keeps libmicrohttpd's own file path (sendfile where
- * available), on a duplicate of @a fd. A gzip response of a file up to
+ * identity GET of a file up to 128 KiB is read (pread()) into a buffer
+ * response at each queue, so libmicrohttpd sends its header and body in
+ * one sendmsg() (libmicrohttpd 0.9.75 sends the header of an fd response
+ * in a segment of its own); a larger file, a HEAD, or a file that turns
+ * out shorter than @a size keeps libmicrohttpd's own file path (sendfile
+ * where available), on a duplicate of @a fd. Either way each queue sends
+ * what the file holds then, as libmicrohttpd's fd response does. A gzip response of a file up to
  * 1 MiB is compressed whole when first queued (with Content-Length, and
  * reused while the response lives: later changes to the file are not
  * seen by it); a larger file is read with pread() from its own duplicate
