@@ -527,7 +527,7 @@ MHDGZ_API enum MHD_Result mhdgz_queue_response(struct mhdgz *gz, struct MHD_Conn
  * Same as MHD_set_response_options(response, flags, MHD_RO_END), and
  * remembered so that every response mhdgz queues in this response's place
  * (the gzip representation, a gzip stream, a 304 or HEAD response, the
- * sendfile identity response) gets the same flags: libmicrohttpd 0.9.75
+ * identity response of a file) gets the same flags: libmicrohttpd 0.9.75
  * cannot read a response's flags back, so flags set with
  * MHD_set_response_options() directly reach only the response itself.
  * Every flag of libmicrohttpd 0.9.75 is carried
