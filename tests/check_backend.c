@@ -3,9 +3,11 @@
 
 #include <check.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "gz_error.h"
 #include "gz_alloc.h"
@@ -425,6 +427,93 @@ START_TEST(test_strerror)
 }
 END_TEST
 
+/* zlib's member of body at level with windowBits wbits and memLevel mem
+ * (gzip wrapper), made here with zlib directly; malloc'd. */
+static uint8_t *
+zlib_reference(const uint8_t *body, size_t len, int level, int wbits, int mem, size_t *len_ret)
+{
+	z_stream zs;
+	size_t cap = len + len / 8 + 256;
+	uint8_t *out = malloc(cap);
+
+	ck_assert_ptr_nonnull(out);
+	memset(&zs, 0, sizeof zs);
+	ck_assert_int_eq(deflateInit2(&zs, level, Z_DEFLATED, 16 + wbits, mem, Z_DEFAULT_STRATEGY),
+			 Z_OK);
+	zs.next_in = (Bytef *)(uintptr_t)body;
+	zs.avail_in = (uInt)len;
+	zs.next_out = out;
+	zs.avail_out = (uInt)cap;
+	ck_assert_int_eq(deflate(&zs, Z_FINISH), Z_STREAM_END);
+	*len_ret = zs.total_out;
+	deflateEnd(&zs);
+	return out;
+}
+
+/*
+ * zlib's small bodies (up to 3,834 bytes: a 4 KiB window less zlib's 262
+ * bytes of lookahead) are deflated with windowBits 12 and memLevel 5, the
+ * larger ones with 15 and 8: byte for byte what zlib itself gives with
+ * those parameters (and nginx, which sizes them so from Content-Length),
+ * at every level, on both sides of the limit. An incompressible small
+ * body still fits gz_bound() (the full-size stream takes it over), and a
+ * failed allocation of the small stream falls back without an error or a
+ * leak.
+ */
+START_TEST(test_zlib_small_bodies)
+{
+	const size_t lens[] = { 1, 1000, 2048, 3833, 3834, 3835, 4096, 20480 };
+	uint8_t *body = tu_payload(20480, TU_JSON, 41);
+	uint8_t *rnd = tu_payload(3834, TU_RANDOM, 42);
+	struct gz_compressor *c = NULL;
+
+	for (int level = 1; level <= 9; level++) {
+		ck_assert_int_eq(gz_compressor_new(&gz_backend_zlib, level, &c), 0);
+		for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+			bool small = lens[i] <= 3834;
+			size_t bound = gz_bound(c, lens[i]), out_len = 0, ref_len = 0;
+			uint8_t *out = malloc(bound);
+			uint8_t *ref = zlib_reference(body, lens[i], level, small ? 12 : 15,
+						      small ? 5 : 8, &ref_len);
+
+			ck_assert_ptr_nonnull(out);
+			ck_assert_int_eq(c->be->compress(c, body, lens[i], out, bound, &out_len), 0);
+			ck_assert_msg(out_len == ref_len && memcmp(out, ref, ref_len) == 0,
+				      "level %d, %zu bytes: %zu bytes, zlib (%d, %d) gives %zu", level,
+				      lens[i], out_len, small ? 12 : 15, small ? 5 : 8, ref_len);
+			free(out);
+			free(ref);
+		}
+		roundtrip(c, rnd, 3834);
+		gz_compressor_free(c);
+	}
+
+	tu_alloc_install(0);
+	for (uint64_t k = 1; k <= 8; k++) {
+		size_t bound, out_len = 0;
+		uint8_t *out;
+
+		ck_assert_int_eq(gz_compressor_new(&gz_backend_zlib, 6, &c), 0);
+		bound = gz_bound(c, 2048);
+		out = malloc(bound); /* the test's own, not through the hook */
+		ck_assert_ptr_nonnull(out);
+		tu_alloc_fail_at(k);
+		ck_assert_int_eq(c->be->compress(c, body, 2048, out, bound, &out_len), 0);
+		tu_alloc_fail_at(0);
+		ck_assert_int_eq(tu_check_member(out, out_len, body, 2048), 0);
+		/* Once made, the small stream serves the next small body. */
+		ck_assert_int_eq(c->be->compress(c, body, 3000, out, bound + 1024, &out_len), 0);
+		ck_assert_int_eq(tu_check_member(out, out_len, body, 3000), 0);
+		gz_compressor_free(c);
+		free(out);
+		ck_assert_int_eq(tu_alloc_live(), 0);
+	}
+	tu_alloc_uninstall();
+	free(body);
+	free(rnd);
+}
+END_TEST
+
 Suite *
 backend_suite(void)
 {
@@ -435,7 +524,7 @@ backend_suite(void)
 		{ "roundtrip", 120, { { test_roundtrip, 0, (int)pair_count() } } },
 		{ "levels", 0, { { test_level_range, 0, nb }, { test_new_bad_args, 0, 0 } } },
 		{ "space", 60, { { test_enospc, 0, nb * 3 }, { test_bound_random, 0, nb } } },
-		{ "reuse", 60, { { test_reuse, 0, nb } } },
+		{ "reuse", 60, { { test_reuse, 0, nb }, { test_zlib_small_bodies, 0, 0 } } },
 		{ "registry",
 		  0,
 		  { { test_registry, 0, 0 }, { test_scratch, 0, 0 }, { test_strerror, 0, 0 } } },
