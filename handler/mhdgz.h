@@ -84,9 +84,9 @@ MHDGZ_API const char *mhdgz_version(void);
  *    default 6); whole buffers and streaming. Always built.
  *  - MHDGZ_BACKEND_LIBDEFLATE: libdeflate, levels 1-12 (libdeflate's own
  *    numbers; default 5: 0.7x the time of level 6 at 20-100 KiB for about
- *    1 % more bytes, still fewer than Go gzhttp's default); whole buffers only (libdeflate has no streaming
- *    interface: its streams are compressed by zlib at the same level,
- *    capped at 9). Faster than zlib at every level with output no larger
+ *    1 % more bytes, still fewer than Go gzhttp's default); whole buffers
+ *    only (libdeflate has no streaming interface: its streams are
+ *    compressed by zlib at the same level, capped at 9). Faster than zlib at every level with output no larger
  *    at the same level number. Only when built with libdeflate
  *    (configure --with-libdeflate, the default when found).
  *  - MHDGZ_BACKEND_ISAL: ISA-L igzip, levels 1-4 (default 2), which are
@@ -915,10 +915,10 @@ MHDGZ_API struct MHD_Response *mhdgz_response_from_callback(struct mhdgz *gz, ui
  * in a segment of its own); a larger file, a HEAD, or a file that turns
  * out shorter than @a size keeps libmicrohttpd's own file path (sendfile
  * where available), on a duplicate of @a fd. Either way each queue sends
- * what the file holds then, as libmicrohttpd's fd response does. A gzip response of a file up to
- * 1 MiB is compressed whole when first queued (with Content-Length, and
- * reused while the response lives: later changes to the file are not
- * seen by it); a larger file is read with pread() from its own duplicate
+ * what the file holds then, as libmicrohttpd's fd response does. A gzip
+ * response of a file up to 1 MiB is compressed whole when first queued
+ * (with Content-Length, and reused while the response lives: later
+ * changes to the file are not seen by it); a larger file is read with pread() from its own duplicate
  * of @a fd and compressed as a stream per connection (chunked). A file
  * shorter than @a size ends the response with an error. An untyped file
  * is sniffed from its first 512 bytes.
