@@ -86,9 +86,10 @@ MHDGZ_API const char *mhdgz_version(void);
  *    numbers; default 5: 0.7x the time of level 6 at 20-100 KiB for about
  *    1 % more bytes, still fewer than Go gzhttp's default); whole buffers
  *    only (libdeflate has no streaming interface: its streams are
- *    compressed by zlib at the same level, capped at 9). Faster than zlib at every level with output no larger
- *    at the same level number. Only when built with libdeflate
- *    (configure --with-libdeflate, the default when found).
+ *    compressed by zlib at the same level, capped at 9). Faster than
+ *    zlib at every level with output no larger at the same level number.
+ *    Only when built with libdeflate (configure --with-libdeflate, the
+ *    default when found).
  *  - MHDGZ_BACKEND_ISAL: ISA-L igzip, levels 1-4 (default 2), which are
  *    igzip's own levels 0-3 plus one; whole buffers and streaming; only
  *    when built with ISA-L (configure --with-isal, the default when found).
