@@ -453,6 +453,60 @@ print_row(const struct bh_cfg *c)
 	    c->med[M_OWN_BOP]);
 }
 
+static double
+median_of(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof v[0], cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The S row of P row p (same family, backend, level and size), or NULL. */
+static const struct bh_cfg *
+s_row_of(const struct bh_cfg *p)
+{
+	const struct bh_cfg *c;
+
+	for (c = bh_cfgs; c; c = c->next)
+		if (c->threads == 0 && c->kind == p->kind && c->be == p->be &&
+		    c->level == p->level && c->size_idx == p->size_idx)
+			return c;
+	return NULL;
+}
+
+/*
+ * One comment line per P row: its scaling, S ns/op over P ns/op of the
+ * same pass, median over the passes (a ratio of the two printed medians
+ * may pair passes minutes apart, which other load on the machine treats
+ * differently), and how many CPUs the P threads kept busy (P cpu-ns/op over
+ * P ns/op, median): with N threads and fewer than N busy, the machine did
+ * not give them the CPUs, and the scaling says nothing about the code.
+ */
+static void
+print_scaling(void)
+{
+	const struct bh_cfg *p, *s;
+	double ratio[BH_MAX_COUNT], busy[BH_MAX_COUNT];
+	bool header = false;
+	int i;
+
+	for (p = bh_cfgs; p; p = p->next) {
+		if (p->threads == 0 || !(s = s_row_of(p)) || s->nsamples != p->nsamples)
+			continue;
+		if (!header) {
+			out("# scaling: S ns/op over P ns/op of the same pass, median of %d;"
+			    " busy: P cpu-ns/op over P ns/op (CPUs the P threads used)\n",
+			    p->nsamples);
+			header = true;
+		}
+		for (i = 0; i < p->nsamples; i++) {
+			ratio[i] = s->sample[i][M_NS] / p->sample[i][M_NS];
+			busy[i] = p->sample[i][M_CPU] / p->sample[i][M_NS];
+		}
+		out("# scaling %s-%d %.2fx busy %.2f\n", p->name, p->threads,
+		    median_of(ratio, p->nsamples), median_of(busy, p->nsamples));
+	}
+}
+
 /* --count passes over every row in turn (interleaved: drift on the machine
  * hits all rows alike), the first one calibrating; then the median rows. */
 void
@@ -482,4 +536,5 @@ bh_run_all(void)
 		compute_median(c);
 		print_row(c);
 	}
+	print_scaling();
 }

@@ -231,7 +231,7 @@ handle_destroy(struct mhdgz *gz)
 	gz_pool_free(gz->pool);
 	hnd_typelist_fini(&gz->compress_types);
 	hnd_typelist_fini(&gz->skip_types);
-	gz_free(gz);
+	gz_free(gz->alloc);
 }
 
 MHDGZ_API int
@@ -239,6 +239,7 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 {
 	struct mhdgz_options o;
 	struct mhdgz *gz;
+	void *block;
 	size_t cap;
 	int rc;
 
@@ -253,9 +254,14 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	if ((unsigned int)o.backend >= HND_NBACKENDS ||
 	    (unsigned int)o.etag_policy > MHDGZ_ETAG_KEEP)
 		return MHDGZ_EINVAL;
-	gz = gz_calloc(1, sizeof *gz);
-	if (!gz)
+	/* Aligned to HND_CACHELINE, which the layout of struct mhdgz needs
+	 * and the allocator (malloc's 16 bytes) does not promise. */
+	block = gz_calloc(1, sizeof *gz + HND_CACHELINE - 1);
+	if (!block)
 		return MHDGZ_ENOMEM;
+	gz = (struct mhdgz *)(((uintptr_t)block + HND_CACHELINE - 1) &
+			      ~(uintptr_t)(HND_CACHELINE - 1));
+	gz->alloc = block;
 	atomic_init(&gz->refs, 1);
 	gz->be = backend_of(o.backend);
 	if (!gz->be) {

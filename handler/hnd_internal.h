@@ -72,6 +72,11 @@
  * other codings' variants get "-" and their token ("x-zstd", "x-br"). */
 #define HND_GZIP_SUFFIX "-gzip"
 
+/* The cache line size the layout of struct mhdgz assumes (x86-64, most
+ * arm64 cores); mhdgz_new allocates the handle aligned to it. */
+#define HND_CACHELINE 64
+#define HND_LINE_ALIGNED __attribute__((aligned(HND_CACHELINE)))
+
 /* Counters are striped over this many cache lines so threads of a pool do
  * not bounce one line between cores; reads sum the stripes. */
 #ifndef HND_STAT_STRIPES
@@ -276,11 +281,23 @@ struct hnd_coder {
 	struct gz_pool *stream_pool; /* streams */
 };
 
+/*
+ * Layout: what every response writes, from whichever thread serves it, sits
+ * on cache lines of its own, apart from the settings every response reads:
+ * refs (each entry's creation and release), table (its lock and count, at
+ * each creation, lookup and release), memo and filecache (their locks, for
+ * responses with a strong ETag or from a file), stats (striped). Sharing a
+ * line, each such write would evict the settings from the other CPUs'
+ * caches (false sharing): with two threads, misses on every response
+ * (bench/README.md, "Parallel rows"). The handle itself is allocated
+ * HND_CACHELINE-aligned (mhdgz_new) so the lines are where the layout says.
+ */
 struct mhdgz {
 	/* 1 for the application until mhdgz_free, plus 1 per live entry: the
 	 * handle outlives every response made through it. */
 	atomic_uint refs;
-	const struct gz_backend *be;
+	void *alloc; /* the block gz_calloc returned, the handle aligned within it */
+	const struct gz_backend *be HND_LINE_ALIGNED;
 	int level;
 	size_t min_nbytes;
 	bool content_digest; /* MHDGZ_F_CONTENT_DIGEST */
@@ -290,13 +307,14 @@ struct mhdgz {
 	struct gz_pool *pool;        /* whole-buffer (one-shot) compressors */
 	struct gz_pool *stream_pool; /* streaming compressors (stream_window_bits) */
 	struct gz_pool *event_pool;  /* low-latency streams' (event_window_bits) */
-	struct hnd_table table;
-	struct hnd_memo memo;
+	struct hnd_table table HND_LINE_ALIGNED;
+	struct hnd_memo memo HND_LINE_ALIGNED;
 	bool memo_ready;
-	struct hnd_filecache filecache; /* off unless options file_cache_nbytes */
+	/* off unless options file_cache_nbytes */
+	struct hnd_filecache filecache HND_LINE_ALIGNED;
 	/* BREACH length hiding (hnd_pad.c): on for every response unless a
 	 * response says otherwise; padding of 1..pad_max bytes; the HMAC key. */
-	bool pad_default;
+	bool pad_default HND_LINE_ALIGNED;
 	size_t pad_max;
 	size_t pad_key_nbytes;
 	uint8_t pad_key[MHDGZ_LENGTH_HIDING_KEY_MAX];

@@ -35,7 +35,9 @@ void gz_opaque_free(void *opaque, void *ptr);
  * own memory). Thread-safe; costs a walk of the heap, so call it rarely. */
 void gz_alloc_release_unused(void);
 
-/* Number of blocks currently allocated through gz_malloc (process-wide). */
+/* Number of blocks currently allocated through gz_malloc (process-wide):
+ * exact while no other thread allocates or frees; while one does, the sum
+ * of per-thread counts read at slightly different moments. */
 int64_t gz_alloc_live(void);
 
 /*

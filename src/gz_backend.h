@@ -31,6 +31,9 @@ struct gz_compressor {
 	int level;
 	struct gz_compressor *pool_next; /* link while idle in a compressor pool */
 	uint64_t pool_idle_since_us;     /* monotonic time of its put, while idle */
+	/* The thread that last put it back (gz_pool.c's key for the calling
+	 * thread; 0 = none yet): a get prefers its own, cache-warm one. */
+	uintptr_t pool_owner;
 	/* Output scratch space kept with the compressor (and so across uses
 	 * in the compressor pool): whole-buffer users compress into it and copy
 	 * the exact result out, so a warm compressor allocates nothing. */

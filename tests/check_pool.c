@@ -639,6 +639,62 @@ START_TEST(test_cap_lifo_free)
 }
 END_TEST
 
+/* A compressor to put back from a thread of its own. */
+struct put_job {
+	struct gz_pool *pool;
+	struct gz_compressor *c;
+};
+
+static void *
+put_from_thread(void *arg)
+{
+	struct put_job *job = arg;
+
+	gz_pool_put(job->pool, job->c);
+	return NULL;
+}
+
+/* Affinity: a get prefers the idle compressor the calling thread put back
+ * itself over a more recent one of another thread (its caches are warm on
+ * this thread's CPU); with none of its own, the most recent one. */
+START_TEST(test_own_thread_first)
+{
+	const struct gz_backend *be = gz_backends[_i];
+	struct gz_compressor *mine, *theirs, *again;
+	struct gz_pool *pool;
+	struct gz_pool_stats st;
+	struct put_job job;
+	pthread_t tid;
+
+	tu_alloc_install(0);
+	ck_assert_int_eq(gz_pool_new(be, be->level_default, 4, &pool), 0);
+	ck_assert_int_eq(gz_pool_get(pool, &mine), 0);
+	ck_assert_int_eq(gz_pool_get(pool, &theirs), 0);
+	gz_pool_put(pool, mine);
+	job.pool = pool;
+	job.c = theirs;
+	ck_assert_int_eq(pthread_create(&tid, NULL, put_from_thread, &job), 0);
+	ck_assert_int_eq(pthread_join(tid, NULL), 0);
+	/* Idle, most recent first: theirs, mine. */
+	ck_assert_int_eq(gz_pool_get(pool, &again), 0);
+	ck_assert_ptr_eq(again, mine);
+	/* None of ours is idle now: the most recent, theirs. */
+	ck_assert_int_eq(gz_pool_get(pool, &again), 0);
+	ck_assert_ptr_eq(again, theirs);
+	gz_pool_put(pool, theirs);
+	gz_pool_put(pool, mine);
+	gz_pool_get_stats(pool, &st);
+	ck_assert_uint_eq(st.gets, 4);
+	ck_assert_uint_eq(st.misses, 2);
+	ck_assert_uint_eq(st.puts, 4);
+	ck_assert_uint_eq(st.idle, 2);
+	ck_assert_uint_eq(st.live, 2);
+	gz_pool_free(pool);
+	ck_assert_int_eq(tu_alloc_live(), 0);
+	tu_alloc_uninstall();
+}
+END_TEST
+
 /* An idle compressor keeps a modest scratch buffer (so a warm get allocates
  * nothing) but not a huge one left by one large body. */
 START_TEST(test_scratch_trim)
@@ -947,6 +1003,7 @@ pool_suite(void)
 		  { { test_levels, 0, nb },
 		    { test_passthrough, 0, nb },
 		    { test_cap_lifo_free, 0, nb },
+		    { test_own_thread_first, 0, nb },
 		    { test_reset_on_put, 0, nb },
 		    { test_scratch_trim, 0, nb },
 		    { test_get_enomem, 0, nb },
