@@ -484,28 +484,97 @@ compile_pattern(const char *src, struct hnd_pattern *p)
 	return 0;
 }
 
+/* A hash of s[0..len) that ignores ASCII case: eight bytes at a time, each
+ * byte | 0x20 (which maps upper- and lowercase letters together; the other
+ * bytes it merges only make the final compare decide). The EXACT patterns'
+ * slot. */
+static uint64_t
+type_hash(const char *s, size_t len)
+{
+	uint64_t h = (uint64_t)len * 0x9e3779b97f4a7c15ull, w;
+	size_t i;
+
+	for (; len >= 8; s += 8, len -= 8) {
+		memcpy(&w, s, 8);
+		h = (h ^ (w | 0x2020202020202020ull)) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 29;
+	}
+	if (len > 0) {
+		for (w = 0, i = 0; i < len; i++)
+			w |= (uint64_t)((uint8_t)s[i] | 0x20) << (8 * i);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+/* Index the compiled patterns: EXACT ones into the hash slots, the others
+ * into wild. 0 or MHDGZ_ENOMEM. */
+static int
+typelist_index(struct hnd_typelist *tl)
+{
+	size_t nexact = 0, i, n;
+
+	for (i = 0; i < tl->count; i++) {
+		tl->pat[i].hash = type_hash(tl->pat[i].text, tl->pat[i].len);
+		nexact += tl->pat[i].kind == HND_PAT_EXACT;
+	}
+	if (tl->count - nexact > 0) {
+		tl->wild = gz_calloc(tl->count - nexact, sizeof *tl->wild);
+		if (!tl->wild)
+			return MHDGZ_ENOMEM;
+	}
+	if (nexact > 0) {
+		for (n = 4; n < 2 * nexact + 1; n *= 2)
+			;
+		tl->slot = gz_calloc(n, sizeof *tl->slot);
+		if (!tl->slot)
+			return MHDGZ_ENOMEM;
+		tl->nslots = n;
+	}
+	for (i = 0; i < tl->count; i++) {
+		const struct hnd_pattern *p = &tl->pat[i];
+
+		if (p->kind == HND_PAT_EXACT) {
+			size_t k = tl->pat[i].hash & (tl->nslots - 1);
+
+			while (tl->slot[k])
+				k = (k + 1) & (tl->nslots - 1);
+			tl->slot[k] = (uint32_t)i + 1;
+		} else {
+			tl->wild[tl->nwild++] = (uint32_t)i;
+		}
+	}
+	return 0;
+}
+
 int
 hnd_typelist_init(struct hnd_typelist *tl, const char *const *patterns)
 {
 	size_t n = 0, i;
 	int rc;
 
-	tl->pat = NULL;
-	tl->count = 0;
+	memset(tl, 0, sizeof *tl);
 	while (patterns[n])
 		n++;
 	if (n == 0)
 		return 0;
+	rc = MHDGZ_EINVAL;
+	if (n >= UINT32_MAX)
+		goto fail;
+	rc = MHDGZ_ENOMEM;
 	tl->pat = gz_calloc(n, sizeof *tl->pat);
 	if (!tl->pat)
-		return MHDGZ_ENOMEM;
+		goto fail;
 	for (i = 0; i < n; i++) {
 		rc = compile_pattern(patterns[i], &tl->pat[i]);
 		if (rc < 0)
 			goto fail;
 		tl->count++;
 	}
-	return 0;
+	rc = typelist_index(tl);
+	if (rc == 0)
+		return 0;
 fail:
 	hnd_typelist_fini(tl);
 	return rc;
@@ -519,32 +588,42 @@ hnd_typelist_fini(struct hnd_typelist *tl)
 	for (i = 0; i < tl->count; i++)
 		gz_free(tl->pat[i].text);
 	gz_free(tl->pat);
-	tl->pat = NULL;
-	tl->count = 0;
+	gz_free(tl->slot);
+	gz_free(tl->wild);
+	memset(tl, 0, sizeof *tl);
 }
 
 bool
 hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
 {
 	const char *slash = memchr(mt, '/', len);
-	size_t i;
+	size_t i, k, j;
 
 	if (!slash)
 		return false;
+	if (tl->nslots > 0) {
+		uint64_t h = type_hash(mt, len);
+
+		for (k = h & (tl->nslots - 1); tl->slot[k]; k = (k + 1) & (tl->nslots - 1)) {
+			const struct hnd_pattern *p = &tl->pat[tl->slot[k] - 1];
+
+			if (p->hash != h || p->len != len)
+				continue;
+			for (j = 0; j < len && lower(mt[j]) == p->text[j]; j++)
+				;
+			if (j == len)
+				return true;
+		}
+	}
 	/* One byte compared first, case folded by | 0x20 (bytes equal
 	 * ignoring ASCII case stay equal; a false "maybe" only costs the
-	 * strncasecmp that decides), spares the strncasecmp of nearly every
-	 * pattern that does not match (a client without gzip still needs
-	 * the type for Vary). */
-	for (i = 0; i < tl->count; i++) {
-		const struct hnd_pattern *p = &tl->pat[i];
+	 * strncasecmp that decides). */
+	for (i = 0; i < tl->nwild; i++) {
+		const struct hnd_pattern *p = &tl->pat[tl->wild[i]];
 		switch (p->kind) {
 		case HND_PAT_ANY:
 			return true;
-		case HND_PAT_EXACT:
-			if (len == p->len && (mt[len - 1] | 0x20) == (p->text[len - 1] | 0x20) &&
-			    strncasecmp(mt, p->text, len) == 0)
-				return true;
+		case HND_PAT_EXACT: /* in the slots */
 			break;
 		case HND_PAT_TYPE:
 			if ((size_t)(slash - mt) == p->len &&
