@@ -484,10 +484,45 @@ compile_pattern(const char *src, struct hnd_pattern *p)
 	return 0;
 }
 
-/* A hash of s[0..len) that ignores ASCII case: eight bytes at a time, each
- * byte | 0x20 (which maps upper- and lowercase letters together; the other
- * bytes it merges only make the final compare decide). The EXACT patterns'
- * slot. */
+/* Longest media type the lookup lowercases on the stack, in bytes; a
+ * longer one is matched by a scan of every pattern (typelist_scan). */
+#ifndef HND_TYPE_LOWER_MAX
+#define HND_TYPE_LOWER_MAX 128
+#endif
+
+/* ASCII lowercase of the eight bytes in w at once: 'A'..'Z' gain 0x20,
+ * every other byte (non-ASCII ones included) stays. Per byte, its low
+ * seven bits plus 0x3f (0x25) carry into bit 7 when they are at least 'A'
+ * (above 'Z'), without carrying into the next byte. */
+static inline uint64_t
+lower8(uint64_t w)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t low7 = w & ~high;
+	uint64_t upper = ((low7 + ones * (0x80 - 'A')) ^ (low7 + ones * (0x80 - 'Z' - 1))) & ~w &
+			 high;
+
+	return w | (upper >> 2);
+}
+
+/* out[0..len) = s[0..len) in ASCII lowercase. */
+static void
+lower_copy(char *out, const char *s, size_t len)
+{
+	size_t i = 0;
+	uint64_t w;
+
+	for (; i + 8 <= len; i += 8) {
+		memcpy(&w, s + i, 8);
+		w = lower8(w);
+		memcpy(out + i, &w, 8);
+	}
+	for (; i < len; i++)
+		out[i] = lower(s[i]);
+}
+
+/* A hash of the (lowercase) bytes s[0..len), eight at a time: the slot of
+ * an EXACT pattern. */
 static uint64_t
 type_hash(const char *s, size_t len)
 {
@@ -496,12 +531,12 @@ type_hash(const char *s, size_t len)
 
 	for (; len >= 8; s += 8, len -= 8) {
 		memcpy(&w, s, 8);
-		h = (h ^ (w | 0x2020202020202020ull)) * 0x9e3779b97f4a7c15ull;
+		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
 		h ^= h >> 29;
 	}
 	if (len > 0) {
 		for (w = 0, i = 0; i < len; i++)
-			w |= (uint64_t)((uint8_t)s[i] | 0x20) << (8 * i);
+			w |= (uint64_t)(uint8_t)s[i] << (8 * i);
 		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
 		h ^= h >> 29;
 	}
@@ -593,37 +628,24 @@ hnd_typelist_fini(struct hnd_typelist *tl)
 	memset(tl, 0, sizeof *tl);
 }
 
-bool
-hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
+/* Every pattern in turn, case-insensitively: the lookup of a media type
+ * longer than HND_TYPE_LOWER_MAX. One byte compared first, case folded by
+ * | 0x20 (bytes equal ignoring ASCII case stay equal; a false "maybe" only
+ * costs the strncasecmp that decides). */
+static bool
+typelist_scan(const struct hnd_typelist *tl, const char *mt, size_t len, const char *slash)
 {
-	const char *slash = memchr(mt, '/', len);
-	size_t i, k, j;
+	size_t i;
 
-	if (!slash)
-		return false;
-	if (tl->nslots > 0) {
-		uint64_t h = type_hash(mt, len);
-
-		for (k = h & (tl->nslots - 1); tl->slot[k]; k = (k + 1) & (tl->nslots - 1)) {
-			const struct hnd_pattern *p = &tl->pat[tl->slot[k] - 1];
-
-			if (p->hash != h || p->len != len)
-				continue;
-			for (j = 0; j < len && lower(mt[j]) == p->text[j]; j++)
-				;
-			if (j == len)
-				return true;
-		}
-	}
-	/* One byte compared first, case folded by | 0x20 (bytes equal
-	 * ignoring ASCII case stay equal; a false "maybe" only costs the
-	 * strncasecmp that decides). */
-	for (i = 0; i < tl->nwild; i++) {
-		const struct hnd_pattern *p = &tl->pat[tl->wild[i]];
+	for (i = 0; i < tl->count; i++) {
+		const struct hnd_pattern *p = &tl->pat[i];
 		switch (p->kind) {
 		case HND_PAT_ANY:
 			return true;
-		case HND_PAT_EXACT: /* in the slots */
+		case HND_PAT_EXACT:
+			if (len == p->len && (mt[len - 1] | 0x20) == (p->text[len - 1] | 0x20) &&
+			    strncasecmp(mt, p->text, len) == 0)
+				return true;
 			break;
 		case HND_PAT_TYPE:
 			if ((size_t)(slash - mt) == p->len &&
@@ -634,6 +656,53 @@ hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
 		case HND_PAT_SUFFIX:
 			if (len > p->len && (mt[len - 1] | 0x20) == (p->text[p->len - 1] | 0x20) &&
 			    strncasecmp(mt + len - p->len, p->text, p->len) == 0)
+				return true;
+			break;
+		}
+	}
+	return false;
+}
+
+bool
+hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
+{
+	char lo[HND_TYPE_LOWER_MAX];
+	const char *slash;
+	size_t i, k;
+
+	if (len > sizeof lo) {
+		slash = memchr(mt, '/', len);
+		return slash && typelist_scan(tl, mt, len, slash);
+	}
+	/* Lowercased once, the type is compared bytewise with the patterns
+	 * (lowercase since compile_pattern): an EXACT one is found by its
+	 * hash, and matches only a type with its one slash. */
+	lower_copy(lo, mt, len);
+	if (tl->nslots > 0) {
+		uint64_t h = type_hash(lo, len);
+
+		for (k = h & (tl->nslots - 1); tl->slot[k]; k = (k + 1) & (tl->nslots - 1)) {
+			const struct hnd_pattern *p = &tl->pat[tl->slot[k] - 1];
+
+			if (p->hash == h && p->len == len && memcmp(lo, p->text, len) == 0)
+				return true;
+		}
+	}
+	if (tl->nwild == 0 || !(slash = memchr(lo, '/', len)))
+		return false;
+	for (i = 0; i < tl->nwild; i++) {
+		const struct hnd_pattern *p = &tl->pat[tl->wild[i]];
+		switch (p->kind) {
+		case HND_PAT_ANY:
+			return true;
+		case HND_PAT_EXACT: /* in the slots */
+			break;
+		case HND_PAT_TYPE:
+			if ((size_t)(slash - lo) == p->len && memcmp(lo, p->text, p->len) == 0)
+				return true;
+			break;
+		case HND_PAT_SUFFIX:
+			if (len > p->len && memcmp(lo + len - p->len, p->text, p->len) == 0)
 				return true;
 			break;
 		}
