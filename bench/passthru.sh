@@ -16,8 +16,9 @@
 # through mhdgz (default options), checks each case's response once (status,
 # Content-Encoding, Vary), then in every round runs wrk against each case on
 # both servers, one after the other (which goes first alternates per round),
-# and prints per case the median requests/s of each and the median of the
-# per-round ratios mhdgz/plain against issue 16's target:
+# and prints per case the median requests/s of each, the median of the
+# per-round ratios mhdgz/plain against issue 16's target, and each server's
+# CPU time per request (user + system, from /proc):
 #   /fresh   a 30 KiB JSON body built per request, a client without
 #            Accept-Encoding                                  >= 0.97
 #   /png     a per-request image/png (an excluded type), gzip client >= 0.97
@@ -68,7 +69,8 @@ cleanup() {
 	stop_pid "$pid_mhdgz"
 	rm -rf "$tmp"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'cleanup; exit 1' HUP INT PIPE TERM
 
 # start MODE ARGS...: start the server, wait (at most 10 s) for its
 # "listening on http://127.0.0.1:PORT/" line; sets pid_MODE and url_MODE.
@@ -152,18 +154,15 @@ cpu_ticks() {
 	sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
 }
 
-# run MODE CASE ROUND: one wrk run; appends "CASE MODE ROUND req/s
-# server-cpu-us/request" to $tmp/rps and a Go benchmark line to $tmp/lines.
+# run MODE CASE ROUND: one wrk run against one server (the other idles),
+# with the server's CPU ticks around it; appends "CASE MODE ROUND req/s
+# server-cpu-ns/request" to $tmp/rps and a Go benchmark line to $tmp/lines.
 run() {
-	eval "u=\$url_$1"
-	eval "p=\$pid_$1"
-	t0=$(cpu_ticks "$p")
+	eval "u=\$url_$1 p=\$pid_$1"
 	h=$(case_header "$2")
-	if [ -n "$h" ]; then
-		set -- "$@" -H "$h"
-	fi
+	t0=$(cpu_ticks "$p")
 	res=$(timeout $((DURATION + 20)) wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" \
-		-s "$tmp/report.lua" ${4:+"$4"} ${5:+"$5"} "$u/$2" | sed -n 's/^PT //p')
+		-s "$tmp/report.lua" ${h:+-H} ${h:+"$h"} "$u/$2" | sed -n 's/^PT //p')
 	t1=$(cpu_ticks "$p")
 	if [ -z "$res" ]; then
 		echo "bench-passthru: wrk failed for $1 /$2" >&2
@@ -177,13 +176,52 @@ run() {
 		exit 1
 	fi
 	rps=$(awk -v n="$nreq" -v s="$secs" 'BEGIN { printf "%.1f", n / s }')
-	cpuns=$(awk -v n="$nreq" -v t=$((t1 - t0)) -v hz="$hz" 'BEGIN { printf "%.0f", n ? t * 1e9 / hz / n : 0 }')
+	cpuns=$(awk -v n="$nreq" -v t=$((t1 - t0)) -v hz="$hz" \
+		'BEGIN { printf "%.0f", n ? t * 1e9 / hz / n : 0 }')
 	echo "$2 $1 $3 $rps $cpuns" >>"$tmp/rps"
 	awk -v c="$2" -v m="$1" -v cpu="$ncpu" -v n="$nreq" -v s="$secs" -v b="$bytes" \
 		-v w="$(cat "$tmp/wire.$1.$2")" -v cpuns="$cpuns" 'BEGIN {
 		fmt = "BenchmarkE2E_Passthru_%s/%s-%s %10d %12.0f ns/op %10.2f MB/s %8d wire-B/op"
-		printf fmt " %8d server-cpu-ns/op\n", c, m, cpu, n, n ? s * 1e9 / n : 0, b / s / 1e6,
-			w, cpuns }' >>"$tmp/lines"
+		printf fmt " %8d server-cpu-ns/op\n", c, m, cpu, n, n ? s * 1e9 / n : 0,
+			b / s / 1e6, w, cpuns }' >>"$tmp/lines"
+}
+
+# summary: per case, the medians of each server's req/s and CPU per
+# request, and of the per-round ratios mhdgz/plain (the verdict's figure).
+summary() {
+	report "#  case     client                plain-req/s  mhdgz-req/s  ratio  target  verdict   per round  server CPU us/req: plain mhdgz"
+	for c in $CASES; do
+		case $c in
+		fresh) client="no Accept-Encoding" target=0.97 ;;
+		reused) client="Accept-Encoding:gzip" target=0.95 ;;
+		*) client="Accept-Encoding:gzip" target=0.97 ;;
+		esac
+		line=$(awk -v c="$c" -v t="$target" -v cl="$client" '
+			function median(a, n,    i, j, x) {
+				for (i = 2; i <= n; i++)
+					for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+						x = a[j]; a[j] = a[j - 1]; a[j - 1] = x
+					}
+				return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+			}
+			$1 == c && $2 == "plain" { p[$3] = $4; pc[$3] = $5 }
+			$1 == c && $2 == "mhdgz" { m[$3] = $4; mc[$3] = $5 }
+			END {
+				n = 0
+				for (r = 1; (r in p); r++) {
+					n++
+					pv[n] = p[r]; mv[n] = m[r]; rv[n] = m[r] / p[r]
+					pcv[n] = pc[r]; mcv[n] = mc[r]
+					rs = rs sprintf("%s%.2f", n > 1 ? " " : "", m[r] / p[r])
+				}
+				ratio = median(rv, n)
+				printf "  /%-7s %-20s %12.0f %12.0f %6.3f  >= %s  %-8s (%s)  %12.1f %6.1f\n",
+					c, cl, median(pv, n), median(mv, n), ratio, t,
+					(ratio >= t ? "met" : "not met"), rs, median(pcv, n) / 1000,
+					median(mcv, n) / 1000
+			}' "$tmp/rps")
+		report "$line"
+	done
 }
 
 [ -n "$OUTFILE" ] && : >"$OUTFILE"
@@ -205,7 +243,7 @@ check mhdgz off "" ""
 check mhdgz reused gzip "Accept-Encoding"
 
 report "# bench-passthru: $BIN --threads $SRV_THREADS, --plain (libmicrohttpd alone) against mhdgz (default options)"
-report "# wrk -t$THREADS -c$CONNS -d${DURATION}s, keep-alive, $ROUNDS interleaved rounds; $(uname -m), $ncpu CPUs"
+report "# wrk -t$THREADS -c$CONNS -d${DURATION}s, keep-alive, one server at a time, $ROUNDS interleaved rounds; $(uname -m), $ncpu CPUs"
 report "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(uptime | sed 's/^ *//')"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
@@ -221,43 +259,9 @@ while [ "$r" -le "$ROUNDS" ]; do
 	r=$((r + 1))
 done
 
-report "# case     client                plain-req/s  mhdgz-req/s  ratio  target  verdict   per round           server CPU us/req plain mhdgz ratio"
-for c in $CASES; do
-	case $c in
-	fresh) client="no Accept-Encoding" target=0.97 ;;
-	reused) client="Accept-Encoding:gzip" target=0.95 ;;
-	*) client="Accept-Encoding:gzip" target=0.97 ;;
-	esac
-	# Medians of each server's req/s and CPU per request, and of the
-	# per-round ratios mhdgz/plain (the verdict's figure).
-	line=$(awk -v c="$c" -v t="$target" -v cl="$client" '
-		function median(a, n,    i, j, x) {
-			for (i = 2; i <= n; i++)
-				for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
-					x = a[j]; a[j] = a[j - 1]; a[j - 1] = x
-				}
-			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-		}
-		$1 == c && $2 == "plain" { p[$3] = $4; pc[$3] = $5 }
-		$1 == c && $2 == "mhdgz" { m[$3] = $4; mc[$3] = $5 }
-		END {
-			n = 0
-			for (r = 1; (r in p); r++) {
-				n++
-				pv[n] = p[r]; mv[n] = m[r]; rv[n] = m[r] / p[r]
-				pcv[n] = pc[r]; mcv[n] = mc[r]; cv[n] = pc[r] ? mc[r] / pc[r] : 0
-				rs = rs sprintf("%s%.2f", n > 1 ? " " : "", m[r] / p[r])
-			}
-			ratio = median(rv, n)
-			printf "  /%-7s %-20s %12.0f %12.0f %6.3f  >= %s  %-8s (%s)  %17.1f %6.1f %5.2f\n",
-				c, cl, median(pv, n), median(mv, n), ratio, t,
-				(ratio >= t ? "met" : "not met"), rs, median(pcv, n) / 1000,
-				median(mcv, n) / 1000, median(cv, n)
-		}' "$tmp/rps")
-	report "$line"
-done
-report "# ratio = median of the per-round ratios mhdgz/plain req/s; server CPU = the server process's user+system time per request (median; its ratio mhdgz/plain, lower is better)"
-report "# client and servers share the machine: on a shared 2-CPU machine the wall-time ratios are indicative"
+summary
+report "# ratio = median of the per-round ratios mhdgz/plain req/s; server CPU = the server process's user+system time per request (median)"
+report "# client and servers share the machine: on a shared 2-CPU machine the wall-time ratios are indicative (make bench-passthru-ir counts instructions)"
 while IFS= read -r l; do report "$l"; done <"$tmp/lines"
-report "# ns/op = wall time / requests at $CONNS connections; MB/s = bytes read by wrk; wire-B/op = one response as curl saw it"
+report "# ns/op = wall time / requests at the run's connections; MB/s = bytes read by wrk; wire-B/op = one response as curl saw it"
 report "# $(uptime | sed 's/^ *//')"

@@ -62,7 +62,7 @@ count() {
 		printf 'url = "%s%s"\noutput = "/dev/null"\n' "$url" "$c" >>"$tmp/curlcfg"
 		i=$((i + 1))
 	done
-	curl -s -H "$hdr" -K "$tmp/curlcfg"
+	curl -s -H "$hdr" -K "$tmp/curlcfg" || : # the count below shows a failure
 	kill -TERM $spid
 	wait $spid || :
 	sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/tool"
@@ -71,6 +71,10 @@ count() {
 per_request() { # CASE [--plain]
 	a=$(count "$1" "$N1" ${2:+"$2"})
 	b=$(count "$1" "$N2" ${2:+"$2"})
+	if [ -z "$a" ] || [ -z "$b" ]; then
+		echo "passthru-ir: no instruction count for /$1 ${2:-}" >&2
+		exit 1
+	fi
 	awk -v a="$a" -v b="$b" -v n=$((N2 - N1)) 'BEGIN { printf "%.0f", (b - a) / n }'
 }
 
