@@ -77,6 +77,7 @@ trap 'cleanup; exit 1' HUP INT PIPE TERM
 start() {
 	mode=$1
 	shift
+	: >"$tmp/$mode.out"
 	"$BIN" --port 0 --threads "$SRV_THREADS" "$@" >"$tmp/$mode.out" 2>"$tmp/$mode.err" &
 	eval "pid_$mode=\$!"
 	i=0

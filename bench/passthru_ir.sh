@@ -64,6 +64,12 @@ count() {
 	done
 	curl -s -H "$hdr" -K "$tmp/curlcfg" || : # the count below shows a failure
 	kill -TERM $spid
+	i=0
+	while kill -0 $spid 2>/dev/null && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill -KILL $spid 2>/dev/null || : # then no count: reported below
 	wait $spid || :
 	sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/tool"
 }

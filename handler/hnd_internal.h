@@ -162,6 +162,26 @@ void hnd_typelist_fini(struct hnd_typelist *tl);
 /* Does the media type (type/subtype, no parameters) at mt[0..len) match? */
 bool hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len);
 
+/* Longest media type lowercased on the stack for the lookup, in bytes; a
+ * longer one is matched by a case-insensitive scan of every pattern. */
+#ifndef HND_TYPE_LOWER_MAX
+#define HND_TYPE_LOWER_MAX 128
+#endif
+
+/* A media type prepared once for the lookups in several lists (the skip
+ * list, then the compress list): lowercased, hashed, its slash found. */
+struct hnd_mtype {
+	const char *mt; /* as given */
+	size_t len;
+	const char *slash; /* in lo when lowered, else in mt; NULL: none */
+	bool lowered;      /* len <= HND_TYPE_LOWER_MAX: lo and hash are set */
+	uint64_t hash;
+	char lo[HND_TYPE_LOWER_MAX];
+};
+void hnd_mtype_prep(struct hnd_mtype *m, const char *mt, size_t len);
+/* hnd_typelist_match of a prepared type. */
+bool hnd_typelist_match_prep(const struct hnd_typelist *tl, const struct hnd_mtype *m);
+
 extern const char *const hnd_default_compress_types[];
 extern const char *const hnd_default_skip_types[];
 

@@ -484,12 +484,6 @@ compile_pattern(const char *src, struct hnd_pattern *p)
 	return 0;
 }
 
-/* Longest media type the lookup lowercases on the stack, in bytes; a
- * longer one is matched by a scan of every pattern (typelist_scan). */
-#ifndef HND_TYPE_LOWER_MAX
-#define HND_TYPE_LOWER_MAX 128
-#endif
-
 /* ASCII lowercase of the eight bytes in w at once: 'A'..'Z' gain 0x20,
  * every other byte (non-ASCII ones included) stays. Per byte, its low
  * seven bits plus 0x3f (0x25) carry into bit 7 when they are at least 'A'
@@ -663,33 +657,43 @@ typelist_scan(const struct hnd_typelist *tl, const char *mt, size_t len, const c
 	return false;
 }
 
-bool
-hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
+void
+hnd_mtype_prep(struct hnd_mtype *m, const char *mt, size_t len)
 {
-	char lo[HND_TYPE_LOWER_MAX];
-	const char *slash;
-	size_t i, k;
-
-	if (len > sizeof lo) {
-		slash = memchr(mt, '/', len);
-		return slash && typelist_scan(tl, mt, len, slash);
-	}
+	m->mt = mt;
+	m->len = len;
+	m->slash = memchr(mt, '/', len);
+	m->lowered = len <= sizeof m->lo;
+	if (!m->lowered)
+		return;
 	/* Lowercased once, the type is compared bytewise with the patterns
-	 * (lowercase since compile_pattern): an EXACT one is found by its
-	 * hash, and matches only a type with its one slash. */
-	lower_copy(lo, mt, len);
-	if (tl->nslots > 0) {
-		uint64_t h = type_hash(lo, len);
+	 * (lowercase since compile_pattern). */
+	lower_copy(m->lo, mt, len);
+	m->hash = type_hash(m->lo, len);
+	if (m->slash)
+		m->slash = m->lo + (m->slash - mt);
+}
 
-		for (k = h & (tl->nslots - 1); tl->slot[k]; k = (k + 1) & (tl->nslots - 1)) {
+bool
+hnd_typelist_match_prep(const struct hnd_typelist *tl, const struct hnd_mtype *m)
+{
+	const char *lo = m->lo, *slash = m->slash;
+	size_t i, k, len = m->len;
+
+	if (!slash)
+		return false;
+	if (!m->lowered)
+		return typelist_scan(tl, m->mt, len, slash);
+	/* An EXACT pattern is found by its hash (and matches only a type
+	 * with its one slash); the others are few and tried in turn. */
+	if (tl->nslots > 0) {
+		for (k = m->hash & (tl->nslots - 1); tl->slot[k]; k = (k + 1) & (tl->nslots - 1)) {
 			const struct hnd_pattern *p = &tl->pat[tl->slot[k] - 1];
 
-			if (p->hash == h && p->len == len && memcmp(lo, p->text, len) == 0)
+			if (p->hash == m->hash && p->len == len && memcmp(lo, p->text, len) == 0)
 				return true;
 		}
 	}
-	if (tl->nwild == 0 || !(slash = memchr(lo, '/', len)))
-		return false;
 	for (i = 0; i < tl->nwild; i++) {
 		const struct hnd_pattern *p = &tl->pat[tl->wild[i]];
 		switch (p->kind) {
@@ -708,6 +712,15 @@ hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
 		}
 	}
 	return false;
+}
+
+bool
+hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
+{
+	struct hnd_mtype m;
+
+	hnd_mtype_prep(&m, mt, len);
+	return hnd_typelist_match_prep(tl, &m);
 }
 
 /* ------------------------------------------------------------------------ */
