@@ -28,7 +28,7 @@ static bool
 type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_t *sniff,
 		  size_t sniff_len)
 {
-	const char *mt;
+	const char *mt = NULL;
 	size_t len = 0;
 	struct hnd_mtype m;
 
