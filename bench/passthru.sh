@@ -3,7 +3,7 @@
 #
 # Usage: bench/passthru.sh [PASSTHRU_BIN [OUTFILE]]
 #   PASSTHRU_BIN  the bench/passthru server (default bench/passthru)
-#   OUTFILE       also write the report there
+#   OUTFILE       also append the report there (bench/e2e.sh can pass its own)
 # Environment (all optional):
 #   PASSTHRU_ROUNDS          interleaved rounds (default 3)
 #   PASSTHRU_DURATION        seconds per wrk run (default 2); 4 cases x 2
@@ -225,7 +225,6 @@ summary() {
 	done
 }
 
-[ -n "$OUTFILE" ] && : >"$OUTFILE"
 ncpu=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
 : >"$tmp/rps"
