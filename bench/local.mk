@@ -1,4 +1,4 @@
-# bench/local.mk: the GzipHandler benchmarks, make bench (then bench/verdict.sh), bench-full, bench-e2e, bench-ir (included by the top-level Makefile.am; paths are from the top).
+# bench/local.mk: the GzipHandler benchmarks, make bench (then bench/verdict.sh), bench-full, bench-e2e, bench-passthru(-ir), bench-ir (included by the top-level Makefile.am; paths are from the top).
 # --- bench/: the GzipHandler benchmarks, never part of make check ----------
 # bench_handler links the convenience libraries (not the installed library)
 # to reach the raw backend interface for its reference rows; bh_alloc.c
@@ -13,9 +13,17 @@ bench_bench_handler_CPPFLAGS = $(HND_CPPFLAGS) -I$(top_srcdir)/examples/payload 
 bench_bench_handler_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(tests_dec_cflags)
 bench_bench_handler_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la $(MHD_LIBS) \
 	$(tests_dec_libs)
+# passthru: one server whose in-memory responses go through libmicrohttpd
+# alone (--plain) or through mhdgz (make bench-passthru, issue 16). Links
+# the installed library, as an application does.
+noinst_PROGRAMS += bench/passthru
+bench_passthru_SOURCES = bench/passthru.c
+bench_passthru_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/examples/payload
+bench_passthru_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS)
+bench_passthru_LDADD = handler/libmhdgz.la examples/payload/libpayload.la $(MHD_LIBS)
 EXTRA_DIST += tests/dict/jquery-3.7.0.min.js tests/dict/jquery-3.7.1.min.js \
 	tests/dict/LICENSE.txt tests/dict/README.md
-EXTRA_DIST += bench/e2e.sh bench/fileprof.sh bench/ircount.sh bench/verdict.sh bench/README.md bench/compare.sh \
+EXTRA_DIST += bench/e2e.sh bench/passthru.sh bench/passthru_ir.sh bench/fileprof.sh bench/ircount.sh bench/verdict.sh bench/README.md bench/compare.sh \
 	bench/compare/outbytes.go bench/compare.svg
 
 # make bench: the default rows in 1-2 minutes on 2 cores; make bench-full:
@@ -24,7 +32,7 @@ EXTRA_DIST += bench/e2e.sh bench/fileprof.sh bench/ircount.sh bench/verdict.sh b
 BENCH_FLAGS = --count 5 --benchtime 0.2s
 BENCH_FULL_FLAGS = --count 3 --benchtime 0.5s
 BENCH_STAMP = $$(date +%Y%m%d-%H%M%S)
-.PHONY: bench bench-full bench-e2e bench-ir bench-compare bench-files
+.PHONY: bench bench-full bench-e2e bench-passthru bench-passthru-ir bench-ir bench-compare bench-files
 # The program prints measurements only; bench/verdict.sh reads its output
 # file and prints the comparisons and the targets' verdicts.
 bench: bench/bench_handler
@@ -40,6 +48,14 @@ bench-full: bench/bench_handler
 bench-e2e: examples/gzserve/gzserve
 	@$(MKDIR_P) bench/results
 	$(SHELL) $(top_srcdir)/bench/e2e.sh examples/gzserve/gzserve bench/results/bench-e2e-$(BENCH_STAMP).txt
+# Pass-through against plain libmicrohttpd: bench/passthru --plain and
+# bench/passthru (mhdgz) side by side under wrk, interleaved, as ratios.
+bench-passthru: bench/passthru
+	@$(MKDIR_P) bench/results
+	$(SHELL) $(top_srcdir)/bench/passthru.sh bench/passthru bench/results/bench-passthru-$(BENCH_STAMP).txt
+# The same cases under callgrind: instructions per request, load-independent.
+bench-passthru-ir: bench/passthru
+	$(SHELL) $(top_srcdir)/bench/passthru_ir.sh bench/passthru
 # gzserve --root per request, load-independent: system calls (strace) and
 # instructions (callgrind), identity at 2k, then gzip with the file cache
 # off and on (bench/fileprof.sh).

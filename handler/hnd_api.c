@@ -220,8 +220,7 @@ handle_destroy(struct mhdgz *gz)
 		gz_pool_free(gz->coder[k].stream_pool);
 		gz_pool_free(gz->coder[k].pool);
 	}
-	if (gz->table.bucket)
-		hnd_table_fini(&gz->table);
+	hnd_table_fini(&gz->table);
 	if (gz->memo_ready)
 		hnd_memo_fini(&gz->memo);
 	gz_pool_free(gz->event_pool);

@@ -28,8 +28,9 @@ static bool
 type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_t *sniff,
 		  size_t sniff_len)
 {
-	const char *mt;
+	const char *mt = NULL;
 	size_t len = 0;
+	struct hnd_mtype m;
 
 	if (content_type)
 		mt = hnd_media_type(content_type, &len);
@@ -39,9 +40,10 @@ type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_
 		mt = "text/plain";
 		len = sizeof "text/plain" - 1;
 	}
-	if (hnd_typelist_match(&gz->skip_types, mt, len))
+	hnd_mtype_prep(&m, mt, len); /* once for both lists */
+	if (hnd_typelist_match_prep(&gz->skip_types, &m))
 		return false;
-	return hnd_typelist_match(&gz->compress_types, mt, len);
+	return hnd_typelist_match_prep(&gz->compress_types, &m);
 }
 
 /*

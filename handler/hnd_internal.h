@@ -119,6 +119,16 @@ struct hnd_stripe {
 } __attribute__((aligned(64)));
 
 void hnd_count(struct mhdgz *gz, enum hnd_counter which, uint64_t n);
+/* The calling thread's stripe of gz's counters, for several counts in a
+ * row (hnd_count finds it in thread-local storage each time, which in a
+ * shared library is a call). */
+struct hnd_stripe *hnd_stripe_of(struct mhdgz *gz);
+static inline void
+hnd_count_in(struct hnd_stripe *st, enum hnd_counter which, uint64_t n)
+{
+	if (n) /* a zero add would still take the cache line */
+		atomic_fetch_add_explicit(&st->c[which], n, memory_order_relaxed);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Media type lists                                                          */
@@ -135,17 +145,47 @@ struct hnd_pattern {
 	enum hnd_pat_kind kind;
 	char *text; /* EXACT: "type/subtype"; TYPE: "type"; SUFFIX: "+suffix" */
 	size_t len;
+	uint64_t hash; /* of text, ignoring ASCII case (hnd_negotiate.c) */
 };
 
 struct hnd_typelist {
 	struct hnd_pattern *pat;
 	size_t count;
+	/* The EXACT patterns by a hash of their text (open addressing, linear
+	 * probing): an index into pat plus 1, 0 for an empty slot; nslots is a
+	 * power of two above twice their number (0: none). A media type then
+	 * costs one hash and a probe or two instead of a compare per pattern;
+	 * the others (TYPE, SUFFIX, ANY), a few, are scanned from wild. */
+	uint32_t *slot;
+	size_t nslots;
+	uint32_t *wild;
+	size_t nwild;
 };
 
 int hnd_typelist_init(struct hnd_typelist *tl, const char *const *patterns);
 void hnd_typelist_fini(struct hnd_typelist *tl);
 /* Does the media type (type/subtype, no parameters) at mt[0..len) match? */
 bool hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len);
+
+/* Longest media type lowercased on the stack for the lookup, in bytes; a
+ * longer one is matched by a case-insensitive scan of every pattern. */
+#ifndef HND_TYPE_LOWER_MAX
+#define HND_TYPE_LOWER_MAX 128
+#endif
+
+/* A media type prepared once for the lookups in several lists (the skip
+ * list, then the compress list): lowercased, hashed, its slash found. */
+struct hnd_mtype {
+	const char *mt; /* as given */
+	size_t len;
+	const char *slash; /* in lo when lowered, else in mt; NULL: none */
+	bool lowered;      /* len <= HND_TYPE_LOWER_MAX: lo and hash are set */
+	uint64_t hash;
+	char lo[HND_TYPE_LOWER_MAX];
+};
+void hnd_mtype_prep(struct hnd_mtype *m, const char *mt, size_t len);
+/* hnd_typelist_match of a prepared type. */
+bool hnd_typelist_match_prep(const struct hnd_typelist *tl, const struct hnd_mtype *m);
 
 extern const char *const hnd_default_compress_types[];
 extern const char *const hnd_default_skip_types[];
@@ -159,12 +199,26 @@ struct hnd_accept;
 struct hnd_facts;
 struct hnd_body;
 
-struct hnd_table {
-	/* Maps a struct MHD_Response * to its entry. */
+/* Shards of the response table, each with its own lock: a thread pool
+ * creating and freeing a response per request takes the table's lock three
+ * times per response (insert, lookup, remove), and one lock for all would
+ * bounce between the cores. A power of two. */
+#ifndef HND_TABLE_SHARDS
+#define HND_TABLE_SHARDS 16
+#endif
+
+struct hnd_table_shard {
 	pthread_mutex_t lock;
 	struct hnd_entry **bucket;
 	size_t nbuckets; /* power of two */
 	size_t count;
+} __attribute__((aligned(64)));
+
+struct hnd_table {
+	/* Maps a struct MHD_Response * to its entry: the shard by the top
+	 * bits of the pointer's hash, the bucket by lower ones. */
+	struct hnd_table_shard shard[HND_TABLE_SHARDS];
+	bool ready; /* hnd_table_init succeeded */
 };
 
 /* hnd_table.c. The table does not hold references: an entry leaves it in
@@ -179,6 +233,8 @@ void hnd_table_insert(struct hnd_table *t, struct hnd_entry *e);
 void hnd_table_remove(struct hnd_table *t, struct hnd_entry *e);
 /* The entry of a response created by this handle, or NULL. */
 struct hnd_entry *hnd_table_lookup(struct hnd_table *t, const struct MHD_Response *r);
+/* Entries in the table now (tests). */
+size_t hnd_table_count(struct hnd_table *t);
 
 /* hnd_memo.c: gzip lengths by strong ETag (see there). Slots of the
  * table, and the longest ETag remembered, in bytes. */
@@ -405,7 +461,7 @@ struct hnd_entry {
 	int fd;
 	uint64_t offset;
 
-	pthread_mutex_t read_lock; /* HND_CALLBACK, HND_PIPE: one read at a time */
+	pthread_mutex_t read_lock; /* HND_CALLBACK, HND_PIPE only: one read at a time */
 	pthread_mutex_t lock;      /* guards everything below */
 	bool opt_out;
 	bool low_latency;

@@ -89,12 +89,13 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	struct hnd_request rq_padded;
 	bool dcz_release; /* hnd_dcz_select made a per-request response */
 	char vary_buf[256], *vary_heap = NULL;
+	struct hnd_stripe *st = hnd_stripe_of(gz);
 
 	*queue_ret = response;
 	res->body_nbytes = res->coded_nbytes = MHDGZ_NBYTES_UNKNOWN;
 	res->coding = GZ_CODING_GZIP;
 	res->dcz = false;
-	hnd_count(gz, HND_C_RESPONSES, 1);
+	hnd_count_in(st, HND_C_RESPONSES, 1);
 	e = hnd_table_lookup(&gz->table, response);
 	if (!e) {
 		d.reason = MHDGZ_SKIP_UNTRACKED;
@@ -333,31 +334,35 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	pthread_mutex_unlock(&e->lock);
 	hnd_prefix_fini(&pre); /* unless it moved into what was queued */
 	gz_free(vary_heap);
-	hnd_count(gz, HND_C_BYTES_IN, in_len);
-	hnd_count(gz, HND_C_BYTES_OUT, out_len);
+	hnd_count_in(st, HND_C_BYTES_IN, in_len);
+	hnd_count_in(st, HND_C_BYTES_OUT, out_len);
 	if (d.reason == MHDGZ_COMPRESSED) {
-		hnd_count(gz, HND_C_COMPRESSED, 1);
-		hnd_count(gz, HND_C_CODED0 + f.coding, 1);
+		hnd_count_in(st, HND_C_COMPRESSED, 1);
+		hnd_count_in(st, HND_C_CODED0 + f.coding, 1);
 		res->coding = f.coding;
 	}
 	if (d.reason == MHDGZ_COMPRESSED && padded)
-		hnd_count(gz, HND_C_PADDED, 1);
+		hnd_count_in(st, HND_C_PADDED, 1);
 done:
-	hnd_count(gz, HND_C_REASON0 + d.reason, 1);
+	hnd_count_in(st, HND_C_REASON0 + d.reason, 1);
 	res->reason = d.reason;
 	return release;
 }
 
-/* Parse every Accept-Encoding line as libmicrohttpd hands them over. */
+/* Parse every Accept-Encoding line as libmicrohttpd hands them over; the
+ * name's length, which libmicrohttpd knows, rules out nearly every other
+ * field without a compare. */
 static enum MHD_Result
-accept_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+accept_iter(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size, const char *value,
+	    size_t value_size)
 {
 	struct hnd_accept *acc = cls;
 	struct hnd_accept one;
 	const char *lines[1] = { value };
 
-	(void)kind;
-	if (!value || strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_ENCODING) != 0)
+	(void)kind, (void)value_size;
+	if (!value || key_size != sizeof MHD_HTTP_HEADER_ACCEPT_ENCODING - 1 ||
+	    strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_ENCODING) != 0)
 		return MHD_YES;
 	hnd_accept_parse(lines, 1, &one);
 	acc->present = true;
@@ -403,7 +408,7 @@ mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, co
 	if (gz) {
 		rq.head = method && strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 		hnd_accept_parse(NULL, 0, &rq.acc);
-		MHD_get_connection_values(connection, MHD_HEADER_KIND, accept_iter, &rq.acc);
+		MHD_get_connection_values_n(connection, MHD_HEADER_KIND, accept_iter, &rq.acc);
 		rq.url = url;
 		if (url && atomic_load_explicit(&gz->dicts, memory_order_acquire)) {
 			rq.avail_dict = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,

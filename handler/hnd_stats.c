@@ -5,12 +5,18 @@
 static _Thread_local unsigned int hnd_stripe_id = ~0u;
 static atomic_uint hnd_stripe_next;
 
-void
-hnd_count(struct mhdgz *gz, enum hnd_counter which, uint64_t n)
+struct hnd_stripe *
+hnd_stripe_of(struct mhdgz *gz)
 {
 	if (hnd_stripe_id == ~0u)
 		hnd_stripe_id = atomic_fetch_add(&hnd_stripe_next, 1) % HND_STAT_STRIPES;
-	atomic_fetch_add_explicit(&gz->stats[hnd_stripe_id].c[which], n, memory_order_relaxed);
+	return &gz->stats[hnd_stripe_id];
+}
+
+void
+hnd_count(struct mhdgz *gz, enum hnd_counter which, uint64_t n)
+{
+	hnd_count_in(hnd_stripe_of(gz), which, n);
 }
 
 static uint64_t

@@ -1,60 +1,93 @@
 /* hnd_table.c: the response table (response pointer -> entry) and the lifetime of entries. */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "hnd_internal.h"
 
-/* First size of the response table (buckets, power of two). */
+/* First size of each shard of the response table (buckets, power of two). */
 #ifndef HND_TABLE_MIN
-#define HND_TABLE_MIN 64
+#define HND_TABLE_MIN 8
 #endif
 
-static size_t
-table_slot(const struct hnd_table *t, const void *key)
+static uint64_t
+table_hash(const void *key)
 {
-	uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ull;
-	return (size_t)(h >> 32) & (t->nbuckets - 1);
+	return (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ull;
+}
+
+static struct hnd_table_shard *
+table_shard(struct hnd_table *t, const void *key)
+{
+	return &t->shard[table_hash(key) >> 56 & (HND_TABLE_SHARDS - 1)];
+}
+
+static size_t
+table_slot(const struct hnd_table_shard *sh, const void *key)
+{
+	return (size_t)(table_hash(key) >> 24) & (sh->nbuckets - 1);
 }
 
 int
 hnd_table_init(struct hnd_table *t)
 {
-	t->bucket = gz_calloc(HND_TABLE_MIN, sizeof *t->bucket);
-	if (!t->bucket)
-		return MHDGZ_ENOMEM;
-	t->nbuckets = HND_TABLE_MIN;
-	t->count = 0;
-	if (pthread_mutex_init(&t->lock, NULL) != 0) {
-		gz_free(t->bucket);
-		return MHDGZ_ENOMEM;
+	size_t i;
+
+	memset(t, 0, sizeof *t);
+	for (i = 0; i < HND_TABLE_SHARDS; i++) {
+		struct hnd_table_shard *sh = &t->shard[i];
+
+		sh->bucket = gz_calloc(HND_TABLE_MIN, sizeof *sh->bucket);
+		if (!sh->bucket)
+			goto fail;
+		if (pthread_mutex_init(&sh->lock, NULL) != 0) {
+			gz_free(sh->bucket);
+			sh->bucket = NULL;
+			goto fail;
+		}
+		sh->nbuckets = HND_TABLE_MIN;
 	}
+	t->ready = true;
 	return 0;
+fail:
+	while (i-- > 0) {
+		pthread_mutex_destroy(&t->shard[i].lock);
+		gz_free(t->shard[i].bucket);
+	}
+	return MHDGZ_ENOMEM;
 }
 
 void
 hnd_table_fini(struct hnd_table *t)
 {
-	pthread_mutex_destroy(&t->lock);
-	gz_free(t->bucket);
-	t->bucket = NULL;
+	size_t i;
+
+	if (!t->ready)
+		return;
+	for (i = 0; i < HND_TABLE_SHARDS; i++) {
+		pthread_mutex_destroy(&t->shard[i].lock);
+		gz_free(t->shard[i].bucket);
+		t->shard[i].bucket = NULL;
+	}
+	t->ready = false;
 }
 
-/* Double the bucket array; on allocation failure keep the old one (longer
- * chains are slower, not wrong). Called with the lock held. */
+/* Double a shard's bucket array; on allocation failure keep the old one
+ * (longer chains are slower, not wrong). Called with its lock held. */
 static void
-table_grow(struct hnd_table *t)
+table_grow(struct hnd_table_shard *sh)
 {
-	size_t i, old_n = t->nbuckets;
-	struct hnd_entry **old = t->bucket, **nb = gz_calloc(old_n * 2, sizeof *nb);
+	size_t i, old_n = sh->nbuckets;
+	struct hnd_entry **old = sh->bucket, **nb = gz_calloc(old_n * 2, sizeof *nb);
 
 	if (!nb)
 		return;
-	t->bucket = nb;
-	t->nbuckets = old_n * 2;
+	sh->bucket = nb;
+	sh->nbuckets = old_n * 2;
 	for (i = 0; i < old_n; i++) {
 		struct hnd_entry *e = old[i], *next;
 		for (; e; e = next) {
-			size_t s = table_slot(t, e->response);
+			size_t s = table_slot(sh, e->response);
 			next = e->next;
 			e->next = nb[s];
 			nb[s] = e;
@@ -66,45 +99,61 @@ table_grow(struct hnd_table *t)
 void
 hnd_table_insert(struct hnd_table *t, struct hnd_entry *e)
 {
+	struct hnd_table_shard *sh = table_shard(t, e->response);
 	size_t s;
 
-	pthread_mutex_lock(&t->lock);
-	if (t->count >= t->nbuckets)
-		table_grow(t);
-	s = table_slot(t, e->response);
-	e->next = t->bucket[s];
-	t->bucket[s] = e;
-	t->count++;
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_lock(&sh->lock);
+	if (sh->count >= sh->nbuckets)
+		table_grow(sh);
+	s = table_slot(sh, e->response);
+	e->next = sh->bucket[s];
+	sh->bucket[s] = e;
+	sh->count++;
+	pthread_mutex_unlock(&sh->lock);
 }
 
 void
 hnd_table_remove(struct hnd_table *t, struct hnd_entry *e)
 {
+	struct hnd_table_shard *sh = table_shard(t, e->response);
 	struct hnd_entry **pp;
 
-	pthread_mutex_lock(&t->lock);
-	for (pp = &t->bucket[table_slot(t, e->response)]; *pp; pp = &(*pp)->next) {
+	pthread_mutex_lock(&sh->lock);
+	for (pp = &sh->bucket[table_slot(sh, e->response)]; *pp; pp = &(*pp)->next) {
 		if (*pp == e) {
 			*pp = e->next;
-			t->count--;
+			sh->count--;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&sh->lock);
 }
 
 struct hnd_entry *
 hnd_table_lookup(struct hnd_table *t, const struct MHD_Response *r)
 {
+	struct hnd_table_shard *sh = table_shard(t, r);
 	struct hnd_entry *e;
 
-	pthread_mutex_lock(&t->lock);
-	for (e = t->bucket[table_slot(t, r)]; e; e = e->next)
+	pthread_mutex_lock(&sh->lock);
+	for (e = sh->bucket[table_slot(sh, r)]; e; e = e->next)
 		if (e->response == r)
 			break;
-	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&sh->lock);
 	return e;
+}
+
+size_t
+hnd_table_count(struct hnd_table *t)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < HND_TABLE_SHARDS; i++) {
+		pthread_mutex_lock(&t->shard[i].lock);
+		n += t->shard[i].count;
+		pthread_mutex_unlock(&t->shard[i].lock);
+	}
+	return n;
 }
 
 void
@@ -132,7 +181,8 @@ hnd_entry_free(struct hnd_entry *e)
 		e->crfc(e->crc_cls);
 	if ((e->kind == HND_FD || e->kind == HND_PIPE) && e->fd >= 0)
 		close(e->fd);
-	pthread_mutex_destroy(&e->read_lock);
+	if (e->kind == HND_CALLBACK || e->kind == HND_PIPE)
+		pthread_mutex_destroy(&e->read_lock);
 	pthread_mutex_destroy(&e->lock);
 	gz = e->gz;
 	gz_free(e);
@@ -170,7 +220,11 @@ hnd_entry_new(struct mhdgz *gz, enum hnd_kind kind)
 		gz_free(e);
 		return NULL;
 	}
-	if (pthread_mutex_init(&e->read_lock, NULL) != 0) {
+	/* Only readers of the application's (a callback, a pipe) take
+	 * read_lock: a buffer or file response, one per request in most
+	 * servers, does not pay for it. */
+	if ((kind == HND_CALLBACK || kind == HND_PIPE) &&
+	    pthread_mutex_init(&e->read_lock, NULL) != 0) {
 		pthread_mutex_destroy(&e->lock);
 		gz_free(e);
 		return NULL;

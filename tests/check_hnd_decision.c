@@ -279,11 +279,16 @@ START_TEST(test_content_types_default)
 }
 END_TEST
 
+/* 140 bytes of a subtype: a media type longer than the 128 bytes the
+ * lookup lowercases on the stack (HND_TYPE_LOWER_MAX) takes the scan. */
+#define LONG_SUB "x-" TEN TEN TEN TEN TEN TEN TEN TEN TEN TEN TEN TEN TEN "abcdefgh"
+#define TEN "aAaAaAaAaA"
+
 /* Replaced lists with wildcards; the skip list is checked first. */
 START_TEST(test_content_types_custom)
 {
 	static const char *const compress[] = { "text/*", "*/*+json", "application/x-custom",
-						NULL };
+						"application/" LONG_SUB, NULL };
 	static const char *const skip[] = { "text/csv", "application/problem+json", NULL };
 	static const struct type_case tc[] = {
 		{ "text/plain", 1 },
@@ -293,7 +298,14 @@ START_TEST(test_content_types_custom)
 		{ "application/vnd.api+json", 1 },
 		{ "application/problem+json", 0 },
 		{ "application/x-custom", 1 },
+		{ "Application/X-CUSTOM", 1 },
 		{ "application/x-custom2", 0 },
+		{ "application/x-custo", 0 },
+		{ "APPLICATION/" LONG_SUB, 1 },
+		{ "application/" LONG_SUB "; q=1", 1 },
+		{ "application/" LONG_SUB "i", 0 },
+		{ "text/" LONG_SUB, 1 },
+		{ "image/" LONG_SUB "+JSON", 1 },
 		{ "application/json", 0 }, /* not in the replaced list */
 		{ "application/javascript", 0 },
 		{ "image/svg+xml", 0 },

@@ -571,7 +571,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				 "the gzip variant was not reused");
 	}
 	MHD_destroy_response(r);
-	FZ_CHECK(gz->table.count == 0, "%zu entries left in the response table", gz->table.count);
+	FZ_CHECK(hnd_table_count(&gz->table) == 0, "%zu entries left in the response table",
+		 hnd_table_count(&gz->table));
 	free(body);
 	free(buf);
 	return 0;
