@@ -45,9 +45,13 @@ bench-full: bench/bench_handler
 	out=bench/results/bench-full-$(BENCH_STAMP).txt; \
 	bench/bench_handler --full $(BENCH_FULL_FLAGS) --out $$out && \
 	$(SHELL) $(top_srcdir)/bench/verdict.sh $$out
-bench-e2e: examples/gzserve/gzserve
+# gzserve beside nginx (bench/e2e.sh), then the pass-through cases
+# against plain libmicrohttpd (bench/passthru.sh), into one report.
+bench-e2e: examples/gzserve/gzserve bench/passthru
 	@$(MKDIR_P) bench/results
-	$(SHELL) $(top_srcdir)/bench/e2e.sh examples/gzserve/gzserve bench/results/bench-e2e-$(BENCH_STAMP).txt
+	out=bench/results/bench-e2e-$(BENCH_STAMP).txt; \
+	$(SHELL) $(top_srcdir)/bench/e2e.sh examples/gzserve/gzserve $$out && \
+	$(SHELL) $(top_srcdir)/bench/passthru.sh bench/passthru $$out
 # Pass-through against plain libmicrohttpd: bench/passthru --plain and
 # bench/passthru (mhdgz) side by side under wrk, interleaved, as ratios.
 bench-passthru: bench/passthru

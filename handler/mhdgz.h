@@ -910,7 +910,7 @@ MHDGZ_API struct MHD_Response *mhdgz_response_from_callback(struct mhdgz *gz, ui
 
 /**
  * Same as MHD_create_response_from_fd_at_offset64(): a file body. The
- * identity GET of a file up to 128 KiB is read (pread()) into a buffer
+ * identity GET of a file up to 64 KiB is read (pread()) into a buffer
  * response at each queue, so libmicrohttpd sends its header and body in
  * one sendmsg() (libmicrohttpd 0.9.75 sends the header of an fd response
  * in a segment of its own); a larger file, a HEAD, or a file that turns

@@ -196,8 +196,8 @@ gz_zlib_deflate_buf(z_stream *zs, const void *in, size_t in_len, void *out, size
  * 0, or nonzero when the full-size stream must do it (the small stream
  * could not be made or rewound, or its output did not fit). */
 static int
-gz_zlib_compress_small(struct gz_zlib *z, const void *in, size_t in_len, void *out,
-		       size_t out_cap, size_t *out_len_ret)
+gz_zlib_compress_small(struct gz_zlib *z, const void *in, size_t in_len, void *out, size_t out_cap,
+		       size_t *out_len_ret)
 {
 	int rc;
 

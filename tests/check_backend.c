@@ -477,10 +477,12 @@ START_TEST(test_zlib_small_bodies)
 						      small ? 5 : 8, &ref_len);
 
 			ck_assert_ptr_nonnull(out);
-			ck_assert_int_eq(c->be->compress(c, body, lens[i], out, bound, &out_len), 0);
+			ck_assert_int_eq(c->be->compress(c, body, lens[i], out, bound, &out_len),
+					 0);
 			ck_assert_msg(out_len == ref_len && memcmp(out, ref, ref_len) == 0,
-				      "level %d, %zu bytes: %zu bytes, zlib (%d, %d) gives %zu", level,
-				      lens[i], out_len, small ? 12 : 15, small ? 5 : 8, ref_len);
+				      "level %d, %zu bytes: %zu bytes, zlib (%d, %d) gives %zu",
+				      level, lens[i], out_len, small ? 12 : 15, small ? 5 : 8,
+				      ref_len);
 			free(out);
 			free(ref);
 		}
