@@ -115,12 +115,15 @@ route(struct th_server *s, struct MHD_Connection *c, const char *url, const char
 	if (strcmp(url, "/file") == 0 || strcmp(url, "/big") == 0 || strcmp(url, "/small") == 0) {
 		int fd = dup(f->fd);
 		ck_assert_int_ge(fd, 0);
-		/* Ownership of fd passes to the library, on failure too. */
+		/* Ownership of fd passes to the response; on failure (NULL) it
+		 * stays ours, as with libmicrohttpd (mhdgz.h). */
 		r = mhdgz_response_from_fd(s->gz,
 					   strcmp(url, "/file") == 0  ? FILE_LEN
 					   : strcmp(url, "/big") == 0 ? BIG_LEN
 								      : SMALL_LEN,
 					   fd);
+		if (!r)
+			close(fd);
 	} else if (strcmp(url, "/buf") == 0) {
 		r = mhdgz_response_from_buffer(s->gz, BUF_LEN, f->data, MHD_RESPMEM_PERSISTENT);
 		type = "text/html; charset=utf-8";
