@@ -336,7 +336,7 @@ cpid=$!
 sleep 1.5
 tl_stop "$DEMO_PID"
 wait "$cpid"
-eq "SIGTERM with /events in flight: exit 0" "$STOP_RC" 0
+tl_exit_ok "SIGTERM with /events in flight: exit 0"
 eq "the in-flight /events completed cleanly (curl exit 0)" "$(cat "$T/term.rc")" 0
 check "the in-flight /events got its events" grep -q '^data: {"n":1,' "$T/term.body"
 check "stopped server refuses connections" \
@@ -358,7 +358,7 @@ if start suffix --etag suffix --backend zlib --level 9 --quiet; then
 	check "--backend zlib --level 9: body inflates" cmp -s "$T/sx.gunz" "$T/p20k.id.body"
 	check "--quiet: no access log" test ! -s "$T/suffix.err"
 	tl_stop "$PID"
-	eq "--etag suffix server: SIGTERM exit 0" "$STOP_RC" 0
+	tl_exit_ok "--etag suffix server: SIGTERM exit 0"
 else
 	nok "--etag suffix server starts" "see stderr"
 fi
@@ -368,7 +368,7 @@ if start nocomp --no-compress; then
 	eq "--no-compress: identity to a gzip client" \
 		"$(hdr "$T/nc.h" Content-Encoding)|$(size "$T/nc.body")" "|102400"
 	tl_stop "$PID"
-	eq "--no-compress server: SIGTERM exit 0" "$STOP_RC" 0
+	tl_exit_ok "--no-compress server: SIGTERM exit 0"
 else
 	nok "--no-compress server starts" "see stderr"
 fi
@@ -405,7 +405,7 @@ if start cache --root "$T/croot" --cache-size 1048576 --quiet; then
 		"$([ "$(hdr "$T/cA.h" ETag)" != "$(hdr "$T/cB.h" ETag)" ] && echo new)|$(hdr "$T/cBh.h" Content-Length)" \
 		"new|$(size "$T/cB.body")"
 	tl_stop "$PID"
-	eq "--cache-size server: SIGTERM exit 0" "$STOP_RC" 0
+	tl_exit_ok "--cache-size server: SIGTERM exit 0"
 else
 	nok "--cache-size server starts" "see stderr"
 fi
@@ -424,7 +424,7 @@ if start lh --length-hiding 100 --quiet; then
 	fetch lhs "$BASE/stats"
 	check "--length-hiding: /stats counts padded responses" grep -Eq '"padded":[3-9],' "$T/lhs.body"
 	tl_stop "$PID"
-	eq "--length-hiding server: SIGTERM exit 0" "$STOP_RC" 0
+	tl_exit_ok "--length-hiding server: SIGTERM exit 0"
 else
 	nok "--length-hiding server starts" "see stderr"
 fi
@@ -435,7 +435,7 @@ if start minsz --min-size 200000 --types 'application/json' --threads 1; then
 	fetch mt "$BASE/" -H 'Accept-Encoding: gzip'
 	eq "--types application/json: HTML not compressed" "$(hdr "$T/mt.h" Content-Encoding)" ""
 	tl_stop "$PID"
-	eq "--min-size server: SIGTERM exit 0" "$STOP_RC" 0
+	tl_exit_ok "--min-size server: SIGTERM exit 0"
 else
 	nok "--min-size server starts" "see stderr"
 fi
@@ -726,7 +726,7 @@ check "access log line for a file" grep -Eq '^GET /big\.txt 200 [0-9]+ [0-9-]+ g
 check "access log line for a 206" grep -Eq '^GET /big\.txt 206 100 ' "$T/static.err"
 
 tl_stop "$STATIC_PID"
-eq "static server: SIGTERM exit 0" "$STOP_RC" 0
+tl_exit_ok "static server: SIGTERM exit 0"
 
 # ---------------------------------------------------------------------------
 # --codings (issue 14): zstd and br beside gzip, on the fly and precompressed

@@ -113,6 +113,38 @@ tl_stop() {
 			echo "#   ${w%/wchan}: $(cat "$w" 2>/dev/null)" >&2
 		done
 	done
+	tl_lsan_hang "$p"
+}
+# tl_lsan_hang PID: PID (or its child: a libtool wrapper's program) hangs in
+# LeakSanitizer's exit-time check. That check runs after main() returned:
+# a child of the program's own ptrace-attaches to it to stop its threads
+# while it spins in __sanitizer::StopTheWorld. On a loaded 2-core machine
+# the attach stop was seen never to arrive (2026-12-01: the program at
+# 100 % CPU in sched_yield for 10 minutes, its tracer in waitpid; the
+# sanitizer runtime's race, google/sanitizers#777 and kin). Then kill both
+# and set STOP_RC=lsan-hang: the exit status (and any leak report) is
+# unknown, which tl_exit_ok reports as a skip, not a pass.
+tl_lsan_hang() {
+	local p=$1 c tr
+	for c in "$p" $(pgrep -P "$p" 2>/dev/null); do
+		tr=$(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/$c/status" 2>/dev/null)
+		[ -n "$tr" ] && [ "$tr" != 0 ] || continue
+		[ "$(ps -o ppid= -p "$tr" 2>/dev/null | tr -d ' ')" = "$c" ] || continue
+		echo "# pid $c: LeakSanitizer's stop-the-world hung (tracer $tr); killed" >&2
+		kill -KILL "$tr" "$c" "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+		STOP_RC=lsan-hang
+		return
+	done
+}
+# tl_exit_ok NAME: the process stopped by tl_stop exited 0; a skip when
+# LeakSanitizer's own exit-time check hung (tl_lsan_hang).
+tl_exit_ok() {
+	if [ "$STOP_RC" = lsan-hang ]; then
+		ok "$1 # SKIP LeakSanitizer's exit-time check hung in the sanitizer runtime; exit status unknown"
+	else
+		eq "$1" "$STOP_RC" 0
+	fi
 }
 
 # --- curl dumps --------------------------------------------------------------
