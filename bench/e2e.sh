@@ -62,6 +62,10 @@ if [ -z "$NGINX" ]; then
 	NGINX=$(command -v nginx 2>/dev/null || :)
 	[ -z "$NGINX" ] && [ -x /usr/sbin/nginx ] && NGINX=/usr/sbin/nginx
 fi
+if [ -n "$NGINX" ] && [ ! -x "$NGINX" ]; then
+	echo "bench-e2e: $NGINX is not an executable" >&2
+	NGINX=
+fi
 if [ -z "$NGINX" ]; then
 	echo "bench-e2e: nginx is not installed (apt-get install nginx-light):" \
 		"gzserve's rows only, no ratios" >&2
@@ -105,6 +109,7 @@ report() {
 start_gzserve() {
 	name=$1
 	shift
+	: >"$tmp/$name.out"
 	"$GZSERVE" --bind 127.0.0.1 --port 0 --quiet --threads "$SRV_THREADS" "$@" \
 		>"$tmp/$name.out" 2>"$tmp/$name.err" &
 	p=$!
@@ -191,7 +196,7 @@ EOF
 		ngx_pid=
 	done
 	echo "bench-e2e: nginx did not start:" >&2
-	cat "$tmp/nginx/error.log" >&2
+	cat "$tmp/nginx/error.log" >&2 2>/dev/null || :
 	exit 1
 }
 
@@ -240,7 +245,11 @@ if [ -n "$NGINX" ]; then
 	servers="$servers ngx_off ngx_z1 ngx_z6"
 fi
 
-report "# bench-e2e: gzserve ($GZSERVE, --threads $SRV_THREADS) and nginx ($NGINX, worker_processes $SRV_THREADS)"
+if [ -n "$NGINX" ]; then
+	report "# bench-e2e: gzserve ($GZSERVE, --threads $SRV_THREADS) and nginx ($NGINX, worker_processes $SRV_THREADS)"
+else
+	report "# bench-e2e: gzserve ($GZSERVE, --threads $SRV_THREADS); no nginx"
+fi
 report "# wrk -t$THREADS -c$CONNS -d${DURATION}s, keep-alive, Accept-Encoding: gzip; $ROUNDS interleaved rounds"
 report "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(uname -m), $ncpu CPUs, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)"
 report "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"

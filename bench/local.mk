@@ -51,6 +51,8 @@ bench-e2e: examples/gzserve/gzserve bench/passthru
 	@$(MKDIR_P) bench/results
 	out=bench/results/bench-e2e-$(BENCH_STAMP).txt; \
 	$(SHELL) $(top_srcdir)/bench/e2e.sh examples/gzserve/gzserve $$out && \
+	PASSTHRU_ROUNDS=$${PASSTHRU_ROUNDS:-$${E2E_ROUNDS:-3}} \
+	PASSTHRU_DURATION=$${PASSTHRU_DURATION:-$${E2E_DURATION:-2}} \
 	$(SHELL) $(top_srcdir)/bench/passthru.sh bench/passthru $$out
 # Pass-through against plain libmicrohttpd: bench/passthru --plain and
 # bench/passthru (mhdgz) side by side under wrk, interleaved, as ratios.

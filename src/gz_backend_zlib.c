@@ -22,7 +22,8 @@
  * stream (bench/README.md, issue 16). The window holds the whole body with
  * zlib's lookahead to spare, so every match distance stays reachable; the
  * bytes are zlib's own for those parameters (nginx's, for a body of
- * 1,786-3,834 bytes, which nginx gives the same parameters).
+ * 1,786-3,833 bytes, to which nginx gives the same parameters; smaller
+ * bodies get smaller ones from nginx).
  * Where the small stream's output does not fit (its blocks are shorter,
  * so an incompressible body's stored blocks cost a few more bytes than
  * deflateBound allows for), or it cannot be made, the full-size stream
@@ -64,8 +65,9 @@
 /* The small-body stream (see above): a 4 KiB window, gzip wrapper. */
 #define GZ_ZLIB_SMALL_WBITS 12
 #define GZ_ZLIB_SMALL_MEMLEVEL 5
-/* zlib keeps MIN_LOOKAHEAD (262) bytes of lookahead past the window. */
-#define GZ_ZLIB_SMALL_MAX ((1u << GZ_ZLIB_SMALL_WBITS) - 262u)
+/* zlib keeps MIN_LOOKAHEAD (262) bytes of lookahead past the window; a
+ * body shorter than the window less that is nginx's rule for 12 bits. */
+#define GZ_ZLIB_SMALL_MAX ((1u << GZ_ZLIB_SMALL_WBITS) - 262u - 1u)
 
 struct gz_zlib {
 	struct gz_compressor base; /* first: the core casts between the two */
