@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "config.h"
 
@@ -147,6 +148,22 @@ struct hnd_pattern {
 	size_t len;
 	uint64_t hash; /* of text, ignoring ASCII case (hnd_negotiate.c) */
 };
+
+/* Lexical helpers shared by hnd_negotiate.c and hnd_mtype.c: ASCII
+ * lowercase, and tchar (RFC 9110 section 5.6.2). */
+static inline char
+hnd_lower(char c)
+{
+	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+static inline bool
+hnd_is_tchar(char c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+		return true;
+	return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
 
 struct hnd_typelist {
 	struct hnd_pattern *pat;
