@@ -40,6 +40,7 @@
 # issue 16. Client and server share the machine: on 2 CPUs the figures
 # measure the pair, not the server alone; only the ratios mean anything.
 set -eu
+. "$(dirname "$0")/benchlib.sh"
 
 GZSERVE=${1:-examples/gzserve/gzserve}
 OUTFILE=${2:-}
@@ -74,64 +75,24 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhdgz-e2e.XXXXXX")
 pids=
 ngx_pid=
-stop_pid() {
-	if kill -0 "$1" 2>/dev/null; then
-		kill -TERM "$1" 2>/dev/null || :
-		# gzserve lets requests in flight finish; bound the wait.
-		i=0
-		while kill -0 "$1" 2>/dev/null && [ $i -lt 50 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		kill -KILL "$1" 2>/dev/null || :
-	fi
-}
 cleanup() {
 	for p in $pids $ngx_pid; do
-		stop_pid "$p"
+		bl_stop "$p"
 	done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-report() {
-	if [ -n "$OUTFILE" ]; then
-		printf '%s\n' "$*" | tee -a "$OUTFILE"
-	else
-		printf '%s\n' "$*"
-	fi
-}
-
-# start_gzserve NAME ARGS...: start gzserve on 127.0.0.1 port 0, wait (at
-# most 10 s) for its "listening on http://127.0.0.1:PORT/" line; sets
-# url_NAME.
+# start_gzserve NAME ARGS...: gzserve on 127.0.0.1 port 0 (bl_start); sets
+# url_NAME and pid_NAME.
 start_gzserve() {
 	name=$1
 	shift
-	: >"$tmp/$name.out"
-	"$GZSERVE" --bind 127.0.0.1 --port 0 --quiet --threads "$SRV_THREADS" "$@" \
-		>"$tmp/$name.out" 2>"$tmp/$name.err" &
-	p=$!
-	pids="$pids $p"
-	u=
-	i=0
-	while [ $i -lt 100 ]; do
-		u=$(sed -n 's|^listening on \(http://[^ ]*\)/$|\1|p' "$tmp/$name.out" | head -n 1)
-		[ -n "$u" ] && break
-		if ! kill -0 "$p" 2>/dev/null; then
-			echo "bench-e2e: gzserve ($name) exited:" >&2
-			cat "$tmp/$name.err" >&2
-			exit 1
-		fi
-		sleep 0.1
-		i=$((i + 1))
-	done
-	if [ -z "$u" ]; then
-		echo "bench-e2e: gzserve ($name) did not report its address within 10 s" >&2
-		exit 1
-	fi
-	eval "url_$name=\$u pid_$name=\$p"
+	bl_start "bench-e2e: gzserve ($name)" "$tmp/$name.out" "$tmp/$name.err" \
+		"$GZSERVE" --bind 127.0.0.1 --port 0 --quiet --threads "$SRV_THREADS" "$@"
+	pids="$pids $BL_PID"
+	eval "url_$name=\$BL_URL pid_$name=\$BL_PID"
 }
 
 # start_nginx: one nginx (master and E2E_SERVER_THREADS workers) with
@@ -192,7 +153,7 @@ EOF
 			sleep 0.1
 			i=$((i + 1))
 		done
-		stop_pid "$ngx_pid"
+		bl_stop "$ngx_pid"
 		ngx_pid=
 	done
 	echo "bench-e2e: nginx did not start:" >&2
@@ -211,15 +172,7 @@ cpu_ns() {
 }
 
 # wrk reports rounded totals; this script prints the exact ones.
-cat >"$tmp/report.lua" <<'EOF'
-done = function(summary, latency, requests)
-	local secs = summary.duration / 1e6
-	local errs = summary.errors.connect + summary.errors.read + summary.errors.write
-		+ summary.errors.status + summary.errors.timeout
-	io.write(string.format("E2E %d %.6f %d %d %d\n", summary.requests, secs,
-		summary.bytes, errs, latency:percentile(50)))
-end
-EOF
+bl_wrk_script "$tmp/report.lua" E2E
 
 [ -n "$OUTFILE" ] && : >"$OUTFILE"
 ncpu=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
@@ -246,13 +199,13 @@ if [ -n "$NGINX" ]; then
 fi
 
 if [ -n "$NGINX" ]; then
-	report "# bench-e2e: gzserve ($GZSERVE, --threads $SRV_THREADS) and nginx ($NGINX, worker_processes $SRV_THREADS)"
+	bl_report "# bench-e2e: gzserve ($GZSERVE, --threads $SRV_THREADS) and nginx ($NGINX, worker_processes $SRV_THREADS)"
 else
-	report "# bench-e2e: gzserve ($GZSERVE, --threads $SRV_THREADS); no nginx"
+	bl_report "# bench-e2e: gzserve ($GZSERVE, --threads $SRV_THREADS); no nginx"
 fi
-report "# wrk -t$THREADS -c$CONNS -d${DURATION}s, keep-alive, Accept-Encoding: gzip; $ROUNDS interleaved rounds"
-report "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(uname -m), $ncpu CPUs, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)"
-report "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+bl_report "# wrk -t$THREADS -c$CONNS -d${DURATION}s, keep-alive, Accept-Encoding: gzip; $ROUNDS interleaved rounds"
+bl_report "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(uname -m), $ncpu CPUs, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)"
+bl_report "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # One response's size per server and path: on the wire (status line and
 # headers, plus the body with any chunked framing, kept by --raw) and its
@@ -294,7 +247,7 @@ while [ $r -le "$ROUNDS" ]; do
 	done
 	r=$((r + 1))
 done
-report "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+bl_report "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The table: median req/s per server and size, one response's bytes, and
 # the ratios (median of per-round ratios) against nginx with the targets.

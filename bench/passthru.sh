@@ -31,6 +31,7 @@
 # machine: on 2 CPUs the figures measure the pair, and other work on a
 # shared machine moves them; the per-round ratios cancel slow drift.
 set -eu
+. "$(dirname "$0")/benchlib.sh"
 
 BIN=${1:-bench/passthru}
 OUTFILE=${2:-}
@@ -53,51 +54,22 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhdgz-passthru.XXXXXX")
 pid_plain=
 pid_mhdgz=
-stop_pid() {
-	if [ -n "$1" ] && kill -0 "$1" 2>/dev/null; then
-		kill -TERM "$1" 2>/dev/null || :
-		i=0
-		while kill -0 "$1" 2>/dev/null && [ $i -lt 50 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		kill -KILL "$1" 2>/dev/null || :
-	fi
-}
 cleanup() {
-	stop_pid "$pid_plain"
-	stop_pid "$pid_mhdgz"
+	bl_stop "$pid_plain"
+	bl_stop "$pid_mhdgz"
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'cleanup; exit 1' HUP INT PIPE TERM
 
-# start MODE ARGS...: start the server, wait (at most 10 s) for its
-# "listening on http://127.0.0.1:PORT/" line; sets pid_MODE and url_MODE.
+# start MODE ARGS...: the server on 127.0.0.1 port 0 (bl_start); sets
+# pid_MODE and url_MODE.
 start() {
 	mode=$1
 	shift
-	: >"$tmp/$mode.out"
-	"$BIN" --port 0 --threads "$SRV_THREADS" "$@" >"$tmp/$mode.out" 2>"$tmp/$mode.err" &
-	eval "pid_$mode=\$!"
-	i=0
-	u=
-	while [ $i -lt 100 ]; do
-		u=$(sed -n 's|^listening on \(http://[^ ]*\)/$|\1|p' "$tmp/$mode.out" | head -n 1)
-		[ -n "$u" ] && break
-		if ! eval "kill -0 \$pid_$mode" 2>/dev/null; then
-			echo "bench-passthru: $BIN $* exited:" >&2
-			cat "$tmp/$mode.err" >&2
-			exit 1
-		fi
-		sleep 0.1
-		i=$((i + 1))
-	done
-	if [ -z "$u" ]; then
-		echo "bench-passthru: $BIN $* did not report its address within 10 s" >&2
-		exit 1
-	fi
-	eval "url_$mode=\$u"
+	bl_start "bench-passthru: $BIN $*" "$tmp/$mode.out" "$tmp/$mode.err" \
+		"$BIN" --port 0 --threads "$SRV_THREADS" "$@"
+	eval "pid_$mode=\$BL_PID url_$mode=\$BL_URL"
 }
 
 # The request header a case's client sends ("" for none).
@@ -109,22 +81,7 @@ case_header() {
 }
 
 # wrk reports rounded totals; this script prints the exact ones.
-cat >"$tmp/report.lua" <<'EOF'
-done = function(summary, latency, requests)
-	local secs = summary.duration / 1e6
-	local errs = summary.errors.connect + summary.errors.read + summary.errors.write
-		+ summary.errors.status + summary.errors.timeout
-	io.write(string.format("PT %d %.6f %d %d\n", summary.requests, secs, summary.bytes, errs))
-end
-EOF
-
-report() {
-	if [ -n "$OUTFILE" ]; then
-		printf '%s\n' "$*" | tee -a "$OUTFILE"
-	else
-		printf '%s\n' "$*"
-	fi
-}
+bl_wrk_script "$tmp/report.lua" PT
 
 # check MODE CASE WANT_CE WANT_VARY: one request with curl, its status,
 # Content-Encoding and Vary as this benchmark needs them; the size of the
@@ -190,7 +147,7 @@ run() {
 # summary: per case, the medians of each server's req/s and CPU per
 # request, and of the per-round ratios mhdgz/plain (the verdict's figure).
 summary() {
-	report "#  case     client                plain-req/s  mhdgz-req/s  ratio  target  verdict   per round  server CPU us/req: plain mhdgz"
+	bl_report "#  case     client                plain-req/s  mhdgz-req/s  ratio  target  verdict   per round  server CPU us/req: plain mhdgz"
 	for c in $CASES; do
 		case $c in
 		fresh) client="no Accept-Encoding" target=0.97 ;;
@@ -221,7 +178,7 @@ summary() {
 					(ratio >= t ? "met" : "not met"), rs, median(pcv, n) / 1000,
 					median(mcv, n) / 1000
 			}' "$tmp/rps")
-		report "$line"
+		bl_report "$line"
 	done
 }
 
@@ -242,9 +199,9 @@ check mhdgz png "" ""
 check mhdgz off "" ""
 check mhdgz reused gzip "Accept-Encoding"
 
-report "# bench-passthru: $BIN --threads $SRV_THREADS, --plain (libmicrohttpd alone) against mhdgz (default options)"
-report "# wrk -t$THREADS -c$CONNS -d${DURATION}s, keep-alive, one server at a time, $ROUNDS interleaved rounds; $(uname -m), $ncpu CPUs"
-report "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(uptime | sed 's/^ *//')"
+bl_report "# bench-passthru: $BIN --threads $SRV_THREADS, --plain (libmicrohttpd alone) against mhdgz (default options)"
+bl_report "# wrk -t$THREADS -c$CONNS -d${DURATION}s, keep-alive, one server at a time, $ROUNDS interleaved rounds; $(uname -m), $ncpu CPUs"
+bl_report "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(uptime | sed 's/^ *//')"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
 	for c in $CASES; do
@@ -260,8 +217,8 @@ while [ "$r" -le "$ROUNDS" ]; do
 done
 
 summary
-report "# ratio = median of the per-round ratios mhdgz/plain req/s; server CPU = the server process's user+system time per request (median)"
-report "# client and servers share the machine: on a shared 2-CPU machine the wall-time ratios are indicative (make bench-passthru-ir counts instructions)"
-while IFS= read -r l; do report "$l"; done <"$tmp/lines"
-report "# ns/op = wall time / requests at the run's connections; MB/s = bytes read by wrk; wire-B/op = one response as curl saw it"
-report "# $(uptime | sed 's/^ *//')"
+bl_report "# ratio = median of the per-round ratios mhdgz/plain req/s; server CPU = the server process's user+system time per request (median)"
+bl_report "# client and servers share the machine: on a shared 2-CPU machine the wall-time ratios are indicative (make bench-passthru-ir counts instructions)"
+while IFS= read -r l; do bl_report "$l"; done <"$tmp/lines"
+bl_report "# ns/op = wall time / requests at the run's connections; MB/s = bytes read by wrk; wire-B/op = one response as curl saw it"
+bl_report "# $(uptime | sed 's/^ *//')"
