@@ -54,8 +54,20 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 				return k->rep_304;
 			}
 		} else if (gzip && hnd_whole_body(e)) {
-			if (hnd_gzip_representation(gz, e, f, false, &v) != MHDGZ_COMPRESSED) {
+			bool fresh;
+
+			if (hnd_gzip_representation(gz, e, f, false, &v, &fresh) !=
+			    MHDGZ_COMPRESSED) {
 				gzip = false; /* not smaller, or failed: the 200 is identity */
+			} else if (fresh) {
+				/* An uncached response: the 200's fields and length
+				 * kept, its body not. */
+				k->rep_304 = hnd_fields_response(gz, e->response, f, k->rep_len,
+								 HND_REP_GZIP_304);
+				MHD_destroy_response(v);
+				if (!k->rep_304)
+					hnd_count(gz, HND_C_FAILURES, 1);
+				return k->rep_304;
 			} else {
 				if (!k->rep_304) {
 					atomic_fetch_add(&k->body->refs, 1);

@@ -520,7 +520,7 @@ hnd_dcz_select(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_request *
 	}
 	if (k->not_smaller)
 		return false;
-	if (!k->rep || (rq->flags & HND_REQ_NO_CACHE)) {
+	if (!k->rep || (rq->flags & HND_REQ_NO_CACHE) || e->uncached) {
 		struct hnd_dcz fresh_k = { .dict = dict };
 
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);

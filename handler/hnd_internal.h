@@ -482,8 +482,9 @@ struct hnd_entry {
 	pthread_mutex_t lock;      /* guards everything below */
 	bool opt_out;
 	bool low_latency;
-	int8_t length_hiding;             /* 0: the handle's default; 1 on; -1 off */
-	bool response_queued;             /* queued itself: its fields are now read-only */
+	bool uncached;        /* mhdgz_response_set_uncached: coded variants per queue */
+	int8_t length_hiding; /* 0: the handle's default; 1 on; -1 off */
+	bool response_queued; /* queued itself: its fields are now read-only */
 	enum MHD_ResponseFlags mhd_flags; /* mhdgz_response_set_options: every variant gets them */
 	bool vary_done;                   /* Vary: Accept-Encoding merged into the response */
 	int sniffed;                      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
@@ -583,10 +584,14 @@ struct MHD_Response *hnd_fields_response(struct mhdgz *gz, struct MHD_Response *
 					 const struct hnd_facts *f, uint64_t size,
 					 enum hnd_rep rep);
 /* The gzip representation of a whole-body entry, built or reused: returns
- * MHDGZ_COMPRESSED and *v_ret, or why not (NOT_SMALLER, ERROR). e->lock held. */
+ * MHDGZ_COMPRESSED and *v_ret, or why not (NOT_SMALLER, ERROR). With
+ * no_cache it is built afresh (and then kept); for an uncached entry it is
+ * built for this queue alone and not kept: *fresh_ret is then true and the
+ * caller owns the reference to *v_ret; else the entry keeps it. e->lock
+ * held. */
 enum mhdgz_reason hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e,
 					  const struct hnd_facts *f, bool no_cache,
-					  struct MHD_Response **v_ret);
+					  struct MHD_Response **v_ret, bool *fresh_ret);
 /* Files up to this many bytes are sent to an identity GET from memory
  * (read per queue) rather than with sendfile(): header and body then go in
  * one sendmsg, and no descriptor is duplicated (hnd_file_identity). Served

@@ -26,8 +26,12 @@ memo_hash(const char *etag, size_t etag_len, uint64_t body_len, enum hnd_memo_mo
 		h *= 0x100000001b3ull;
 	}
 	h ^= body_len * 0x9e3779b97f4a7c15ull;
-	h ^= (uint64_t)mode << 61;
-	return h;
+	/* The mode must reach the low bits the slot index is taken from:
+	 * shifted to the top, every mode of one ETag shared a slot (a zstd
+	 * length evicted the gzip one). */
+	h ^= (uint64_t)mode;
+	h *= 0x100000001b3ull;
+	return h ^ (h >> 32);
 }
 
 /* The ETag as a key: only a strong one that fits. */

@@ -207,9 +207,14 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	} else if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e)) {
 		/* Compressed whole and cached; a HEAD gets the same response,
 		 * whose Content-Length libmicrohttpd sends without the body. */
-		d.reason = hnd_gzip_representation(gz, e, &f, rq->flags & HND_REQ_NO_CACHE, &v);
+		bool fresh;
+
+		d.reason = hnd_gzip_representation(gz, e, &f, rq->flags & HND_REQ_NO_CACHE, &v,
+						   &fresh);
 		if (d.reason == MHDGZ_COMPRESSED) {
 			*queue_ret = v;
+			if (fresh)
+				release = HND_RELEASE;
 			out_len = coded_len = e->coded[f.coding].rep_len;
 			padded = e->coded[f.coding].padded;
 		}

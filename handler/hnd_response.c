@@ -282,6 +282,22 @@ mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response)
 }
 
 MHDGZ_API int
+mhdgz_response_set_uncached(struct mhdgz *gz, struct MHD_Response *response)
+{
+	struct hnd_entry *e;
+
+	if (!gz || !response)
+		return MHDGZ_EINVAL;
+	e = hnd_table_lookup(&gz->table, response);
+	if (!e)
+		return MHDGZ_EINVAL;
+	pthread_mutex_lock(&e->lock);
+	e->uncached = true;
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+MHDGZ_API int
 mhdgz_response_set_length_hiding(struct mhdgz *gz, struct MHD_Response *response, int on)
 {
 	struct hnd_entry *e;

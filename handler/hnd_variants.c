@@ -205,7 +205,7 @@ read_file(struct hnd_entry *e, uint8_t **buf_ret)
  * (NOT_SMALLER, ERROR). Called with e->lock. */
 enum mhdgz_reason
 hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
-			bool no_cache, struct MHD_Response **v_ret)
+			bool no_cache, struct MHD_Response **v_ret, bool *fresh_ret)
 {
 	struct hnd_coded *k = &e->coded[f->coding];
 	bool padded = hnd_padded(gz, e, f->coding);
@@ -215,9 +215,13 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 	size_t pad = 0;
 	struct hnd_fc_key fck;
 	bool fc_on, fc_padded = false;
+	/* no_cache (benchmarks): built afresh, then kept as usual; an
+	 * uncached entry: built afresh and never kept. */
+	bool reuse = !no_cache && !e->uncached, keep_it = !e->uncached;
 	int rc;
 
-	if (!no_cache) {
+	*fresh_ret = false;
+	if (reuse) {
 		if (k->not_smaller)
 			return MHDGZ_SKIP_NOT_SMALLER;
 		if (k->rep) {
@@ -267,12 +271,19 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 		hnd_count(gz, HND_C_FAILURES, 1);
 		return MHDGZ_SKIP_ERROR;
 	}
+	hnd_memo_put(&gz->memo, f->etag, e->body_len, mode, out->len);
+	if (!keep_it) { /* this queue's alone: dropped once it is sent */
+		k->rep_len = out->len;
+		k->padded = pad != 0;
+		*fresh_ret = true;
+		*v_ret = v;
+		return MHDGZ_COMPRESSED;
+	}
 	if (k->rep)
 		MHD_destroy_response(k->rep);
 	k->rep = v;
 	k->rep_len = out->len;
 	k->padded = pad != 0;
-	hnd_memo_put(&gz->memo, f->etag, e->body_len, mode, out->len);
 	k->body = out; /* borrowed: the variant holds the reference */
 	*v_ret = v;
 	return MHDGZ_COMPRESSED;

@@ -555,6 +555,30 @@ MHDGZ_API int mhdgz_response_set_options(struct mhdgz *gz, struct MHD_Response *
 MHDGZ_API int mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response);
 
 /**
+ * Compress one response at every queue instead of keeping its coded
+ * variants with it. By default a response queued more than once (made once
+ * and reused) keeps each coded body it was sent with (gzip, zstd, br), so
+ * later clients get those bytes without compression; the memory is held
+ * until the response is destroyed. With this call the gzip, zstd and br
+ * bodies are compressed for each queue and freed once sent, so a reused
+ * response holds only its identity body: for an application that keeps
+ * many responses (a file server keeping its files' responses) and bounds
+ * its memory, or that must measure compression per request. What still
+ * stays with the response: the lengths (a HEAD and a 304 get the 200's
+ * length without compressing again), and the last dcz body per dictionary
+ * (RFC 9842; compressed afresh at each queue all the same). The handler's
+ * file cache (struct mhdgz_options file_cache_nbytes) is separate and
+ * still applies to file responses.
+ *
+ * @param gz the handler that created @a response.
+ * @param response a response created through @a gz; stays the caller's.
+ * @return 0; MHDGZ_EINVAL if @a gz or @a response is NULL or @a response
+ *         was not created by @a gz.
+ * @note Thread-safe; call before the response is first queued.
+ */
+MHDGZ_API int mhdgz_response_set_uncached(struct mhdgz *gz, struct MHD_Response *response);
+
+/**
  * Turn BREACH length hiding on or off for one response, overriding the
  * handler's MHDGZ_F_LENGTH_HIDING. With it, every gzip body of the
  * response carries 1 to length_hiding_max bytes of padding in its gzip

@@ -20,6 +20,7 @@
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -55,19 +57,32 @@ now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Start gzserve --port 0 --quiet [extra], read its "listening on" line
- * (bounded wait). */
+/* Start gzserve --port 0 [--quiet] [args...] (args NULL-terminated, may
+ * be NULL), read its "listening on" line (bounded wait). With err_path
+ * its standard error goes to that file and --quiet is left out (the
+ * access log and the exit report are wanted). */
 static void
-server_start(struct server *s, const char *extra)
+server_start_args(struct server *s, const char *const *args, const char *err_path)
 {
 	const char *bin = getenv("GZSERVE");
+	const char *argv[24];
 	char line[256];
-	size_t len = 0;
+	size_t len = 0, n_args = 0;
 	int fds[2];
 	unsigned int port;
 
 	if (!bin)
 		bin = "../examples/gzserve";
+	argv[n_args++] = bin;
+	argv[n_args++] = "--port";
+	argv[n_args++] = "0";
+	if (!err_path)
+		argv[n_args++] = "--quiet";
+	for (size_t i = 0; args && args[i]; i++) {
+		ck_assert_uint_lt(n_args, sizeof argv / sizeof argv[0] - 1);
+		argv[n_args++] = args[i];
+	}
+	argv[n_args] = NULL;
 	ck_assert_int_eq(pipe(fds), 0);
 	s->pid = fork();
 	ck_assert_int_ge(s->pid, 0);
@@ -75,10 +90,15 @@ server_start(struct server *s, const char *extra)
 		dup2(fds[1], STDOUT_FILENO);
 		close(fds[0]);
 		close(fds[1]);
-		if (extra)
-			execl(bin, bin, "--port", "0", "--quiet", extra, (char *)NULL);
-		else
-			execl(bin, bin, "--port", "0", "--quiet", (char *)NULL);
+		if (err_path) {
+			int efd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+			if (efd < 0)
+				_exit(126);
+			dup2(efd, STDERR_FILENO);
+			close(efd);
+		}
+		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
 	close(fds[1]);
@@ -96,6 +116,15 @@ server_start(struct server *s, const char *extra)
 	ck_assert_msg(sscanf(line, "listening on http://127.0.0.1:%u/", &port) == 1,
 		      "unexpected first line: %s", line);
 	s->port = (uint16_t)port;
+}
+
+/* gzserve --port 0 --quiet [extra]. */
+static void
+server_start(struct server *s, const char *extra)
+{
+	const char *args[] = { extra, NULL };
+
+	server_start_args(s, args, NULL);
 }
 
 /* SIGTERM and wait (bounded); returns the exit status, or -1. */
@@ -367,6 +396,408 @@ START_TEST(test_sigterm_in_flight)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Kept file responses (--keep-size, examples/gzserve/keep.c)               */
+
+/* How long a file must be unchanged before gzserve keeps its response
+ * (keep.c: KEEP_RACY_NS), plus a margin. */
+#define CG_KEEP_AGE_US 2200000u
+
+/* A scratch directory: base (the server's stderr files) holding www/ (the
+ * root). */
+struct keep_tree {
+	char base[64];
+	char root[96];
+};
+
+static void
+tree_new(struct keep_tree *t)
+{
+	snprintf(t->base, sizeof t->base, "/tmp/cgkeepXXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(t->base));
+	snprintf(t->root, sizeof t->root, "%s/www", t->base);
+	ck_assert_int_eq(mkdir(t->root, 0755), 0);
+}
+
+static void
+tree_free(struct keep_tree *t)
+{
+	char cmd[160];
+
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->base);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void
+put_file(const struct keep_tree *t, const char *name, const void *data, size_t len)
+{
+	char path[160];
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%s", t->root, name);
+	f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* The "kept responses:" line gzserve prints at exit, from its stderr. */
+static void
+keep_report_of(const char *err_path, char *out, size_t cap)
+{
+	char line[512];
+	FILE *f = fopen(err_path, "r");
+
+	ck_assert_ptr_nonnull(f);
+	out[0] = '\0';
+	while (fgets(line, sizeof line, f)) {
+		const char *p = strstr(line, "kept responses: ");
+
+		if (p) {
+			snprintf(out, cap, "%s", p + strlen("kept responses: "));
+			out[strcspn(out, "\n")] = '\0';
+		}
+	}
+	fclose(f);
+}
+
+/* The response's bytes without its Date line (the one line two servers
+ * may not share), malloc'd, NUL-terminated. */
+static char *
+without_date(const struct th_raw_response *r, size_t *len_ret)
+{
+	char *out = malloc(r->len + 1);
+	size_t i = 0, o = 0;
+
+	ck_assert_ptr_nonnull(out);
+	while (i < r->len) {
+		size_t eol = i;
+
+		while (eol < r->len && r->bytes[eol] != '\n')
+			eol++;
+		if (eol < r->len)
+			eol++;
+		if (!(i < r->head_len && eol - i > 5 &&
+		      strncasecmp((const char *)r->bytes + i, "date:", 5) == 0)) {
+			memcpy(out + o, r->bytes + i, eol - i);
+			o += eol - i;
+		}
+		i = eol;
+	}
+	out[o] = '\0';
+	*len_ret = o;
+	return out;
+}
+
+/* GET path (AE: an Accept-Encoding value or NULL) on a new connection;
+ * the response read exactly. */
+static void
+raw_get(uint16_t port, const char *path, const char *ae, struct th_raw_response *resp)
+{
+	char req[256];
+	int fd = th_raw_connect(port);
+
+	snprintf(req, sizeof req,
+		 "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%sConnection: close\r\n\r\n", path,
+		 ae ? "Accept-Encoding: " : "", ae ? ae : "", ae ? "\r\n" : "");
+	th_raw_send(fd, req, strlen(req));
+	ck_assert_msg(th_raw_read_response(fd, false, 10000, resp) == 0, "GET %s", path);
+	close(fd);
+}
+
+/* The body of resp decoded (gzip when Content-Encoding says so) equals
+ * want[0..want_len). */
+static void
+expect_body(const struct th_raw_response *resp, const void *want, size_t want_len, const char *ctx)
+{
+	size_t ce_len;
+	const char *ce = th_raw_header(resp, "Content-Encoding", &ce_len);
+	const uint8_t *body = resp->bytes + resp->body_off;
+	size_t body_len = resp->len - resp->body_off;
+	uint8_t *dec = NULL, *unchunked = NULL;
+	size_t dec_len = 0, nchunks;
+	bool early;
+
+	if (resp->chunked) {
+		ck_assert_msg(th_dechunk(body, body_len, &unchunked, &body_len, &nchunks, &early) ==
+				      0,
+			      "%s: bad chunked framing", ctx);
+		body = unchunked;
+	}
+	if (ce && ce_len == 4 && strncmp(ce, "gzip", 4) == 0) {
+		ck_assert_msg(tu_gunzip(body, body_len, &dec, &dec_len) == 0, "%s: bad gzip", ctx);
+		body = dec;
+		body_len = dec_len;
+	}
+	ck_assert_msg(body_len == want_len && memcmp(body, want, want_len) == 0,
+		      "%s: %zu bytes, not the file's %zu", ctx, body_len, want_len);
+	free(dec);
+	free(unchunked);
+}
+
+/* A server keeping responses and one with --keep-size 0, on the same
+ * files, answer every request with the same bytes (Date aside): GET and
+ * HEAD, gzip and identity, 304, 412, a range (which takes the file path),
+ * for files kept and files too large or empty to keep. All requests go
+ * pipelined on one connection per server, each response read exactly,
+ * and nothing follows the last. The kept server's exit report gives the
+ * exact hits and misses. */
+START_TEST(test_kept_wire_parity)
+{
+	static const char *const names[] = { "page.html", "data.json", "photo.png",
+					     "one.txt",   "big.txt",   "empty.txt" };
+	static const struct {
+		bool head;
+		const char *fields; /* after Host */
+	} reqs[] = {
+		{ false, "Accept-Encoding: gzip\r\n" },
+		{ false, "" },
+		{ true, "Accept-Encoding: gzip\r\n" },
+		{ true, "" },
+		{ false, "If-None-Match: *\r\nAccept-Encoding: gzip\r\n" },
+		{ false, "If-Match: \"other\"\r\n" },
+		{ false, "Range: bytes=0-0\r\n" },
+		{ false, "If-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\n" },
+		{ false, "Accept-Encoding: gzip\r\n" },
+	};
+	const size_t nreq = sizeof reqs / sizeof reqs[0];
+	struct keep_tree t;
+	struct server kept, plain;
+	char err_path[160], report[256], pipe_req[4096];
+	const char *args[] = { "--root", t.root, NULL };
+	const char *args0[] = { "--root", t.root, "--keep-size", "0", NULL };
+	uint8_t *page = tu_payload(20000, TU_TEXT, 1), *photo = tu_payload(20008, TU_RANDOM, 2);
+	uint8_t *big = tu_payload(1536 * 1024, TU_TEXT, 3), *json;
+	size_t json_len = payload_json_sized(5000, &json), p;
+	const struct {
+		const uint8_t *data;
+		size_t len;
+	} content[] = { { page, 20000 },      { json, json_len },
+			{ photo, 20008 },     { (const uint8_t *)"x", 1 },
+			{ big, 1536 * 1024 }, { (const uint8_t *)"", 0 } };
+
+	memcpy(photo, "\x89PNG\r\n\x1a\n", 8);
+	tree_new(&t);
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		put_file(&t, names[i], content[i].data, content[i].len);
+	tu_sleep_us(CG_KEEP_AGE_US);
+	snprintf(err_path, sizeof err_path, "%s/kept.err", t.base);
+	server_start_args(&kept, args, err_path);
+	server_start_args(&plain, args0, NULL);
+
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		int fk = th_raw_connect(kept.port), fp = th_raw_connect(plain.port);
+
+		for (p = 0, pipe_req[0] = '\0'; p < nreq; p++) {
+			size_t used = strlen(pipe_req);
+
+			snprintf(pipe_req + used, sizeof pipe_req - used,
+				 "%s /%s HTTP/1.1\r\nHost: a\r\n%s\r\n",
+				 reqs[p].head ? "HEAD" : "GET", names[i], reqs[p].fields);
+		}
+		th_raw_send(fk, pipe_req, strlen(pipe_req));
+		th_raw_send(fp, pipe_req, strlen(pipe_req));
+		for (p = 0; p < nreq; p++) {
+			struct th_raw_response rk = { 0 }, rp = { 0 };
+			char *a, *b, ctx[96];
+			size_t alen, blen;
+
+			snprintf(ctx, sizeof ctx, "/%s request %zu", names[i], p + 1);
+			ck_assert_msg(th_raw_read_response(fk, reqs[p].head, 10000, &rk) == 0,
+				      "%s: kept server", ctx);
+			ck_assert_msg(th_raw_read_response(fp, reqs[p].head, 10000, &rp) == 0,
+				      "%s: --keep-size 0 server", ctx);
+			a = without_date(&rk, &alen);
+			b = without_date(&rp, &blen);
+			ck_assert_msg(alen == blen && memcmp(a, b, alen) == 0,
+				      "%s: the wire differs:\n--- kept\n%.*s\n--- not kept\n%.*s",
+				      ctx, (int)rk.head_len, a, (int)rp.head_len, b);
+			if (!reqs[p].head && rk.status == 200)
+				expect_body(&rk, content[i].data, content[i].len, ctx);
+			free(a);
+			free(b);
+			th_raw_response_free(&rk);
+			th_raw_response_free(&rp);
+		}
+		th_raw_expect_idle(fk, 100, "kept server after the pipeline");
+		th_raw_expect_idle(fp, 100, "--keep-size 0 server after the pipeline");
+		close(fk);
+		close(fp);
+	}
+	ck_assert_int_eq(server_stop(&kept), 0);
+	ck_assert_int_eq(server_stop(&plain), 0);
+	/* Four files kept at their first GET, then 7 hits each (the range is
+	 * neither); big.txt (over 1 MiB) and empty.txt never: 8 misses each. */
+	keep_report_of(err_path, report, sizeof report);
+	ck_assert_msg(strncmp(report, "28 hits, 20 misses, 0 stale, 0 evictions, 4 entries,", 52) ==
+			      0,
+		      "report: %s", report);
+	tree_free(&t);
+	free(page);
+	free(photo);
+	free(big);
+	free(json);
+}
+END_TEST
+
+/* A kept response is never served for a file that changed: rewritten in
+ * place with the same size and modification time, grown with the same
+ * modification time, replaced by a rename, replaced by a symlink to a
+ * file outside the root, deleted. Each next GET gets the file as it is
+ * now (or what gzserve without kept responses answers). */
+START_TEST(test_kept_never_stale)
+{
+	struct keep_tree t;
+	struct server kept, plain;
+	struct th_raw_response r = { 0 }, r0 = { 0 };
+	char err_path[160], report[256], path[160], path2[160], secret[160];
+	const char *args[] = { "--root", t.root, NULL };
+	const char *args0[] = { "--root", t.root, "--keep-size", "0", NULL };
+	uint8_t *v1 = tu_payload(8000, TU_TEXT, 10), *v2 = tu_payload(8000, TU_TEXT, 11);
+	uint8_t *v3 = tu_payload(9000, TU_TEXT, 12);
+	struct stat st;
+	struct timespec times[2];
+
+	tree_new(&t);
+	for (int i = 1; i <= 5; i++) {
+		snprintf(path, sizeof path, "m%d.txt", i);
+		put_file(&t, path, v1, 8000);
+	}
+	snprintf(secret, sizeof secret, "%s/secret.txt", t.base);
+	{
+		FILE *f = fopen(secret, "w");
+
+		ck_assert_ptr_nonnull(f);
+		fputs("TOP-SECRET-OUTSIDE-ROOT\n", f);
+		fclose(f);
+	}
+	tu_sleep_us(CG_KEEP_AGE_US);
+	snprintf(err_path, sizeof err_path, "%s/kept.err", t.base);
+	server_start_args(&kept, args, err_path);
+	server_start_args(&plain, args0, NULL);
+	for (int i = 1; i <= 5; i++) { /* each kept */
+		snprintf(path, sizeof path, "/m%d.txt", i);
+		raw_get(kept.port, path, "gzip", &r);
+		expect_body(&r, v1, 8000, path);
+		th_raw_response_free(&r);
+	}
+
+	/* m1: the same size, other bytes, the modification time set back:
+	 * only the change time tells. */
+	snprintf(path, sizeof path, "%s/m1.txt", t.root);
+	ck_assert_int_eq(stat(path, &st), 0);
+	put_file(&t, "m1.txt", v2, 8000);
+	times[0] = st.st_atim;
+	times[1] = st.st_mtim;
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, times, 0), 0);
+	raw_get(kept.port, "/m1.txt", "gzip", &r);
+	expect_body(&r, v2, 8000, "m1 rewritten in place");
+	th_raw_response_free(&r);
+
+	/* m2: grown, the modification time set back. */
+	snprintf(path, sizeof path, "%s/m2.txt", t.root);
+	ck_assert_int_eq(stat(path, &st), 0);
+	put_file(&t, "m2.txt", v3, 9000);
+	times[0] = st.st_atim;
+	times[1] = st.st_mtim;
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, times, 0), 0);
+	raw_get(kept.port, "/m2.txt", NULL, &r);
+	expect_body(&r, v3, 9000, "m2 grown");
+	th_raw_response_free(&r);
+
+	/* m3: replaced by a rename (another inode), same size and time. */
+	snprintf(path, sizeof path, "%s/m3.txt", t.root);
+	ck_assert_int_eq(stat(path, &st), 0);
+	put_file(&t, "m3.new", v2, 8000);
+	snprintf(path2, sizeof path2, "%s/m3.new", t.root);
+	times[0] = st.st_atim;
+	times[1] = st.st_mtim;
+	ck_assert_int_eq(utimensat(AT_FDCWD, path2, times, 0), 0);
+	ck_assert_int_eq(rename(path2, path), 0);
+	raw_get(kept.port, "/m3.txt", "gzip", &r);
+	expect_body(&r, v2, 8000, "m3 replaced by rename");
+	th_raw_response_free(&r);
+
+	/* m4: a symlink to a file outside the root: what gzserve answers
+	 * without kept responses, and never the file's bytes. */
+	snprintf(path, sizeof path, "%s/m4.txt", t.root);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(symlink(secret, path), 0);
+	raw_get(kept.port, "/m4.txt", NULL, &r);
+	raw_get(plain.port, "/m4.txt", NULL, &r0);
+	ck_assert_int_eq(r.status, r0.status);
+	ck_assert_int_ne(r.status, 200);
+	ck_assert_ptr_null(memmem(r.bytes, r.len, "TOP-SECRET", 10));
+	th_raw_response_free(&r);
+	th_raw_response_free(&r0);
+
+	/* m5: deleted. */
+	snprintf(path, sizeof path, "%s/m5.txt", t.root);
+	ck_assert_int_eq(unlink(path), 0);
+	raw_get(kept.port, "/m5.txt", NULL, &r);
+	ck_assert_int_eq(r.status, 404);
+	th_raw_response_free(&r);
+
+	/* m1 again: changed just now, so not kept yet (a miss), still new. */
+	raw_get(kept.port, "/m1.txt", NULL, &r);
+	expect_body(&r, v2, 8000, "m1 again");
+	th_raw_response_free(&r);
+
+	ck_assert_int_eq(server_stop(&kept), 0);
+	ck_assert_int_eq(server_stop(&plain), 0);
+	/* 5 first GETs (misses, kept); m1-m4 stale; m5 (its stat fails) and
+	 * m1 again: misses; m5's entry is the one left. */
+	keep_report_of(err_path, report, sizeof report);
+	ck_assert_msg(strncmp(report, "0 hits, 7 misses, 4 stale, 0 evictions, 1 entries,", 50) ==
+			      0,
+		      "report: %s", report);
+	tree_free(&t);
+	free(v1);
+	free(v2);
+	free(v3);
+}
+END_TEST
+
+/* Past --keep-size the least recently used response goes: 64 KiB holds
+ * six 10,000-byte files (10,518 bytes each with the entry's 512 and the
+ * name); the seventh evicts the first, which comes back as a miss and
+ * evicts the second. Bytes held: exactly six entries. */
+START_TEST(test_kept_eviction)
+{
+	struct keep_tree t;
+	struct server kept;
+	struct th_raw_response r = { 0 };
+	char err_path[160], report[256], name[32];
+	const char *args[] = { "--root", t.root, "--keep-size", "65536", "--no-compress", NULL };
+	uint8_t *body[8];
+
+	tree_new(&t);
+	for (int i = 1; i <= 7; i++) {
+		body[i] = tu_payload(10000, TU_TEXT, (uint32_t)(20 + i));
+		snprintf(name, sizeof name, "f%d.txt", i);
+		put_file(&t, name, body[i], 10000);
+	}
+	tu_sleep_us(CG_KEEP_AGE_US);
+	snprintf(err_path, sizeof err_path, "%s/kept.err", t.base);
+	server_start_args(&kept, args, err_path);
+	for (int i = 1; i <= 9; i++) {
+		int k = i <= 7 ? i : i == 8 ? 1 : 7;
+
+		snprintf(name, sizeof name, "/f%d.txt", k);
+		raw_get(kept.port, name, NULL, &r);
+		expect_body(&r, body[k], 10000, name);
+		th_raw_response_free(&r);
+	}
+	ck_assert_int_eq(server_stop(&kept), 0);
+	keep_report_of(err_path, report, sizeof report);
+	ck_assert_str_eq(report,
+			 "1 hits, 8 misses, 0 stale, 2 evictions, 6 entries, 63108 bytes held");
+	tree_free(&t);
+	for (int i = 1; i <= 7; i++)
+		free(body[i]);
+}
+END_TEST
+
 Suite *
 gzserve_suite(void)
 {
@@ -378,6 +809,11 @@ gzserve_suite(void)
 		    { test_events_incremental, 0, 0 },
 		    { test_concurrent_16, 0, 0 },
 		    { test_sigterm_in_flight, 0, 0 } } },
+		{ "kept",
+		  60,
+		  { { test_kept_wire_parity, 0, 0 },
+		    { test_kept_never_stale, 0, 0 },
+		    { test_kept_eviction, 0, 0 } } },
 	};
 
 	return ck_suite("gzserve", cases, sizeof cases / sizeof cases[0]);

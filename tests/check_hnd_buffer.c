@@ -58,6 +58,107 @@ START_TEST(test_shared_1000)
 }
 END_TEST
 
+/* mhdgz_response_set_uncached(): a shared response compressed at every
+ * queue (gzip and zstd), each body decoding to the original and the same
+ * bytes as the first; a HEAD and a 304 get the gzip 200's length from
+ * what the GETs learnt, with no compression. The same response without
+ * the call: one compression, the rest cache hits. */
+START_TEST(test_uncached_shared)
+{
+	enum { N = 5, LEN = 20000 };
+	uint8_t *body = tu_payload(LEN, TU_JSON, 29);
+	struct th_route rt[] = {
+		{ .path = "/u",
+		  .status = 200,
+		  .body = body,
+		  .body_len = LEN,
+		  .hdr = { "Content-Type", "application/json", "ETag", "\"u1\"" },
+		  .flags = TH_RT_SHARED | TH_RT_UNCACHED | TH_RT_PRECOND,
+		  .etag = "\"u1\"" },
+		{ .path = "/c",
+		  .status = 200,
+		  .body = body,
+		  .body_len = LEN,
+		  .hdr = { "Content-Type", "application/json" },
+		  .flags = TH_RT_SHARED },
+	};
+	static const char *const h_zstd[] = { "Accept-Encoding: zstd", NULL };
+	static const char *const h_304[] = { "Accept-Encoding: gzip", "If-None-Match: W/\"u1\"",
+					     NULL };
+	struct mhdgz_options o = { .size = sizeof o, .codings = "gzip, zstd" };
+	struct th_site s;
+	CURL *h = th_curl_new();
+	struct th_reply rs = { 0 };
+	struct mhdgz_stats st;
+	char err[512], ctx[64], len_s[32];
+	size_t gz_len = 0;
+	uint8_t *first = NULL;
+
+	th_site_start(&s, &o, rt, N_ELEMS(rt), 0);
+	for (int i = 0; i < N; i++) {
+		snprintf(ctx, sizeof ctx, "uncached gzip %d", i);
+		TH_REQ(h, &s, 0, "/u", th_h_gzip, &rs);
+		TH_OK(ctx, th_v_gzip(&rs, 200, body, LEN, TH_E));
+		if (i == 0) {
+			gz_len = rs.body_len;
+			first = malloc(gz_len);
+			ck_assert_ptr_nonnull(first);
+			memcpy(first, rs.body, gz_len);
+		}
+		ck_assert_msg(rs.body_len == gz_len && memcmp(rs.body, first, gz_len) == 0,
+			      "%s: other bytes than the first", ctx);
+		th_reply_free(&rs);
+	}
+	st = th_stats(s.gz);
+	ck_assert_uint_eq(st.compressions, N);
+	ck_assert_uint_eq(st.cache_hits, 0);
+	ck_assert_uint_eq(st.compressed, N);
+
+	/* zstd too: one compression per queue. */
+	for (int i = 0; i < 2; i++) {
+		uint8_t *dec = NULL;
+		size_t dec_len = 0;
+
+		TH_REQ(h, &s, 0, "/u", h_zstd, &rs);
+		ck_assert_str_eq(th_header(&rs, "Content-Encoding", NULL), "zstd");
+		ck_assert_int_eq(tu_decode("zstd", rs.body, rs.body_len, &dec, &dec_len), 0);
+		ck_assert(dec_len == LEN && memcmp(dec, body, LEN) == 0);
+		free(dec);
+		th_reply_free(&rs);
+	}
+	st = th_stats(s.gz);
+	ck_assert_uint_eq(st.compressions, N + 2);
+
+	/* HEAD and 304: the gzip length, no compression (after the zstd
+	 * bodies: their lengths are remembered beside the gzip one). */
+	snprintf(len_s, sizeof len_s, "%zu", gz_len);
+	TH_REQ(h, &s, TH_HEAD, "/u", th_h_gzip, &rs);
+	ck_assert_str_eq(th_header(&rs, "Content-Length", NULL), len_s);
+	ck_assert_uint_eq(rs.body_len, 0);
+	th_reply_free(&rs);
+	TH_REQ(h, &s, 0, "/u", h_304, &rs);
+	ck_assert_int_eq(rs.status, 304);
+	ck_assert_str_eq(th_header(&rs, "ETag", NULL), "W/\"u1\"");
+	th_reply_free(&rs);
+	st = th_stats(s.gz);
+	ck_assert_uint_eq(st.compressions, N + 2);
+	ck_assert_uint_eq(st.cache_hits, 0);
+
+	/* The same body without the call: compressed once. */
+	for (int i = 0; i < N; i++) {
+		TH_REQ(h, &s, 0, "/c", th_h_gzip, &rs);
+		TH_OK("cached gzip", th_v_gzip(&rs, 200, body, LEN, TH_E));
+		th_reply_free(&rs);
+	}
+	st = th_stats(s.gz);
+	ck_assert_uint_eq(st.compressions, N + 3);
+	ck_assert_uint_eq(st.cache_hits, N - 1);
+	ck_assert_uint_eq(st.failures, 0);
+	free(first);
+	th_site_done(&s, h, body);
+}
+END_TEST
+
 /* MHD_RESPMEM_PERSISTENT, MUST_COPY and MUST_FREE, per-request and shared (loop over modes). */
 START_TEST(test_memory_modes)
 {
@@ -569,6 +670,7 @@ hnd_buffer_case(void)
 	return (struct ck_case){ "lifecycle",
 				 CK_CASE_TIMEOUT,
 				 { { test_shared_1000, 0, 0 },
+				   { test_uncached_shared, 0, 0 },
 				   { test_memory_modes, 0, 3 },
 				   { test_stats_sequence, 0, 0 },
 				   { test_faults, 0, 15 },

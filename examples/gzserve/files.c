@@ -487,6 +487,67 @@ redirect_slash(struct req *rq, struct MHD_Connection *conn)
 	return respond(rq, conn, MHD_HTTP_MOVED_PERMANENTLY, r, sizeof body - 1);
 }
 
+/* A kept response (keep.c): the preconditions of the path below on its
+ * validators, then the response itself, nothing opened. */
+static enum MHD_Result
+serve_kept(struct req *rq, struct MHD_Connection *conn, const char *method, struct kept *e)
+{
+	unsigned int status = mhdgz_evaluate_preconditions(conn, method, e->etag);
+	enum MHD_Result ret;
+
+	if (status == 0 && not_modified_since(conn, e->mtime))
+		status = MHD_HTTP_NOT_MODIFIED;
+	if (status == MHD_HTTP_PRECONDITION_FAILED)
+		return respond_error(rq, conn, status);
+	if (status == MHD_HTTP_NOT_MODIFIED)
+		return queue(rq, conn, MHD_HTTP_NOT_MODIFIED, e->r, 0);
+	ret = queue(rq, conn, MHD_HTTP_OK, e->r, e->body_nbytes);
+	/* A GET's coded variant stays with the response (unless
+	 * --cache-size 0 made it uncached): charge it. */
+	if (rq->s->cfg.cache_size && strcmp(method, "GET") == 0)
+		keep_charge(rq->s->keep, e, rq->coding, rq->coded_nbytes);
+	return ret;
+}
+
+/* The 200 response of a file (fd, version st) read whole into memory and
+ * kept; NULL when it cannot be (the caller then sends from fd). */
+static struct kept *
+keep_file(struct server *s, const char *rel, int fd, const struct stat *st, const char *type,
+	  const char *etag, const char *lastmod)
+{
+	void *body = keep_read(fd, st);
+	struct MHD_Response *r;
+	struct kept *e;
+
+	if (!body)
+		return NULL;
+	r = mhdgz_response_from_buffer(s->gz, (size_t)st->st_size, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return NULL;
+	}
+	/* --cache-size 0: no coded body is kept, every request compresses. */
+	if ((!s->cfg.cache_size && mhdgz_response_set_uncached(s->gz, r) != 0) ||
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type) != MHD_YES ||
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag) != MHD_YES ||
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_LAST_MODIFIED, lastmod) != MHD_YES ||
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes") != MHD_YES ||
+	    !(e = keep_add(s->keep, rel, st, r, etag, (uint64_t)st->st_size))) {
+		MHD_destroy_response(r); /* frees body */
+		return NULL;
+	}
+	return e;
+}
+
+/* Is this request one a kept response can answer: no Range (ranges are
+ * cut from the file by the path below)? The method is GET or HEAD. */
+static bool
+keep_applies(const struct server *s, struct MHD_Connection *conn)
+{
+	return s->keep &&
+	       !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE);
+}
+
 enum MHD_Result
 serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 {
@@ -506,6 +567,16 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	status = target_to_relpath(rq->uri, &rel, &slash);
 	if (status)
 		return respond_error(rq, conn, status);
+	if (!slash && keep_applies(s, conn)) {
+		struct kept *e = keep_get(s->keep, s->root_fd, rel);
+
+		if (e) {
+			ret = serve_kept(rq, conn, method, e);
+			keep_put(s->keep, e);
+			free(rel);
+			return ret;
+		}
+	}
 	fd = open_in_root(s, rel, &st, &status);
 	if (fd < 0)
 		goto refuse;
@@ -585,6 +656,18 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 		MHD_add_response_header(e416, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
 		ret = respond(rq, conn, MHD_HTTP_RANGE_NOT_SATISFIABLE, e416, sizeof body - 1);
 		goto out;
+	}
+	/* A whole small file for a GET: read once and kept (keep.c). */
+	if (is_get && range == 0 && !not_modified && gzfd < 0 && keep_applies(s, conn) &&
+	    keep_wanted(s->keep, &st)) {
+		struct kept *e = keep_file(s, rel, fd, &st, type, etag, lastmod);
+
+		if (e) {
+			close(fd);
+			ret = serve_kept(rq, conn, method, e);
+			keep_put(s->keep, e);
+			goto out;
+		}
 	}
 	if (range > 0)
 		r = mhdgz_response_from_fd_at_offset64(s->gz, last - first + 1, fd, first);

@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <microhttpd.h>
 #include <mhdgz.h>
@@ -18,6 +20,12 @@
 /* Default --cache-size in bytes: the coded bodies of a few thousand
  * typical text files (a 20 KiB page codes to ~5 KiB). */
 #define GZS_CACHE_SIZE_DEFAULT (32u * 1024 * 1024)
+/* Default --keep-size in bytes: the files of a typical site, kept as
+ * responses (keep.c). */
+#define GZS_KEEP_SIZE_DEFAULT (64u * 1024 * 1024)
+/* The largest file kept: larger ones go out by sendfile from a descriptor
+ * opened per request. */
+#define GZS_KEEP_FILE_MAX (1024u * 1024)
 /* Most --dictionary options. */
 #define GZS_DICT_MAX 16
 
@@ -46,6 +54,7 @@ struct config {
 	bool no_compress;
 	bool quiet;
 	size_t cache_size; /* --cache-size: bytes of the file cache; 0: off */
+	size_t keep_size;  /* --keep-size: bytes of kept file responses; 0: off */
 	/* --dictionary FILE --dictionary-match PATTERN (dict.c), in order. */
 	const char *dict_file[GZS_DICT_MAX];
 	const char *dict_match[GZS_DICT_MAX];
@@ -55,15 +64,17 @@ struct config {
 struct demo;   /* demo.c */
 struct mime;   /* mime.c */
 struct events; /* demo.c */
+struct keep;   /* keep.c */
 
 struct server {
 	struct config cfg;
 	struct mhdgz *gz;
 	int level; /* the level in use, for /stats */
 	struct MHD_Daemon *daemon;
-	char *root;      /* realpath of --root; NULL in demo mode */
-	size_t root_len; /* 0 when the root is "/" */
-	int root_fd;     /* the root directory, opened once (files.c); -1: none */
+	char *root;        /* realpath of --root; NULL in demo mode */
+	size_t root_len;   /* 0 when the root is "/" */
+	int root_fd;       /* the root directory, opened once (files.c); -1: none */
+	struct keep *keep; /* kept file responses (keep.c); NULL: off */
 	struct mime *mimes;
 	size_t nmimes;
 	struct demo *demos;
@@ -102,6 +113,7 @@ struct req {
 	unsigned int status;
 	uint64_t body_nbytes; /* identity body bytes of the response */
 	const char *coding;
+	uint64_t coded_nbytes;          /* the body as coded (mhdgz_outcome) */
 	_Atomic uint64_t stream_nbytes; /* /events: bytes produced so far */
 	bool streamed;
 	/* POST /echo (echo.c): the request body being read, its decoded
@@ -170,6 +182,48 @@ bool dict_serve(struct req *rq, struct MHD_Connection *conn, const char *path, c
 int mime_load(struct server *s, const char *file);
 void mime_free(struct server *s);
 void mime_type(const struct server *s, const char *name, char *out, size_t cap);
+
+/* keep.c: file responses kept in memory, revalidated by one stat per
+ * request (--keep-size). A struct kept is shared: read its fields, queue
+ * its response, never modify it; keep_get and keep_add hand out a
+ * reference that keep_put returns. All functions are thread-safe. */
+struct kept {
+	struct kept *next; /* hash chain, or the reap list */
+	struct kept *lru_prev, *lru_next;
+	uint64_t hash;
+	unsigned int refs;      /* under the lock: the table's while listed, and users' */
+	bool listed;            /* under the lock */
+	unsigned int charged;   /* under the lock: codings whose variant is charged */
+	size_t charge_nbytes;   /* under the lock: bytes counted against the budget */
+	struct stat st;         /* the file version kept */
+	struct MHD_Response *r; /* its 200 response (the table's reference) */
+	char etag[80];
+	time_t mtime;
+	uint64_t body_nbytes;
+	char rel[]; /* the key: the path relative to the root */
+};
+/* NULL when budget_nbytes is 0 or out of memory (then nothing is kept). */
+struct keep *keep_new(size_t budget_nbytes);
+void keep_free(struct keep *k); /* after the daemon stopped; NULL: no-op */
+/* The kept response of rel if a stat of it (from dirfd) shows the same
+ * version, referenced; NULL otherwise (a stale entry is dropped). */
+struct kept *keep_get(struct keep *k, int dirfd, const char *rel);
+void keep_put(struct keep *k, struct kept *e);
+/* Is this file version (st of the open file) one to keep? Regular, not
+ * empty, within the size limit, and not changed in the last 2 s. */
+bool keep_wanted(const struct keep *k, const struct stat *st);
+/* The whole file fd (of version st) read into a malloc'd buffer, or NULL
+ * (out of memory, a read error, a file that changed or shrank meanwhile). */
+void *keep_read(int fd, const struct stat *st);
+/* Keep r (a 200 response of rel's version st; ownership passes to the
+ * table) and return it referenced; NULL when out of memory (r is then
+ * still the caller's). */
+struct kept *keep_add(struct keep *k, const char *rel, const struct stat *st,
+		      struct MHD_Response *r, const char *etag, uint64_t body_nbytes);
+/* Charge a coded variant queued from e (once per coding). */
+void keep_charge(struct keep *k, struct kept *e, const char *coding, uint64_t coded_nbytes);
+/* One line of counters. */
+void keep_report(struct keep *k, FILE *f);
 
 /* files.c: the static files under --root. */
 enum MHD_Result serve_file(struct req *rq, struct MHD_Connection *conn, const char *method);

@@ -224,6 +224,11 @@ usage(FILE *f)
 		"  --cache-size BYTES with --root: keep up to BYTES of compressed file bodies\n"
 		"                    for reuse, keyed by each file's identity and times, so a\n"
 		"                    file version is compressed once (default %u; 0: off)\n"
+		"  --keep-size BYTES with --root: keep up to BYTES of file responses in memory\n"
+		"                    (files up to %u bytes, their coded variants included),\n"
+		"                    each checked by one stat per request, so a changed file\n"
+		"                    is never served stale (default %u; 0: off; not with\n"
+		"                    --precompressed or --dictionary)\n"
 		"  --dictionary FILE --dictionary-match PATTERN\n"
 		"                    RFC 9842: FILE's bytes are a dictionary for requests whose\n"
 		"                    path matches PATTERN ('/' first, '*' any run): a client\n"
@@ -240,7 +245,8 @@ usage(FILE *f)
 		"%d s; open /events streams are ended at once, with a complete gzip\n"
 		"member) and exits 0. Exit status 2: invalid option; 1: cannot start.\n",
 		MHDGZ_DEFAULT_MIN_NBYTES, MHDGZ_LENGTH_HIDING_MAX_LIMIT,
-		MHDGZ_DEFAULT_LENGTH_HIDING_MAX, GZS_CACHE_SIZE_DEFAULT, GZS_GRACE_MS / 1000);
+		MHDGZ_DEFAULT_LENGTH_HIDING_MAX, GZS_CACHE_SIZE_DEFAULT, GZS_KEEP_FILE_MAX,
+		GZS_KEEP_SIZE_DEFAULT, GZS_GRACE_MS / 1000);
 }
 
 __attribute__((format(printf, 1, 2), noreturn)) static void
@@ -361,6 +367,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 		O_LENGTH_HIDING,
 		O_NO_COMPRESS,
 		O_CACHE_SIZE,
+		O_KEEP_SIZE,
 		O_DICTIONARY,
 		O_DICTIONARY_MATCH,
 		O_QUIET,
@@ -383,6 +390,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 		{ "length-hiding", required_argument, NULL, O_LENGTH_HIDING },
 		{ "no-compress", no_argument, NULL, O_NO_COMPRESS },
 		{ "cache-size", required_argument, NULL, O_CACHE_SIZE },
+		{ "keep-size", required_argument, NULL, O_KEEP_SIZE },
 		{ "dictionary", required_argument, NULL, O_DICTIONARY },
 		{ "dictionary-match", required_argument, NULL, O_DICTIONARY_MATCH },
 		{ "quiet", no_argument, NULL, O_QUIET },
@@ -399,6 +407,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 	cfg->threads = ncpu > 0 ? (unsigned int)(ncpu > 1024 ? 1024 : ncpu) : 1;
 	cfg->etag = MHDGZ_ETAG_WEAKEN;
 	cfg->cache_size = GZS_CACHE_SIZE_DEFAULT;
+	cfg->keep_size = GZS_KEEP_SIZE_DEFAULT;
 	cfg->order[0] = MHDGZ_CODING_GZIP;
 	cfg->norder = 1;
 	cfg->events = GZS_EVENTS;
@@ -471,6 +480,9 @@ parse_options(int argc, char **argv, struct config *cfg)
 			break;
 		case O_CACHE_SIZE:
 			cfg->cache_size = (size_t)number_arg("--cache-size", optarg, 0, SIZE_MAX);
+			break;
+		case O_KEEP_SIZE:
+			cfg->keep_size = (size_t)number_arg("--keep-size", optarg, 0, SIZE_MAX);
 			break;
 		case O_DICTIONARY:
 			if (cfg->ndict == GZS_DICT_MAX)
@@ -617,6 +629,14 @@ main(int argc, char **argv)
 
 	if (handler_new(s) != 0 || dict_init(s) != 0)
 		return 1;
+	/* Kept responses would bypass the sibling and dictionary choices. */
+	if (s->root && !s->cfg.precompressed && !s->cfg.ndict && s->cfg.keep_size) {
+		s->keep = keep_new(s->cfg.keep_size);
+		if (!s->keep) {
+			fprintf(stderr, "gzserve: out of memory\n");
+			return 1;
+		}
+	}
 	if (s->root ? mime_load(s, "/etc/mime.types") != 0 : demo_init(s) != 0) {
 		fprintf(stderr, "gzserve: out of memory\n");
 		return 1;
@@ -689,6 +709,9 @@ main(int argc, char **argv)
 		usleep(10000);
 	ticker_join(s);
 	MHD_stop_daemon(s->daemon);
+	if (s->keep && !s->cfg.quiet)
+		keep_report(s->keep, stderr);
+	keep_free(s->keep); /* its responses before the handler */
 	demo_fini(s);
 	dict_fini(s);
 	mhdgz_free(s->gz);

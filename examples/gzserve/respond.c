@@ -78,6 +78,7 @@ queue(struct req *rq, struct MHD_Connection *conn, unsigned int status, struct M
 	}
 	rq->status = status;
 	rq->body_nbytes = o.body_nbytes != MHDGZ_NBYTES_UNKNOWN ? o.body_nbytes : body_nbytes;
+	rq->coded_nbytes = o.coded_nbytes;
 	return ret;
 }
 
