@@ -52,6 +52,9 @@ url=$(wait_url "$tmp/demo.out")
 curl -s -o "$tmp/root/$SIZE.json" "${url}$SIZE.json"
 kill -TERM $dpid
 wait $dpid || :
+# gzserve keeps a file's response (--keep-size, keep.c) only once the file
+# is 2 s old; pass --keep-size 0 to measure the per-request open.
+sleep 2
 
 # run TOOL N: gzserve under TOOL, N requests; prints the tool's count.
 run() {

@@ -61,12 +61,16 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 				gzip = false; /* not smaller, or failed: the 200 is identity */
 			} else if (fresh) {
 				/* An uncached response: the 200's fields and length
-				 * kept, its body not. */
-				k->rep_304 = hnd_fields_response(gz, e->response, f, k->rep_len,
-								 HND_REP_GZIP_304);
+				 * kept, its body not. (Compressed without the lock:
+				 * another 304 may have made it meanwhile.) */
+				if (!k->rep_304) {
+					k->rep_304 = hnd_fields_response(gz, e->response, f,
+									 k->rep_len,
+									 HND_REP_GZIP_304);
+					if (!k->rep_304)
+						hnd_count(gz, HND_C_FAILURES, 1);
+				}
 				MHD_destroy_response(v);
-				if (!k->rep_304)
-					hnd_count(gz, HND_C_FAILURES, 1);
 				return k->rep_304;
 			} else {
 				if (!k->rep_304) {

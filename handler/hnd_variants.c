@@ -230,6 +230,13 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 			return MHDGZ_COMPRESSED;
 		}
 	}
+	/* An uncached entry's body is compressed without its lock: many
+	 * requests for one shared response compress at once, as they would
+	 * with a response each. What is read meanwhile does not change (the
+	 * body, the descriptor, the facts in f); the response's fields are
+	 * copied below, under the lock again. */
+	if (!keep_it)
+		pthread_mutex_unlock(&e->lock);
 	/* A file's coded bytes may be remembered from another response on
 	 * the same file version (hnd_filecache.c). */
 	fc_on = e->kind == HND_FD && gz->filecache.ready && !no_cache &&
@@ -255,6 +262,8 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 		pad = padded ? hnd_pad_of_body(gz, e->body, (size_t)e->body_len) : 0;
 		rc = compress_body(gz, f->coding, e->body, (size_t)e->body_len, &pad, &out);
 	}
+	if (!keep_it)
+		pthread_mutex_lock(&e->lock);
 	if (rc == MHDGZ_ENOSPC) {
 		k->not_smaller = true;
 		hnd_memo_put(&gz->memo, f->etag, e->body_len, mode, HND_MEMO_NOT_SMALLER);

@@ -232,9 +232,145 @@ START_TEST(test_threads)
 END_TEST
 
 /* ===================================================================== */
+/* One uncached shared response (mhdgz_response_set_uncached) from eight
+ * threads: its gzip bodies are compressed outside the response's lock, at
+ * once; each decodes to the body, every HEAD states the gzip length and
+ * every 304 is one, neither compressing; exactly one compression per gzip
+ * GET. Under ThreadSanitizer (.ci/run) this is the unlocked path's check. */
+
+enum { NU_REQS = 40, NU_LEN = 16000 };
+
+struct unc_ctx {
+	struct th_site *s;
+	const uint8_t *body;
+	size_t gz_len;
+	uint64_t gets_gz;
+	int failed;
+	char err[256];
+};
+
+static void *
+unc_client(void *arg)
+{
+	struct unc_ctx *c = arg;
+	static const char *const h_304[] = { "Accept-Encoding: gzip", "If-None-Match: W/\"u\"",
+					     NULL };
+	CURL *h = curl_easy_init();
+
+	if (!h) {
+		snprintf(c->err, sizeof c->err, "curl_easy_init");
+		c->failed = 1;
+		return NULL;
+	}
+	for (int i = 0; i < NU_REQS && !c->failed; i++) {
+		struct th_reply rs = { 0 };
+		int kind = i % 4;
+		CURLcode rc = th_fetch_ex(h, c->s->port, "/u", kind == 2 ? TH_HEAD : 0,
+					  kind == 1   ? NULL
+					  : kind == 3 ? h_304
+						      : th_h_gzip,
+					  &rs);
+		uint8_t *dec = NULL;
+		size_t dec_len = 0;
+		const char *cl = th_header(&rs, "Content-Length", NULL);
+
+		if (rc != CURLE_OK) {
+			snprintf(c->err, sizeof c->err, "request %d: %s", i,
+				 curl_easy_strerror(rc));
+			c->failed = 1;
+		} else if (kind == 0) {
+			c->gets_gz++;
+			if (rs.status != 200 ||
+			    tu_gunzip(rs.body, rs.body_len, &dec, &dec_len) != 0 ||
+			    dec_len != NU_LEN || memcmp(dec, c->body, NU_LEN) != 0 ||
+			    rs.body_len != c->gz_len) {
+				snprintf(c->err, sizeof c->err, "request %d: gzip body wrong", i);
+				c->failed = 1;
+			}
+		} else if (kind == 1) {
+			if (rs.status != 200 || rs.body_len != NU_LEN ||
+			    memcmp(rs.body, c->body, NU_LEN) != 0) {
+				snprintf(c->err, sizeof c->err, "request %d: identity body wrong",
+					 i);
+				c->failed = 1;
+			}
+		} else if (kind == 2) {
+			if (rs.status != 200 || rs.body_len != 0 || !cl ||
+			    strtoull(cl, NULL, 10) != c->gz_len) {
+				snprintf(c->err, sizeof c->err, "request %d: HEAD length %s", i,
+					 cl ? cl : "none");
+				c->failed = 1;
+			}
+		} else if (rs.status != 304 || rs.body_len != 0) {
+			snprintf(c->err, sizeof c->err, "request %d: status %ld, not 304", i,
+				 rs.status);
+			c->failed = 1;
+		}
+		free(dec);
+		th_reply_free(&rs);
+	}
+	curl_easy_cleanup(h);
+	return NULL;
+}
+
+START_TEST(test_threads_uncached)
+{
+	uint8_t *body = tu_payload(NU_LEN, TU_JSON, 33);
+	struct th_route rt[] = {
+		{ .path = "/u",
+		  .status = 200,
+		  .body = body,
+		  .body_len = NU_LEN,
+		  .hdr = { "Content-Type", "application/json", "ETag", "\"u\"" },
+		  .flags = TH_RT_SHARED | TH_RT_UNCACHED | TH_RT_PRECOND,
+		  .etag = "\"u\"" },
+	};
+	struct unc_ctx ctx[NT_THREADS];
+	pthread_t tid[NT_THREADS];
+	struct th_site s;
+	CURL *h = th_curl_new();
+	struct th_reply rs = { 0 };
+	struct mhdgz_stats st;
+	char err[512];
+	uint64_t gets = 0;
+	size_t gz_len;
+
+	th_site_start(&s, NULL, rt, N_ELEMS(rt), MHD_USE_THREAD_PER_CONNECTION);
+	TH_REQ(h, &s, 0, "/u", th_h_gzip, &rs);
+	TH_OK("prefetch", th_v_gzip(&rs, 200, body, NU_LEN, TH_E));
+	gz_len = rs.body_len;
+	th_reply_free(&rs);
+	curl_easy_cleanup(h);
+	for (int i = 0; i < NT_THREADS; i++) {
+		memset(&ctx[i], 0, sizeof ctx[i]);
+		ctx[i].s = &s;
+		ctx[i].body = body;
+		ctx[i].gz_len = gz_len;
+		ck_assert_int_eq(pthread_create(&tid[i], NULL, unc_client, &ctx[i]), 0);
+	}
+	for (int i = 0; i < NT_THREADS; i++)
+		pthread_join(tid[i], NULL);
+	for (int i = 0; i < NT_THREADS; i++) {
+		ck_assert_msg(!ctx[i].failed, "%s", ctx[i].err);
+		gets += ctx[i].gets_gz;
+	}
+	st = th_stats(s.gz);
+	ck_assert_uint_eq(gets, NT_THREADS * NU_REQS / 4);
+	ck_assert_uint_eq(st.compressions, 1 + gets);
+	ck_assert_uint_eq(st.cache_hits, 0);
+	ck_assert_uint_eq(st.failures, 0);
+	ck_assert_uint_eq(s.errors, 0);
+	th_site_stop(&s);
+	free(body);
+}
+END_TEST
+
+/* ===================================================================== */
 
 struct ck_case
 hnd_threads_case(void)
 {
-	return (struct ck_case){ "threads", CK_CASE_TIMEOUT, { { test_threads, 0, 0 } } };
+	return (struct ck_case){ "threads",
+				 CK_CASE_TIMEOUT,
+				 { { test_threads, 0, 0 }, { test_threads_uncached, 0, 0 } } };
 }

@@ -127,6 +127,8 @@ bad_opt "--codings with an empty item" --codings 'zstd,,gzip'
 bad_opt "--codings empty" --codings ''
 bad_opt "--cache-size x" --cache-size x
 bad_opt "--cache-size -1" --cache-size -1
+bad_opt "--keep-size x" --keep-size x
+bad_opt "--keep-size -1" --keep-size -1
 bad_opt "--dictionary without --dictionary-match" --dictionary /etc/hostname
 bad_opt "--dictionary-match without --dictionary" --dictionary-match '/*'
 bad_opt "two --dictionary, the first without a match" --dictionary a --dictionary b --dictionary-match '/*'
@@ -136,8 +138,8 @@ rc=$?
 eq "--help exits 0" "$rc" 0
 missing=""
 for o in --bind --port --root --backend --level --min-size --types --threads \
-	--precompressed --codings --etag --no-compress --cache-size --dictionary --dictionary-match \
-	--quiet --help; do
+	--precompressed --codings --etag --no-compress --cache-size --keep-size --dictionary \
+	--dictionary-match --events --event-ms --length-hiding --quiet --help; do
 	grep -q -- "$o" "$T/help.out" || missing="$missing $o"
 done
 eq "--help documents every option" "${missing:-none}" none
