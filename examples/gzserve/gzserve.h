@@ -17,6 +17,20 @@
 
 /* Most Accept-Encoding lines read per request; more is not a real client. */
 
+/* /events: how many events, and the milliseconds between them (--events,
+ * --event-ms). */
+#ifndef GZS_EVENTS
+#define GZS_EVENTS 10
+#endif
+#ifndef GZS_EVENT_MS
+#define GZS_EVENT_MS 1000
+#endif
+/* How long SIGINT/SIGTERM waits for requests in flight before stopping the
+ * daemon anyway, in milliseconds: long enough for a large download on a
+ * local network, short enough that a stuck client cannot hold a restart. */
+#ifndef GZS_GRACE_MS
+#define GZS_GRACE_MS 10000
+#endif
 /* Default --cache-size in bytes: the coded bodies of a few thousand
  * typical text files (a 20 KiB page codes to ~5 KiB). */
 #define GZS_CACHE_SIZE_DEFAULT (32u * 1024 * 1024)
@@ -130,6 +144,12 @@ struct ae_lines {
 	size_t n, cap;
 	bool failed; /* out of memory: some lines are missing */
 };
+
+/* options.c: the command line. parse_options fills cfg or exits (0 for
+ * --help, 2 with a message for anything invalid); bad_option prints
+ * "gzserve: MESSAGE" and the --help hint, and exits 2. */
+void parse_options(int argc, char **argv, struct config *cfg);
+__attribute__((format(printf, 1, 2), noreturn)) void bad_option(const char *fmt, ...);
 
 /* log.c: per-request context and the access log. */
 uint64_t now_us(void);
