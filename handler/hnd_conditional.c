@@ -39,10 +39,7 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 		if (gzip && hnd_whole_body(e) && k->rep_304) {
 			return k->rep_304;
 		} else if (gzip && hnd_whole_body(e) && !k->rep &&
-			   hnd_memo_get(&gz->memo, f->etag, e->body_len,
-					HND_MEMO_MODE(HND_MEMO_WHOLE, f->coding,
-						      hnd_padded(gz, e, f->coding)),
-					&len)) {
+			   hnd_coded_len_known(gz, e, f, &len)) {
 			/* Its length is known by its strong ETag: no compression. */
 			if (len == HND_MEMO_NOT_SMALLER) {
 				gzip = false;

@@ -435,6 +435,7 @@ struct hnd_coded {
 	bool padded;                  /* rep carries length-hiding padding (gzip) */
 	struct MHD_Response *rep;     /* the coded representation: body, headers */
 	size_t rep_len;               /* its body length in bytes */
+	bool len_known;               /* uncached buffer: rep_len is the coded length */
 	struct hnd_body *body;        /* its body (rep holds the reference) */
 	struct MHD_Response *rep_304; /* the 304 response: no body sent, the coding's ETag */
 	uint64_t stream_len[2]; /* HND_FD: coded stream length (bulk, low latency); 0: not known */
@@ -592,6 +593,13 @@ struct MHD_Response *hnd_fields_response(struct mhdgz *gz, struct MHD_Response *
 enum mhdgz_reason hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e,
 					  const struct hnd_facts *f, bool no_cache,
 					  struct MHD_Response **v_ret, bool *fresh_ret);
+/* The coded length of a whole body in f->coding, known without compressing:
+ * remembered under its strong ETag (hnd_memo.c), or, for an uncached
+ * buffer response (an immutable body), from its last compression. true
+ * and *len_ret (HND_MEMO_NOT_SMALLER: not smaller), or false. e->lock
+ * held. */
+bool hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const struct hnd_facts *f,
+			 uint64_t *len_ret);
 /* Files up to this many bytes are sent to an identity GET from memory
  * (read per queue) rather than with sendfile(): header and body then go in
  * one sendmsg, and no descriptor is duplicated (hnd_file_identity). Served

@@ -182,12 +182,10 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	} else if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e) && rq->head &&
 		   !e->coded[f.coding].rep && !(rq->flags & HND_REQ_NO_CACHE) &&
 		   !(gz->content_digest && f.content_digest) &&
-		   hnd_memo_get(&gz->memo, f.etag, e->body_len,
-				HND_MEMO_MODE(HND_MEMO_WHOLE, f.coding,
-					      hnd_padded(gz, e, f.coding)),
-				&coded_len)) {
-		/* HEAD of a body whose gzip length its strong ETag tells: the
-		 * fields and that length, no compression. */
+		   hnd_coded_len_known(gz, e, &f, &coded_len)) {
+		/* HEAD of a body whose gzip length its strong ETag tells (or an
+		 * uncached response's last compression): the fields and that
+		 * length, no compression. */
 		if (coded_len == HND_MEMO_NOT_SMALLER) {
 			d.reason = MHDGZ_SKIP_NOT_SMALLER;
 			coded_len = MHDGZ_NBYTES_UNKNOWN;

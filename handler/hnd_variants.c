@@ -284,6 +284,7 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 	if (!keep_it) { /* this queue's alone: dropped once it is sent */
 		k->rep_len = out->len;
 		k->padded = pad != 0;
+		k->len_known = e->kind == HND_BUFFER; /* a file may change */
 		*fresh_ret = true;
 		*v_ret = v;
 		return MHDGZ_COMPRESSED;
@@ -296,6 +297,28 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 	k->body = out; /* borrowed: the variant holds the reference */
 	*v_ret = v;
 	return MHDGZ_COMPRESSED;
+}
+
+bool
+hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const struct hnd_facts *f,
+		    uint64_t *len_ret)
+{
+	const struct hnd_coded *k = &e->coded[f->coding];
+	bool padded = hnd_padded(gz, e, f->coding);
+
+	if (hnd_memo_get(&gz->memo, f->etag, e->body_len,
+			 HND_MEMO_MODE(HND_MEMO_WHOLE, f->coding, padded), len_ret))
+		return true;
+	if (!e->uncached || e->kind != HND_BUFFER)
+		return false;
+	if (k->not_smaller) {
+		*len_ret = HND_MEMO_NOT_SMALLER;
+		return true;
+	}
+	if (!k->len_known)
+		return false;
+	*len_ret = k->rep_len;
+	return true;
 }
 
 /* A free callback for a buffer gz_malloc'd (its cls). */

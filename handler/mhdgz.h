@@ -556,25 +556,35 @@ MHDGZ_API int mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response 
 
 /**
  * Compress one response at every queue instead of keeping its coded
- * variants with it. By default a response queued more than once (made once
+ * bodies with it. By default a response queued more than once (made once
  * and reused) keeps each coded body it was sent with (gzip, zstd, br), so
- * later clients get those bytes without compression; the memory is held
- * until the response is destroyed. With this call the gzip, zstd and br
- * bodies are compressed for each queue and freed once sent, so a reused
- * response holds only its identity body: for an application that keeps
- * many responses (a file server keeping its files' responses) and bounds
- * its memory, or that must measure compression per request. What still
- * stays with the response: the lengths (a HEAD and a 304 get the 200's
- * length without compressing again), and the last dcz body per dictionary
- * (RFC 9842; compressed afresh at each queue all the same). The handler's
- * file cache (struct mhdgz_options file_cache_nbytes) is separate and
- * still applies to file responses.
+ * later clients get those bytes without compression, and the memory is
+ * held until the response is destroyed. After this call its gzip, zstd
+ * and br bodies are compressed for each queue, outside the response's
+ * lock (so threads queueing the same response compress at once, as with a
+ * response each), and freed once sent: a reused response holds only its
+ * identity body. For an application that keeps many responses and bounds
+ * their memory (a file server keeping its files' responses), or that
+ * measures compression per request.
+ *
+ * What a HEAD or a 304 needs is the coded length of the 200: it is taken
+ * without compressing when known, from the response's strong ETag (the
+ * handler remembers coded lengths by strong ETag) or, for a buffer
+ * response, from its previous compression (the body cannot change);
+ * otherwise the body is compressed for that HEAD or 304 too. A dcz body
+ * (RFC 9842) is also made per queue, but the last one per dictionary stays
+ * with the response until the next. The handler's file cache (struct
+ * mhdgz_options file_cache_nbytes) is separate and still applies to file
+ * responses.
  *
  * @param gz the handler that created @a response.
  * @param response a response created through @a gz; stays the caller's.
  * @return 0; MHDGZ_EINVAL if @a gz or @a response is NULL or @a response
  *         was not created by @a gz.
- * @note Thread-safe; call before the response is first queued.
+ * @note Thread-safe. Call it before the response is first queued: coded
+ *       bodies kept by earlier queues stay with the response (unused) until
+ *       it is destroyed. The response may then be queued from any number of
+ *       threads at once, as any response of the handler.
  */
 MHDGZ_API int mhdgz_response_set_uncached(struct mhdgz *gz, struct MHD_Response *response);
 

@@ -546,8 +546,12 @@ expect_body(const struct th_raw_response *resp, const void *want, size_t want_le
  * exact hits and misses. */
 START_TEST(test_kept_wire_parity)
 {
-	static const char *const names[] = { "page.html", "data.json", "photo.png",
-					     "one.txt",   "big.txt",   "empty.txt" };
+	/* "" and "sub/": directory pages, kept under their index.html. */
+	static const char *const names[] = { "page.html", "data.json", "photo.png", "one.txt",
+					     "",          "sub/",      "big.txt",   "empty.txt" };
+	static const char *const files[] = { "page.html", "data.json",  "photo.png",
+					     "one.txt",   "index.html", "sub/index.html",
+					     "big.txt",   "empty.txt" };
 	static const struct {
 		bool head;
 		const char *fields; /* after Host */
@@ -576,12 +580,16 @@ START_TEST(test_kept_wire_parity)
 		size_t len;
 	} content[] = { { page, 20000 },      { json, json_len },
 			{ photo, 20008 },     { (const uint8_t *)"x", 1 },
+			{ page + 100, 5000 }, { json + 10, 3000 },
 			{ big, 1536 * 1024 }, { (const uint8_t *)"", 0 } };
+	char sub_dir[160];
 
 	memcpy(photo, "\x89PNG\r\n\x1a\n", 8);
 	tree_new(&t);
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-		put_file(&t, names[i], content[i].data, content[i].len);
+	snprintf(sub_dir, sizeof sub_dir, "%s/sub", t.root);
+	ck_assert_int_eq(mkdir(sub_dir, 0755), 0);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+		put_file(&t, files[i], content[i].data, content[i].len);
 	tu_sleep_us(CG_KEEP_AGE_US);
 	snprintf(err_path, sizeof err_path, "%s/kept.err", t.base);
 	server_start_args(&kept, args, err_path);
@@ -628,10 +636,10 @@ START_TEST(test_kept_wire_parity)
 	}
 	ck_assert_int_eq(server_stop(&kept), 0);
 	ck_assert_int_eq(server_stop(&plain), 0);
-	/* Four files kept at their first GET, then 7 hits each (the range is
+	/* Six pages kept at their first GET, then 7 hits each (the range is
 	 * neither); big.txt (over 1 MiB) and empty.txt never: 8 misses each. */
 	keep_report_of(err_path, report, sizeof report);
-	ck_assert_msg(strncmp(report, "28 hits, 20 misses, 0 stale, 0 evictions, 4 entries,", 52) ==
+	ck_assert_msg(strncmp(report, "42 hits, 22 misses, 0 stale, 0 evictions, 6 entries,", 52) ==
 			      0,
 		      "report: %s", report);
 	tree_free(&t);
@@ -779,6 +787,7 @@ START_TEST(test_kept_eviction)
 		snprintf(name, sizeof name, "f%d.txt", i);
 		put_file(&t, name, body[i], 10000);
 	}
+	put_file(&t, "tiny.txt", "tiny\n", 5);
 	tu_sleep_us(CG_KEEP_AGE_US);
 	snprintf(err_path, sizeof err_path, "%s/kept.err", t.base);
 	server_start_args(&kept, args, err_path);
@@ -794,6 +803,23 @@ START_TEST(test_kept_eviction)
 	keep_report_of(err_path, report, sizeof report);
 	ck_assert_str_eq(report,
 			 "1 hits, 8 misses, 0 stale, 2 evictions, 6 entries, 63108 bytes held");
+
+	/* A budget whose quarter cannot hold one entry (512 bytes and the
+	 * file) keeps nothing, not a file added and evicted per request. */
+	{
+		const char *tiny_args[] = { "--root", t.root, "--keep-size", "2047", NULL };
+
+		server_start_args(&kept, tiny_args, err_path);
+		for (int i = 0; i < 3; i++) {
+			raw_get(kept.port, "/tiny.txt", NULL, &r);
+			expect_body(&r, "tiny\n", 5, "tiny.txt");
+			th_raw_response_free(&r);
+		}
+		ck_assert_int_eq(server_stop(&kept), 0);
+		keep_report_of(err_path, report, sizeof report);
+		ck_assert_str_eq(report,
+				 "0 hits, 3 misses, 0 stale, 0 evictions, 0 entries, 0 bytes held");
+	}
 	tree_free(&t);
 	for (int i = 1; i <= 7; i++)
 		free(body[i]);
@@ -840,11 +866,11 @@ kc_thread(void *p)
 		    r.status != 200) {
 			atomic_fetch_add(a->bad, 1);
 		} else if (gz) {
-			if (tu_gunzip(r.body, r.body_len, &dec, &dec_len) != 0 ||
-			    dec_len != 10000 || memcmp(dec, a->body[k], 10000) != 0)
+			if (tu_gunzip(r.body, r.body_len, &dec, &dec_len) != 0 || dec_len != 9000 ||
+			    memcmp(dec, a->body[k], 9000) != 0)
 				atomic_fetch_add(a->bad, 1);
 			free(dec);
-		} else if (r.body_len != 10000 || memcmp(r.body, a->body[k], 10000) != 0) {
+		} else if (r.body_len != 9000 || memcmp(r.body, a->body[k], 9000) != 0) {
 			atomic_fetch_add(a->bad, 1);
 		}
 		th_reply_free(&r);
@@ -858,8 +884,9 @@ START_TEST(test_kept_concurrent)
 	struct keep_tree t;
 	struct server kept;
 	char err_path[160], report[256], name[32];
-	/* 40,000 bytes: a quarter is 10,000, so each 10,000-byte file may be
-	 * kept (10,518 bytes with the entry), but three at most. */
+	/* 40,000 bytes: an entry may take a quarter, 10,000, so each
+	 * 9,000-byte file may be kept (9,518 bytes with the entry and its
+	 * name), four at most, fewer with their gzip bodies. */
 	const char *args[] = { "--root", t.root, "--keep-size", "40000", "--threads", "4", NULL };
 	uint8_t *body[5];
 	pthread_t th[CG_KC_THREADS];
@@ -870,9 +897,9 @@ START_TEST(test_kept_concurrent)
 	atomic_init(&bad, 0);
 	tree_new(&t);
 	for (int k = 0; k < 5; k++) {
-		body[k] = tu_payload(10000, TU_TEXT, (uint32_t)(40 + k));
+		body[k] = tu_payload(9000, TU_TEXT, (uint32_t)(40 + k));
 		snprintf(name, sizeof name, "k%d.txt", k);
-		put_file(&t, name, body[k], 10000);
+		put_file(&t, name, body[k], 9000);
 	}
 	tu_sleep_us(CG_KEEP_AGE_US);
 	snprintf(err_path, sizeof err_path, "%s/kept.err", t.base);

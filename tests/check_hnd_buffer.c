@@ -81,6 +81,12 @@ START_TEST(test_uncached_shared)
 		  .body_len = LEN,
 		  .hdr = { "Content-Type", "application/json" },
 		  .flags = TH_RT_SHARED },
+		{ .path = "/n", /* no ETag: the length is the response's own */
+		  .status = 200,
+		  .body = body,
+		  .body_len = LEN,
+		  .hdr = { "Content-Type", "application/json" },
+		  .flags = TH_RT_SHARED | TH_RT_UNCACHED },
 	};
 	static const char *const h_zstd[] = { "Accept-Encoding: zstd", NULL };
 	static const char *const h_304[] = { "Accept-Encoding: gzip", "If-None-Match: W/\"u1\"",
@@ -152,6 +158,26 @@ START_TEST(test_uncached_shared)
 	}
 	st = th_stats(s.gz);
 	ck_assert_uint_eq(st.compressions, N + 3);
+	ck_assert_uint_eq(st.cache_hits, N - 1);
+
+	/* Without an ETag: a first HEAD compresses (nothing tells the
+	 * length), a GET compresses, later HEADs take the length from it. */
+	TH_REQ(h, &s, TH_HEAD, "/n", th_h_gzip, &rs);
+	ck_assert_str_eq(th_header(&rs, "Content-Length", NULL), len_s);
+	th_reply_free(&rs);
+	TH_REQ(h, &s, 0, "/n", th_h_gzip, &rs);
+	TH_OK("uncached, no ETag", th_v_gzip(&rs, 200, body, LEN, TH_E));
+	ck_assert_uint_eq(rs.body_len, gz_len);
+	th_reply_free(&rs);
+	for (int i = 0; i < 3; i++) {
+		TH_REQ(h, &s, TH_HEAD, "/n", th_h_gzip, &rs);
+		ck_assert_str_eq(th_header(&rs, "Content-Length", NULL), len_s);
+		ck_assert_str_eq(th_header(&rs, "Content-Encoding", NULL), "gzip");
+		ck_assert_uint_eq(rs.body_len, 0);
+		th_reply_free(&rs);
+	}
+	st = th_stats(s.gz);
+	ck_assert_uint_eq(st.compressions, N + 5);
 	ck_assert_uint_eq(st.cache_hits, N - 1);
 	ck_assert_uint_eq(st.failures, 0);
 	free(first);

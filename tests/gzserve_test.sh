@@ -129,6 +129,9 @@ bad_opt "--cache-size x" --cache-size x
 bad_opt "--cache-size -1" --cache-size -1
 bad_opt "--keep-size x" --keep-size x
 bad_opt "--keep-size -1" --keep-size -1
+bad_opt "--keep-size with --precompressed" --root "$T" --precompressed --keep-size 100000
+bad_opt "--keep-size with --dictionary" --root "$T" --dictionary /etc/hostname \
+	--dictionary-match '/*' --keep-size 100000
 bad_opt "--dictionary without --dictionary-match" --dictionary /etc/hostname
 bad_opt "--dictionary-match without --dictionary" --dictionary-match '/*'
 bad_opt "two --dictionary, the first without a match" --dictionary a --dictionary b --dictionary-match '/*'

@@ -502,9 +502,11 @@ serve_kept(struct req *rq, struct MHD_Connection *conn, const char *method, stru
 	if (status == MHD_HTTP_NOT_MODIFIED)
 		return queue(rq, conn, MHD_HTTP_NOT_MODIFIED, e->r, 0);
 	ret = queue(rq, conn, MHD_HTTP_OK, e->r, e->body_nbytes);
-	/* A GET's coded variant stays with the response (unless
-	 * --cache-size 0 made it uncached): charge it. */
-	if (rq->s->cfg.cache_size && strcmp(method, "GET") == 0)
+	/* The coded body stays with the response (unless --cache-size 0
+	 * made it uncached): charge it. A HEAD may have been answered from
+	 * a remembered length without making it; the GET that follows
+	 * would: charged once per coding either way. */
+	if (rq->s->cfg.cache_size)
 		keep_charge(rq->s->keep, e, rq->coding, rq->coded_nbytes);
 	return ret;
 }
@@ -567,9 +569,14 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	status = target_to_relpath(rq->uri, &rel, &slash);
 	if (status)
 		return respond_error(rq, conn, status);
-	if (!slash && keep_applies(s, conn)) {
-		struct kept *e = keep_get(s->keep, s->root_fd, rel);
+	if (keep_applies(s, conn)) {
+		/* A directory's page is kept under its index.html (below). */
+		char *idx = slash ? (rel[0] ? path_join(rel, "index.html") : strdup("index.html"))
+				  : NULL;
+		struct kept *e = slash && !idx ? NULL
+					       : keep_get(s->keep, s->root_fd, slash ? idx : rel);
 
+		free(idx);
 		if (e) {
 			ret = serve_kept(rq, conn, method, e);
 			keep_put(s->keep, e);

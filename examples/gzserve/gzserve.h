@@ -69,6 +69,7 @@ struct config {
 	bool quiet;
 	size_t cache_size; /* --cache-size: bytes of the file cache; 0: off */
 	size_t keep_size;  /* --keep-size: bytes of kept file responses; 0: off */
+	bool keep_size_set;
 	/* --dictionary FILE --dictionary-match PATTERN (dict.c), in order. */
 	const char *dict_file[GZS_DICT_MAX];
 	const char *dict_match[GZS_DICT_MAX];

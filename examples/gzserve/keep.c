@@ -96,10 +96,14 @@ keep_new(size_t budget_nbytes)
 	}
 	k->nbuckets = KEEP_BUCKETS0;
 	k->budget_nbytes = budget_nbytes;
-	/* One file may take a quarter of the budget, and at most
-	 * GZS_KEEP_FILE_MAX: larger files go out by sendfile. */
-	k->file_max_nbytes = budget_nbytes / 4 < GZS_KEEP_FILE_MAX ? budget_nbytes / 4
-								   : GZS_KEEP_FILE_MAX;
+	/* One entry may take a quarter of the budget, and a file at most
+	 * GZS_KEEP_FILE_MAX: larger files go out by sendfile. A budget
+	 * whose quarter cannot hold an entry keeps nothing. */
+	k->file_max_nbytes = budget_nbytes / 4 > KEEP_ENTRY_OVERHEAD
+				     ? budget_nbytes / 4 - KEEP_ENTRY_OVERHEAD
+				     : 0;
+	if (k->file_max_nbytes > GZS_KEEP_FILE_MAX)
+		k->file_max_nbytes = GZS_KEEP_FILE_MAX;
 	atomic_init(&k->count_hint, 0);
 	atomic_init(&k->hits, 0);
 	atomic_init(&k->misses, 0);

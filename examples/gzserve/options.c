@@ -62,12 +62,16 @@ usage(FILE *f)
 		"  --no-compress     never compress on the fly (precompressed files still go)\n"
 		"  --cache-size BYTES with --root: keep up to BYTES of compressed file bodies\n"
 		"                    for reuse, keyed by each file's identity and times, so a\n"
-		"                    file version is compressed once (default %u; 0: off)\n"
+		"                    file version is compressed once (default %u; 0: off,\n"
+		"                    and then no coded body is kept anywhere: every request\n"
+		"                    compresses)\n"
 		"  --keep-size BYTES with --root: keep up to BYTES of file responses in memory\n"
-		"                    (files up to %u bytes, their coded variants included),\n"
-		"                    each checked by one stat per request, so a changed file\n"
-		"                    is never served stale (default %u; 0: off; not with\n"
-		"                    --precompressed or --dictionary)\n"
+		"                    (their coded bodies and 512 bytes each counted; a file\n"
+		"                    up to %u bytes and a quarter of BYTES less 512, not\n"
+		"                    changed in the last 2 s), each checked by one stat per\n"
+		"                    request, so a changed file is never served stale; the\n"
+		"                    counts are printed at exit (default %u; 0: off; not\n"
+		"                    with --precompressed or --dictionary)\n"
 		"  --dictionary FILE --dictionary-match PATTERN\n"
 		"                    RFC 9842: FILE's bytes are a dictionary for requests whose\n"
 		"                    path matches PATTERN ('/' first, '*' any run): a client\n"
@@ -322,6 +326,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 			break;
 		case O_KEEP_SIZE:
 			cfg->keep_size = (size_t)number_arg("--keep-size", optarg, 0, SIZE_MAX);
+			cfg->keep_size_set = true;
 			break;
 		case O_DICTIONARY:
 			if (cfg->ndict == GZS_DICT_MAX)
@@ -357,6 +362,13 @@ parse_options(int argc, char **argv, struct config *cfg)
 			   cfg->dict_file[cfg->ndict - 1]);
 	if (cfg->precompressed && !cfg->root)
 		bad_option("--precompressed needs --root");
+	/* A kept response would bypass the choice of a sibling or of a
+	 * dictionary: asked for explicitly, say so (the default just stays
+	 * off). */
+	if (cfg->keep_size_set && cfg->keep_size && cfg->precompressed)
+		bad_option("--keep-size does not work with --precompressed (use --keep-size 0)");
+	if (cfg->keep_size_set && cfg->keep_size && cfg->ndict)
+		bad_option("--keep-size does not work with --dictionary (use --keep-size 0)");
 	/* The level's range depends on the backend, whichever came first. */
 	if (level_arg) {
 		if (mhdgz_backend_levels(cfg->backend, &lmin, &lmax, NULL) != 0)
