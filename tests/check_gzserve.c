@@ -673,6 +673,9 @@ START_TEST(test_kept_never_stale)
 		snprintf(path, sizeof path, "m%d.txt", i);
 		put_file(&t, path, v1, 8000);
 	}
+	snprintf(path, sizeof path, "%s/d", t.root);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	put_file(&t, "d/m6.txt", v1, 8000);
 	snprintf(secret, sizeof secret, "%s/secret.txt", t.base);
 	{
 		FILE *f = fopen(secret, "w");
@@ -685,8 +688,8 @@ START_TEST(test_kept_never_stale)
 	snprintf(err_path, sizeof err_path, "%s/kept.err", t.base);
 	server_start_args(&kept, args, err_path);
 	server_start_args(&plain, args0, NULL);
-	for (int i = 1; i <= 5; i++) { /* each kept */
-		snprintf(path, sizeof path, "/m%d.txt", i);
+	for (int i = 1; i <= 6; i++) { /* each kept */
+		snprintf(path, sizeof path, i == 6 ? "/d/m%d.txt" : "/m%d.txt", i);
 		raw_get(kept.port, path, "gzip", &r);
 		expect_body(&r, v1, 8000, path);
 		th_raw_response_free(&r);
@@ -748,6 +751,20 @@ START_TEST(test_kept_never_stale)
 	ck_assert_int_eq(r.status, 404);
 	th_raw_response_free(&r);
 
+	/* d/m6: its directory moved out of the root and a symlink to it put
+	 * in its place: the same file, unchanged, which the open beneath the
+	 * root now refuses; so does the kept response's check. */
+	snprintf(path, sizeof path, "%s/d", t.root);
+	snprintf(path2, sizeof path2, "%s/d-outside", t.base);
+	ck_assert_int_eq(rename(path, path2), 0);
+	ck_assert_int_eq(symlink(path2, path), 0);
+	raw_get(kept.port, "/d/m6.txt", NULL, &r);
+	raw_get(plain.port, "/d/m6.txt", NULL, &r0);
+	ck_assert_int_eq(r.status, r0.status);
+	ck_assert_int_ne(r.status, 200);
+	th_raw_response_free(&r);
+	th_raw_response_free(&r0);
+
 	/* m1 again: changed just now, so not kept yet (a miss), still new. */
 	raw_get(kept.port, "/m1.txt", NULL, &r);
 	expect_body(&r, v2, 8000, "m1 again");
@@ -755,10 +772,11 @@ START_TEST(test_kept_never_stale)
 
 	ck_assert_int_eq(server_stop(&kept), 0);
 	ck_assert_int_eq(server_stop(&plain), 0);
-	/* 5 first GETs (misses, kept); m1-m4 stale; m5 (its stat fails) and
-	 * m1 again: misses; m5's entry is the one left. */
+	/* 6 first GETs (misses, kept); m1-m3 stale; m4 and d/m6 (refused
+	 * beneath the root), m5 (gone) and m1 again: misses; the entries of
+	 * m4, m5 and d/m6 are left. */
 	keep_report_of(err_path, report, sizeof report);
-	ck_assert_msg(strncmp(report, "0 hits, 7 misses, 4 stale, 0 evictions, 1 entries,", 50) ==
+	ck_assert_msg(strncmp(report, "0 hits, 10 misses, 3 stale, 0 evictions, 3 entries,", 51) ==
 			      0,
 		      "report: %s", report);
 	tree_free(&t);

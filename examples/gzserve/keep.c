@@ -16,10 +16,14 @@
  * the stat compares unchanged (git's "racy clean" case). Once kept, any
  * write stamps a later change time, which the stat sees.
  *
- * The stat follows the path from the root's descriptor, symlinks included;
- * it only ever confirms what the open beneath the root (files.c) let in:
- * another file there (a symlink planted since) has another device and
- * inode, so the request takes files.c's checked path.
+ * The check resolves the path as files.c's open does, beneath the root
+ * (openat2 with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS, O_PATH: no file
+ * is opened for reading), then fstats it: a plain stat would follow a
+ * directory of the path moved out of the root and replaced by a symlink
+ * to it, to the same unchanged file (same device, inode and times), and
+ * serve what the open now refuses. What the kernel refuses here (EXDEV:
+ * a symlink leaving the root) takes files.c's path, which decides. A
+ * kernel without openat2 (before 5.6; also valgrind 3.19) keeps nothing.
  *
  * Bytes held: each entry's identity body, the coded variants queued from it
  * (charged as they are first reported), and KEEP_ENTRY_OVERHEAD; past the
@@ -29,6 +33,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
+#ifdef SYS_openat2
+#include <linux/openat2.h>
+#endif
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +60,7 @@ struct keep {
 	size_t nbuckets;
 	size_t count;             /* entries listed */
 	atomic_size_t count_hint; /* count, read without the lock */
+	atomic_bool off;          /* openat2 is not available: keep nothing */
 	struct kept *lru_first;   /* most recently used */
 	struct kept *lru_last;
 	size_t budget_nbytes;
@@ -105,6 +114,7 @@ keep_new(size_t budget_nbytes)
 	if (k->file_max_nbytes > GZS_KEEP_FILE_MAX)
 		k->file_max_nbytes = GZS_KEEP_FILE_MAX;
 	atomic_init(&k->count_hint, 0);
+	atomic_init(&k->off, false);
 	atomic_init(&k->hits, 0);
 	atomic_init(&k->misses, 0);
 	atomic_init(&k->stale, 0);
@@ -193,6 +203,35 @@ reap(struct kept *dead)
 	}
 }
 
+/* The version of rel beneath dirfd as files.c would open it (above): 0, or
+ * -1 (refused, missing, or no openat2: then k->off). */
+static int
+stat_beneath(struct keep *k, int dirfd, const char *rel, struct stat *st)
+{
+#ifdef SYS_openat2
+	struct open_how how = {
+		.flags = O_PATH | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how), rc;
+
+	if (fd < 0) {
+		if (errno == ENOSYS || errno == EPERM || errno == EINVAL || errno == E2BIG)
+			atomic_store(&k->off, true);
+		return -1;
+	}
+	rc = fstat(fd, st);
+	close(fd);
+	return rc;
+#else
+	(void)dirfd;
+	(void)rel;
+	(void)st;
+	atomic_store(&k->off, true);
+	return -1;
+#endif
+}
+
 struct kept *
 keep_get(struct keep *k, int dirfd, const char *rel)
 {
@@ -202,10 +241,10 @@ keep_get(struct keep *k, int dirfd, const char *rel)
 
 	if (!k)
 		return NULL;
-	/* Nothing kept (yet), or a path that fails its stat: a miss. */
+	/* Nothing kept (yet), or a path that fails its check: a miss. */
 	if (dirfd < 0 || !rel[0] ||
 	    atomic_load_explicit(&k->count_hint, memory_order_relaxed) == 0 ||
-	    fstatat(dirfd, rel, &st, 0) != 0) {
+	    stat_beneath(k, dirfd, rel, &st) != 0) {
 		atomic_fetch_add_explicit(&k->misses, 1, memory_order_relaxed);
 		return NULL;
 	}
@@ -278,7 +317,7 @@ keep_wanted(const struct keep *k, const struct stat *st)
 	struct timespec now;
 	long long newest_ns, now_ns;
 
-	if (!k || !S_ISREG(st->st_mode) || st->st_size <= 0 ||
+	if (!k || atomic_load(&k->off) || !S_ISREG(st->st_mode) || st->st_size <= 0 ||
 	    (uint64_t)st->st_size > k->file_max_nbytes)
 		return false;
 	if (clock_gettime(CLOCK_REALTIME, &now) != 0)
