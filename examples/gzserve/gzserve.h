@@ -246,6 +246,20 @@ void keep_charge(struct keep *k, struct kept *e, const char *coding, uint64_t co
 /* One line of counters. */
 void keep_report(struct keep *k, FILE *f);
 
+/* validate.c: a file's validators and the conditional and range request
+ * fields (RFC 9110). file_etag: the strong ETag of a file version (inode,
+ * size, mtime and ctime in ns); http_date: IMF-fixdate; parse_range: 1
+ * and the one range of Range: bytes=... for a body of len bytes, -1 not
+ * satisfiable (416), 0 ignore (absent, other unit, several ranges);
+ * if_range_ok: does If-Range let the range apply (etag_shared: the gzip
+ * representation carries the same ETag); not_modified_since:
+ * If-Modified-Since holds (only without If-None-Match). */
+void file_etag(const struct stat *st, char *out, size_t cap);
+void http_date(time_t t, char *out, size_t cap);
+int parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret);
+bool if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool etag_shared);
+bool not_modified_since(struct MHD_Connection *conn, time_t mtime);
+
 /* files.c: the static files under --root. */
 enum MHD_Result serve_file(struct req *rq, struct MHD_Connection *conn, const char *method);
 

@@ -3,7 +3,8 @@
  * gzserve serves the files under --root, or a built-in demo, on
  * libmicrohttpd, its responses gzip-compressed by mhdgz. Its files:
  * main.c (this), options.c (the command line), respond.c (queueing
- * through the handler), files.c (--root), keep.c (--keep-size: file
+ * through the handler), files.c (--root), validate.c (validators and
+ * ranges), keep.c (--keep-size: file
  * responses kept, revalidated per request), mime.c (media types),
  * demo.c (the demo, /events, /stats),
  * echo.c (POST /echo: request bodies coded gzip), dict.c (RFC 9842
