@@ -261,8 +261,10 @@ main(int argc, char **argv)
 
 	if (handler_new(s) != 0 || dict_init(s) != 0)
 		return 1;
-	/* Kept responses would bypass the sibling and dictionary choices. */
-	if (s->root && !s->cfg.precompressed && !s->cfg.ndict && s->cfg.keep_size) {
+	/* Kept responses would bypass the sibling and dictionary choices;
+	 * they are checked beneath the root's descriptor (keep.c). */
+	if (s->root && s->root_fd >= 0 && !s->cfg.precompressed && !s->cfg.ndict &&
+	    s->cfg.keep_size) {
 		s->keep = keep_new(s->cfg.keep_size);
 		if (!s->keep) {
 			fprintf(stderr, "gzserve: out of memory\n");
