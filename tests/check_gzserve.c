@@ -547,11 +547,12 @@ expect_body(const struct th_raw_response *resp, const void *want, size_t want_le
 START_TEST(test_kept_wire_parity)
 {
 	/* "" and "sub/": directory pages, kept under their index.html. */
-	static const char *const names[] = { "page.html", "data.json", "photo.png", "one.txt",
-					     "",          "sub/",      "big.txt",   "empty.txt" };
+	/* mid.json (100,000 bytes) is kept as a descriptor, sent by sendfile. */
+	static const char *const names[] = { "page.html", "data.json", "photo.png", "one.txt",  "",
+					     "sub/",      "mid.json",  "big.txt",   "empty.txt" };
 	static const char *const files[] = { "page.html", "data.json",  "photo.png",
 					     "one.txt",   "index.html", "sub/index.html",
-					     "big.txt",   "empty.txt" };
+					     "mid.json",  "big.txt",    "empty.txt" };
 	static const struct {
 		bool head;
 		const char *fields; /* after Host */
@@ -578,10 +579,11 @@ START_TEST(test_kept_wire_parity)
 	const struct {
 		const uint8_t *data;
 		size_t len;
-	} content[] = { { page, 20000 },      { json, json_len },
-			{ photo, 20008 },     { (const uint8_t *)"x", 1 },
-			{ page + 100, 5000 }, { json + 10, 3000 },
-			{ big, 1536 * 1024 }, { (const uint8_t *)"", 0 } };
+	} content[] = { { page, 20000 },           { json, json_len },
+			{ photo, 20008 },          { (const uint8_t *)"x", 1 },
+			{ page + 100, 5000 },      { json + 10, 3000 },
+			{ big + 7, 100000 },       { big, 1536 * 1024 },
+			{ (const uint8_t *)"", 0 } };
 	char sub_dir[160];
 
 	memcpy(photo, "\x89PNG\r\n\x1a\n", 8);
@@ -636,10 +638,11 @@ START_TEST(test_kept_wire_parity)
 	}
 	ck_assert_int_eq(server_stop(&kept), 0);
 	ck_assert_int_eq(server_stop(&plain), 0);
-	/* Six pages kept at their first GET, then 7 hits each (the range is
-	 * neither); big.txt (over 1 MiB) and empty.txt never: 8 misses each. */
+	/* Seven pages kept at their first GET, then 7 hits each (the range
+	 * is neither); big.txt (over 1 MiB) and empty.txt never: 8 misses
+	 * each. */
 	keep_report_of(err_path, report, sizeof report);
-	ck_assert_msg(strncmp(report, "42 hits, 22 misses, 0 stale, 0 evictions, 6 entries,", 52) ==
+	ck_assert_msg(strncmp(report, "49 hits, 23 misses, 0 stale, 0 evictions, 7 entries,", 52) ==
 			      0,
 		      "report: %s", report);
 	tree_free(&t);
@@ -665,6 +668,7 @@ START_TEST(test_kept_never_stale)
 	const char *args0[] = { "--root", t.root, "--keep-size", "0", NULL };
 	uint8_t *v1 = tu_payload(8000, TU_TEXT, 10), *v2 = tu_payload(8000, TU_TEXT, 11);
 	uint8_t *v3 = tu_payload(9000, TU_TEXT, 12);
+	uint8_t *w1 = tu_payload(100000, TU_TEXT, 13), *w2 = tu_payload(100000, TU_TEXT, 14);
 	struct stat st;
 	struct timespec times[2];
 
@@ -676,6 +680,8 @@ START_TEST(test_kept_never_stale)
 	snprintf(path, sizeof path, "%s/d", t.root);
 	ck_assert_int_eq(mkdir(path, 0755), 0);
 	put_file(&t, "d/m6.txt", v1, 8000);
+	/* m7: over 64 KiB, kept as a descriptor (sendfile). */
+	put_file(&t, "m7.txt", w1, 100000);
 	snprintf(secret, sizeof secret, "%s/secret.txt", t.base);
 	{
 		FILE *f = fopen(secret, "w");
@@ -688,6 +694,9 @@ START_TEST(test_kept_never_stale)
 	snprintf(err_path, sizeof err_path, "%s/kept.err", t.base);
 	server_start_args(&kept, args, err_path);
 	server_start_args(&plain, args0, NULL);
+	raw_get(kept.port, "/m7.txt", "gzip", &r);
+	expect_body(&r, w1, 100000, "m7");
+	th_raw_response_free(&r);
 	for (int i = 1; i <= 6; i++) { /* each kept */
 		snprintf(path, sizeof path, i == 6 ? "/d/m%d.txt" : "/m%d.txt", i);
 		raw_get(kept.port, path, "gzip", &r);
@@ -765,6 +774,22 @@ START_TEST(test_kept_never_stale)
 	th_raw_response_free(&r);
 	th_raw_response_free(&r0);
 
+	/* m7: rewritten in place, the same size, the times set back but the
+	 * change time: the gzip body and the identity body (sent from the
+	 * file by sendfile) are the new bytes. */
+	snprintf(path, sizeof path, "%s/m7.txt", t.root);
+	ck_assert_int_eq(stat(path, &st), 0);
+	put_file(&t, "m7.txt", w2, 100000);
+	times[0] = st.st_atim;
+	times[1] = st.st_mtim;
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, times, 0), 0);
+	raw_get(kept.port, "/m7.txt", "gzip", &r);
+	expect_body(&r, w2, 100000, "m7 rewritten, gzip");
+	th_raw_response_free(&r);
+	raw_get(kept.port, "/m7.txt", NULL, &r);
+	expect_body(&r, w2, 100000, "m7 rewritten, identity");
+	th_raw_response_free(&r);
+
 	/* m1 again: changed just now, so not kept yet (a miss), still new. */
 	raw_get(kept.port, "/m1.txt", NULL, &r);
 	expect_body(&r, v2, 8000, "m1 again");
@@ -772,17 +797,20 @@ START_TEST(test_kept_never_stale)
 
 	ck_assert_int_eq(server_stop(&kept), 0);
 	ck_assert_int_eq(server_stop(&plain), 0);
-	/* 6 first GETs (misses, kept); m1-m3 stale; m4 and d/m6 (refused
-	 * beneath the root), m5 (gone) and m1 again: misses; the entries of
-	 * m4, m5 and d/m6 are left. */
+	/* 7 first GETs (misses, kept); m1-m3 and m7 stale; m4 and d/m6
+	 * (refused beneath the root), m5 (gone), m7's identity GET and m1
+	 * again (changed just now): misses; the entries of m4, m5 and d/m6
+	 * are left. */
 	keep_report_of(err_path, report, sizeof report);
-	ck_assert_msg(strncmp(report, "0 hits, 10 misses, 3 stale, 0 evictions, 3 entries,", 51) ==
+	ck_assert_msg(strncmp(report, "0 hits, 12 misses, 4 stale, 0 evictions, 3 entries,", 51) ==
 			      0,
 		      "report: %s", report);
 	tree_free(&t);
 	free(v1);
 	free(v2);
 	free(v3);
+	free(w1);
+	free(w2);
 }
 END_TEST
 
