@@ -547,7 +547,7 @@ expect_body(const struct th_raw_response *resp, const void *want, size_t want_le
 START_TEST(test_kept_wire_parity)
 {
 	/* "" and "sub/": directory pages, kept under their index.html. */
-	/* mid.json (100,000 bytes) is kept as a descriptor, sent by sendfile. */
+	/* mid.json: 100,000 bytes, kept in memory too (up to 1 MiB). */
 	static const char *const names[] = { "page.html", "data.json", "photo.png", "one.txt",  "",
 					     "sub/",      "mid.json",  "big.txt",   "empty.txt" };
 	static const char *const files[] = { "page.html", "data.json",  "photo.png",
@@ -680,7 +680,7 @@ START_TEST(test_kept_never_stale)
 	snprintf(path, sizeof path, "%s/d", t.root);
 	ck_assert_int_eq(mkdir(path, 0755), 0);
 	put_file(&t, "d/m6.txt", v1, 8000);
-	/* m7: over 64 KiB, kept as a descriptor (sendfile). */
+	/* m7: 100,000 bytes. */
 	put_file(&t, "m7.txt", w1, 100000);
 	snprintf(secret, sizeof secret, "%s/secret.txt", t.base);
 	{
@@ -775,8 +775,8 @@ START_TEST(test_kept_never_stale)
 	th_raw_response_free(&r0);
 
 	/* m7: rewritten in place, the same size, the times set back but the
-	 * change time: the gzip body and the identity body (sent from the
-	 * file by sendfile) are the new bytes. */
+	 * change time: the gzip body and the identity body are the new
+	 * bytes. */
 	snprintf(path, sizeof path, "%s/m7.txt", t.root);
 	ck_assert_int_eq(stat(path, &st), 0);
 	put_file(&t, "m7.txt", w2, 100000);

@@ -368,41 +368,22 @@ serve_kept(struct req *rq, struct MHD_Connection *conn, const char *method, stru
 	return ret;
 }
 
-/* The 200 response of a file (fd, version st), kept; NULL when it cannot
- * be (the caller then sends from fd). Up to GZS_KEEP_READ_MAX bytes the
- * file is read whole into memory: libmicrohttpd sends header and body in
- * one sendmsg. A larger file keeps a descriptor of its own: the library
- * sends it with sendfile() (no copy; its header goes first, alone) and
- * reads it only to compress it. Either way its bytes count against the
- * budget (a kept descriptor holds the file's pages and a descriptor). */
+/* The 200 response of a file (fd, version st) read whole into memory and
+ * kept; NULL when it cannot be (the caller then sends from fd). */
 static struct kept *
 keep_file(struct server *s, const char *rel, int fd, const struct stat *st, const char *type,
 	  const char *etag, const char *lastmod)
 {
+	void *body = keep_read(fd, st);
 	struct MHD_Response *r;
 	struct kept *e;
 
-	if ((uint64_t)st->st_size > GZS_KEEP_READ_MAX) {
-		int kfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-
-		if (kfd < 0)
-			return NULL;
-		r = mhdgz_response_from_fd_at_offset64(s->gz, (uint64_t)st->st_size, kfd, 0);
-		if (!r) {
-			close(kfd);
-			return NULL;
-		}
-	} else {
-		void *body = keep_read(fd, st);
-
-		if (!body)
-			return NULL;
-		r = mhdgz_response_from_buffer(s->gz, (size_t)st->st_size, body,
-					       MHD_RESPMEM_MUST_FREE);
-		if (!r) {
-			free(body);
-			return NULL;
-		}
+	if (!body)
+		return NULL;
+	r = mhdgz_response_from_buffer(s->gz, (size_t)st->st_size, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return NULL;
 	}
 	/* --cache-size 0: no coded body is kept, every request compresses. */
 	if ((!s->cfg.cache_size && mhdgz_response_set_uncached(s->gz, r) != 0) ||
@@ -411,7 +392,7 @@ keep_file(struct server *s, const char *rel, int fd, const struct stat *st, cons
 	    MHD_add_response_header(r, MHD_HTTP_HEADER_LAST_MODIFIED, lastmod) != MHD_YES ||
 	    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes") != MHD_YES ||
 	    !(e = keep_add(s->keep, rel, st, r, etag, (uint64_t)st->st_size))) {
-		MHD_destroy_response(r); /* frees the body or closes kfd */
+		MHD_destroy_response(r); /* frees body */
 		return NULL;
 	}
 	return e;

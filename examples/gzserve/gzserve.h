@@ -37,13 +37,9 @@
 /* Default --keep-size in bytes: the files of a typical site, kept as
  * responses (keep.c). */
 #define GZS_KEEP_SIZE_DEFAULT (64u * 1024 * 1024)
-/* The largest file kept: larger ones are opened per request. */
+/* The largest file kept: larger ones go out by sendfile from a descriptor
+ * opened per request. */
 #define GZS_KEEP_FILE_MAX (1024u * 1024)
-/* Kept files up to this size are read into memory; larger ones keep a
- * descriptor and go out by sendfile (libmhdgz sends an fd response of up
- * to 64 KiB from a buffer itself; above, the copy costs more than the
- * header's separate segment). */
-#define GZS_KEEP_READ_MAX (64u * 1024)
 /* Most --dictionary options. */
 #define GZS_DICT_MAX 16
 

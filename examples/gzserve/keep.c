@@ -4,10 +4,9 @@
  *
  * Without it every request for a file opens, fstats, reads and closes the
  * file and builds a response with its header fields; with it a file's
- * response (its bytes read once, or above 64 KiB a descriptor kept for
- * sendfile; its fields set once; the coded variants the library caches on
- * a reused response) is queued again while a check of the same path still
- * reports the same file version: device, inode, size,
+ * response (its bytes read once, its fields set once, the coded variants
+ * the library caches on a reused response) is queued again while a stat of
+ * the same path still reports the same file version: device, inode, size,
  * modification and change times (ns). That is what nginx's open_file_cache
  * saves, without its 60 s window in which a changed file is served stale.
  *
@@ -107,7 +106,7 @@ keep_new(size_t budget_nbytes)
 	k->nbuckets = KEEP_BUCKETS0;
 	k->budget_nbytes = budget_nbytes;
 	/* One entry may take a quarter of the budget, and a file at most
-	 * GZS_KEEP_FILE_MAX: larger files are opened per request. A budget
+	 * GZS_KEEP_FILE_MAX: larger files go out by sendfile. A budget
 	 * whose quarter cannot hold an entry keeps nothing. */
 	k->file_max_nbytes = budget_nbytes / 4 > KEEP_ENTRY_OVERHEAD
 				     ? budget_nbytes / 4 - KEEP_ENTRY_OVERHEAD
