@@ -204,8 +204,8 @@ int mime_load(struct server *s, const char *file);
 void mime_free(struct server *s);
 void mime_type(const struct server *s, const char *name, char *out, size_t cap);
 
-/* keep.c: file responses kept in memory, revalidated by one stat per
- * request (--keep-size). A struct kept is shared: read its fields, queue
+/* keep.c: file responses kept in memory, revalidated per request by
+ * resolving the path beneath the root and fstat-ing it (--keep-size). A struct kept is shared: read its fields, queue
  * its response, never modify it; keep_get and keep_add hand out a
  * reference that keep_put returns. All functions are thread-safe. */
 struct kept {
@@ -226,12 +226,14 @@ struct kept {
 /* NULL when budget_nbytes is 0 or out of memory (then nothing is kept). */
 struct keep *keep_new(size_t budget_nbytes);
 void keep_free(struct keep *k); /* after the daemon stopped; NULL: no-op */
-/* The kept response of rel if a stat of it (from dirfd) shows the same
- * version, referenced; NULL otherwise (a stale entry is dropped). */
+/* The kept response of rel if rel, resolved beneath dirfd as the open
+ * does, shows the same version, referenced; NULL otherwise (a stale
+ * entry is dropped). */
 struct kept *keep_get(struct keep *k, int dirfd, const char *rel);
 void keep_put(struct keep *k, struct kept *e);
 /* Is this file version (st of the open file) one to keep? Regular, not
- * empty, within the size limit, and not changed in the last 2 s. */
+ * empty, within the size limit, not changed in the last 2 s, and openat2
+ * available. */
 bool keep_wanted(const struct keep *k, const struct stat *st);
 /* The whole file fd (of version st) read into a malloc'd buffer, or NULL
  * (out of memory, a read error, a file that changed or shrank meanwhile). */
