@@ -202,12 +202,9 @@ mhdgz_dictionary_add_response(struct mhdgz *gz, struct MHD_Response *response,
 	uint8_t *owned;
 	int rc;
 
-	if (!gz || !response)
-		return MHDGZ_EINVAL;
-	e = hnd_table_lookup(&gz->table, response);
+	e = hnd_entry_locked(gz, response);
 	if (!e)
 		return MHDGZ_EINVAL;
-	pthread_mutex_lock(&e->lock);
 	if (e->response_queued || !hnd_whole_body(e) || e->body_len == 0) {
 		rc = MHDGZ_EINVAL;
 		goto out;

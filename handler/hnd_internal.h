@@ -250,6 +250,9 @@ void hnd_table_insert(struct hnd_table *t, struct hnd_entry *e);
 void hnd_table_remove(struct hnd_table *t, struct hnd_entry *e);
 /* The entry of a response created by this handle, or NULL. */
 struct hnd_entry *hnd_table_lookup(struct hnd_table *t, const struct MHD_Response *r);
+/* The entry of a response created through gz, its lock taken (the public
+ * per-response setters); NULL when gz or r is NULL or r is not gz's. */
+struct hnd_entry *hnd_entry_locked(struct mhdgz *gz, const struct MHD_Response *r);
 /* Entries in the table now (tests). */
 size_t hnd_table_count(struct hnd_table *t);
 

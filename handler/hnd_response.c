@@ -252,14 +252,14 @@ mhdgz_response_from_fd64(struct mhdgz *gz, uint64_t size, int fd)
 MHDGZ_API int
 mhdgz_response_set_low_latency(struct mhdgz *gz, struct MHD_Response *response)
 {
-	struct hnd_entry *e;
+	struct hnd_entry *e = hnd_entry_locked(gz, response);
 
-	if (!gz || !response)
+	if (!e)
 		return MHDGZ_EINVAL;
-	e = hnd_table_lookup(&gz->table, response);
-	if (!e || e->kind == HND_BUFFER)
+	if (e->kind == HND_BUFFER) {
+		pthread_mutex_unlock(&e->lock);
 		return MHDGZ_EINVAL;
-	pthread_mutex_lock(&e->lock);
+	}
 	e->low_latency = true;
 	pthread_mutex_unlock(&e->lock);
 	return 0;
@@ -268,14 +268,10 @@ mhdgz_response_set_low_latency(struct mhdgz *gz, struct MHD_Response *response)
 MHDGZ_API int
 mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response)
 {
-	struct hnd_entry *e;
+	struct hnd_entry *e = hnd_entry_locked(gz, response);
 
-	if (!gz || !response)
-		return MHDGZ_EINVAL;
-	e = hnd_table_lookup(&gz->table, response);
 	if (!e)
 		return MHDGZ_EINVAL;
-	pthread_mutex_lock(&e->lock);
 	e->opt_out = true;
 	pthread_mutex_unlock(&e->lock);
 	return 0;
@@ -284,14 +280,10 @@ mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response)
 MHDGZ_API int
 mhdgz_response_set_uncached(struct mhdgz *gz, struct MHD_Response *response)
 {
-	struct hnd_entry *e;
+	struct hnd_entry *e = hnd_entry_locked(gz, response);
 
-	if (!gz || !response)
-		return MHDGZ_EINVAL;
-	e = hnd_table_lookup(&gz->table, response);
 	if (!e)
 		return MHDGZ_EINVAL;
-	pthread_mutex_lock(&e->lock);
 	e->uncached = true;
 	pthread_mutex_unlock(&e->lock);
 	return 0;
@@ -300,14 +292,10 @@ mhdgz_response_set_uncached(struct mhdgz *gz, struct MHD_Response *response)
 MHDGZ_API int
 mhdgz_response_set_length_hiding(struct mhdgz *gz, struct MHD_Response *response, int on)
 {
-	struct hnd_entry *e;
+	struct hnd_entry *e = hnd_entry_locked(gz, response);
 
-	if (!gz || !response)
-		return MHDGZ_EINVAL;
-	e = hnd_table_lookup(&gz->table, response);
 	if (!e)
 		return MHDGZ_EINVAL;
-	pthread_mutex_lock(&e->lock);
 	e->length_hiding = on ? 1 : -1;
 	pthread_mutex_unlock(&e->lock);
 	return 0;
@@ -317,15 +305,11 @@ MHDGZ_API int
 mhdgz_response_set_options(struct mhdgz *gz, struct MHD_Response *response,
 			   enum MHD_ResponseFlags flags)
 {
-	struct hnd_entry *e;
+	struct hnd_entry *e = hnd_entry_locked(gz, response);
 	int rc = 0;
 
-	if (!gz || !response)
-		return MHDGZ_EINVAL;
-	e = hnd_table_lookup(&gz->table, response);
 	if (!e)
 		return MHDGZ_EINVAL;
-	pthread_mutex_lock(&e->lock);
 	if (MHD_set_response_options(response, flags, MHD_RO_END) == MHD_YES)
 		e->mhd_flags = flags;
 	else

@@ -143,6 +143,19 @@ hnd_table_lookup(struct hnd_table *t, const struct MHD_Response *r)
 	return e;
 }
 
+struct hnd_entry *
+hnd_entry_locked(struct mhdgz *gz, const struct MHD_Response *r)
+{
+	struct hnd_entry *e;
+
+	if (!gz || !r)
+		return NULL;
+	e = hnd_table_lookup(&gz->table, r);
+	if (e)
+		pthread_mutex_lock(&e->lock);
+	return e;
+}
+
 size_t
 hnd_table_count(struct hnd_table *t)
 {

@@ -537,6 +537,39 @@ expect_body(const struct th_raw_response *resp, const void *want, size_t want_le
 	free(unchunked);
 }
 
+/* GET path (ae: an Accept-Encoding value or NULL) on a new connection:
+ * the body is want[0..want_len), decoded. */
+static void
+expect_get(uint16_t port, const char *path, const char *ae, const void *want, size_t want_len,
+	   const char *ctx)
+{
+	struct th_raw_response r = { 0 };
+
+	raw_get(port, path, ae, &r);
+	expect_body(&r, want, want_len, ctx);
+	th_raw_response_free(&r);
+}
+
+/* Write name with data, its access and modification times then set back
+ * to those like (a file under the root) had before: only the change time
+ * (and the size, the inode) can tell. */
+static void
+put_file_times_of(const struct keep_tree *t, const char *name, const char *like, const void *data,
+		  size_t len)
+{
+	char path[160], like_path[160];
+	struct stat st;
+	struct timespec times[2];
+
+	snprintf(like_path, sizeof like_path, "%s/%s", t->root, like);
+	snprintf(path, sizeof path, "%s/%s", t->root, name);
+	ck_assert_int_eq(stat(like_path, &st), 0);
+	put_file(t, name, data, len);
+	times[0] = st.st_atim;
+	times[1] = st.st_mtim;
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, times, 0), 0);
+}
+
 /* A server keeping responses and one with --keep-size 0, on the same
  * files, answer every request with the same bytes (Date aside): GET and
  * HEAD, gzip and identity, 304, 412, a range (which takes the file path),
@@ -669,8 +702,6 @@ START_TEST(test_kept_never_stale)
 	uint8_t *v1 = tu_payload(8000, TU_TEXT, 10), *v2 = tu_payload(8000, TU_TEXT, 11);
 	uint8_t *v3 = tu_payload(9000, TU_TEXT, 12);
 	uint8_t *w1 = tu_payload(100000, TU_TEXT, 13), *w2 = tu_payload(100000, TU_TEXT, 14);
-	struct stat st;
-	struct timespec times[2];
 
 	tree_new(&t);
 	for (int i = 1; i <= 5; i++) {
@@ -694,51 +725,27 @@ START_TEST(test_kept_never_stale)
 	snprintf(err_path, sizeof err_path, "%s/kept.err", t.base);
 	server_start_args(&kept, args, err_path);
 	server_start_args(&plain, args0, NULL);
-	raw_get(kept.port, "/m7.txt", "gzip", &r);
-	expect_body(&r, w1, 100000, "m7");
-	th_raw_response_free(&r);
+	expect_get(kept.port, "/m7.txt", "gzip", w1, 100000, "m7");
 	for (int i = 1; i <= 6; i++) { /* each kept */
 		snprintf(path, sizeof path, i == 6 ? "/d/m%d.txt" : "/m%d.txt", i);
-		raw_get(kept.port, path, "gzip", &r);
-		expect_body(&r, v1, 8000, path);
-		th_raw_response_free(&r);
+		expect_get(kept.port, path, "gzip", v1, 8000, path);
 	}
 
 	/* m1: the same size, other bytes, the modification time set back:
 	 * only the change time tells. */
-	snprintf(path, sizeof path, "%s/m1.txt", t.root);
-	ck_assert_int_eq(stat(path, &st), 0);
-	put_file(&t, "m1.txt", v2, 8000);
-	times[0] = st.st_atim;
-	times[1] = st.st_mtim;
-	ck_assert_int_eq(utimensat(AT_FDCWD, path, times, 0), 0);
-	raw_get(kept.port, "/m1.txt", "gzip", &r);
-	expect_body(&r, v2, 8000, "m1 rewritten in place");
-	th_raw_response_free(&r);
+	put_file_times_of(&t, "m1.txt", "m1.txt", v2, 8000);
+	expect_get(kept.port, "/m1.txt", "gzip", v2, 8000, "m1 rewritten in place");
 
 	/* m2: grown, the modification time set back. */
-	snprintf(path, sizeof path, "%s/m2.txt", t.root);
-	ck_assert_int_eq(stat(path, &st), 0);
-	put_file(&t, "m2.txt", v3, 9000);
-	times[0] = st.st_atim;
-	times[1] = st.st_mtim;
-	ck_assert_int_eq(utimensat(AT_FDCWD, path, times, 0), 0);
-	raw_get(kept.port, "/m2.txt", NULL, &r);
-	expect_body(&r, v3, 9000, "m2 grown");
-	th_raw_response_free(&r);
+	put_file_times_of(&t, "m2.txt", "m2.txt", v3, 9000);
+	expect_get(kept.port, "/m2.txt", NULL, v3, 9000, "m2 grown");
 
 	/* m3: replaced by a rename (another inode), same size and time. */
+	put_file_times_of(&t, "m3.new", "m3.txt", v2, 8000);
 	snprintf(path, sizeof path, "%s/m3.txt", t.root);
-	ck_assert_int_eq(stat(path, &st), 0);
-	put_file(&t, "m3.new", v2, 8000);
 	snprintf(path2, sizeof path2, "%s/m3.new", t.root);
-	times[0] = st.st_atim;
-	times[1] = st.st_mtim;
-	ck_assert_int_eq(utimensat(AT_FDCWD, path2, times, 0), 0);
 	ck_assert_int_eq(rename(path2, path), 0);
-	raw_get(kept.port, "/m3.txt", "gzip", &r);
-	expect_body(&r, v2, 8000, "m3 replaced by rename");
-	th_raw_response_free(&r);
+	expect_get(kept.port, "/m3.txt", "gzip", v2, 8000, "m3 replaced by rename");
 
 	/* m4: a symlink to a file outside the root: what gzserve answers
 	 * without kept responses, and never the file's bytes. */
@@ -777,23 +784,12 @@ START_TEST(test_kept_never_stale)
 	/* m7: rewritten in place, the same size, the times set back but the
 	 * change time: the gzip body and the identity body are the new
 	 * bytes. */
-	snprintf(path, sizeof path, "%s/m7.txt", t.root);
-	ck_assert_int_eq(stat(path, &st), 0);
-	put_file(&t, "m7.txt", w2, 100000);
-	times[0] = st.st_atim;
-	times[1] = st.st_mtim;
-	ck_assert_int_eq(utimensat(AT_FDCWD, path, times, 0), 0);
-	raw_get(kept.port, "/m7.txt", "gzip", &r);
-	expect_body(&r, w2, 100000, "m7 rewritten, gzip");
-	th_raw_response_free(&r);
-	raw_get(kept.port, "/m7.txt", NULL, &r);
-	expect_body(&r, w2, 100000, "m7 rewritten, identity");
-	th_raw_response_free(&r);
+	put_file_times_of(&t, "m7.txt", "m7.txt", w2, 100000);
+	expect_get(kept.port, "/m7.txt", "gzip", w2, 100000, "m7 rewritten, gzip");
+	expect_get(kept.port, "/m7.txt", NULL, w2, 100000, "m7 rewritten, identity");
 
 	/* m1 again: changed just now, so not kept yet (a miss), still new. */
-	raw_get(kept.port, "/m1.txt", NULL, &r);
-	expect_body(&r, v2, 8000, "m1 again");
-	th_raw_response_free(&r);
+	expect_get(kept.port, "/m1.txt", NULL, v2, 8000, "m1 again");
 
 	ck_assert_int_eq(server_stop(&kept), 0);
 	ck_assert_int_eq(server_stop(&plain), 0);
@@ -822,7 +818,6 @@ START_TEST(test_kept_eviction)
 {
 	struct keep_tree t;
 	struct server kept;
-	struct th_raw_response r = { 0 };
 	char err_path[160], report[256], name[32];
 	const char *args[] = { "--root", t.root, "--keep-size", "65536", "--no-compress", NULL };
 	uint8_t *body[8];
@@ -841,9 +836,7 @@ START_TEST(test_kept_eviction)
 		int k = i <= 7 ? i : i == 8 ? 1 : 7;
 
 		snprintf(name, sizeof name, "/f%d.txt", k);
-		raw_get(kept.port, name, NULL, &r);
-		expect_body(&r, body[k], 10000, name);
-		th_raw_response_free(&r);
+		expect_get(kept.port, name, NULL, body[k], 10000, name);
 	}
 	ck_assert_int_eq(server_stop(&kept), 0);
 	keep_report_of(err_path, report, sizeof report);
@@ -857,9 +850,7 @@ START_TEST(test_kept_eviction)
 
 		server_start_args(&kept, tiny_args, err_path);
 		for (int i = 0; i < 3; i++) {
-			raw_get(kept.port, "/tiny.txt", NULL, &r);
-			expect_body(&r, "tiny\n", 5, "tiny.txt");
-			th_raw_response_free(&r);
+			expect_get(kept.port, "/tiny.txt", NULL, "tiny\n", 5, "tiny.txt");
 		}
 		ck_assert_int_eq(server_stop(&kept), 0);
 		keep_report_of(err_path, report, sizeof report);

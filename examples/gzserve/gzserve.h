@@ -212,9 +212,11 @@ struct kept {
 	struct kept *next; /* hash chain, or the reap list */
 	struct kept *lru_prev, *lru_next;
 	uint64_t hash;
-	unsigned int refs;      /* under the lock: the table's while listed, and users' */
-	bool listed;            /* under the lock */
-	unsigned int charged;   /* under the lock: codings whose variant is charged */
+	unsigned int refs; /* under the lock: the table's while listed, and users' */
+	bool listed;       /* under the lock */
+	/* Codings whose variant is charged: set under the lock, read without
+	 * it first (every GET asks; only the first per coding charges). */
+	atomic_uint charged;
 	size_t charge_nbytes;   /* under the lock: bytes counted against the budget */
 	struct stat st;         /* the file version kept */
 	struct MHD_Response *r; /* its 200 response (the table's reference) */

@@ -361,6 +361,7 @@ keep_add(struct keep *k, const char *rel, const struct stat *st, struct MHD_Resp
 
 	if (!e)
 		return NULL;
+	atomic_init(&e->charged, 0);
 	e->hash = hash_str(rel);
 	memcpy(e->rel, rel, rel_len + 1);
 	e->st = *st;
@@ -411,9 +412,11 @@ keep_charge(struct keep *k, struct kept *e, const char *coding, uint64_t coded_n
 			bit = 1u << i;
 	if (!bit) /* identity: the body already charged */
 		return;
+	if (atomic_load_explicit(&e->charged, memory_order_relaxed) & bit)
+		return; /* the common case: no lock */
 	pthread_mutex_lock(&k->lock);
-	if (e->listed && !(e->charged & bit)) {
-		e->charged |= bit;
+	if (e->listed && !(atomic_load_explicit(&e->charged, memory_order_relaxed) & bit)) {
+		atomic_fetch_or_explicit(&e->charged, bit, memory_order_relaxed);
 		e->charge_nbytes += coded_nbytes;
 		k->held_nbytes += coded_nbytes;
 		evict(k, &dead);
