@@ -1173,7 +1173,15 @@ MHDGZ_API unsigned int mhdgz_evaluate_preconditions(struct MHD_Connection *conne
  * (an unsupported coding, an identity Content-Length over the limit) may be
  * queued on the first call already: libmicrohttpd then sends it without
  * reading the body (also to a client waiting on "Expect: 100-continue")
- * and closes the connection.
+ * and closes the connection. That is safe for a client that waits
+ * (RFC 9110 section 10.1.1): it sends no body. A client that sends its
+ * body at once (curl does so below 1 MiB) may still be writing when the
+ * connection closes; its kernel then receives a reset (libmicrohttpd
+ * 0.9.75 does not linger to drain the unread body, RFC 9112 section 9.6),
+ * and the client may fail its send before it reads the refusal. Refuse
+ * early for clients that sent "Expect: 100-continue", or where reading
+ * the body is worse than that risk (an identity Content-Length far over
+ * the limit); otherwise feed the body and refuse on the final call.
  */
 
 /** Default max_decoded_nbytes of struct mhdgz_upload_options: 64 MiB. A

@@ -256,9 +256,19 @@ cat "$T/body.json.gz" "$T/body.json.gz" >"$T/two.gz"
 fetch echo3 "$D/echo" --data-binary @"$T/two.gz" -H 'Content-Encoding: x-gzip'
 check "POST /echo, two members: 204800 bytes in 2 members" \
 	grep -q '"decoded_nbytes":204800,"members":2,' "$T/echo3.body"
-fetch echo4 "$D/echo" --data-binary @"$T/body.json" -H 'Content-Encoding: br'
+# br without Expect (curl sends 100 KiB at once): the body is read and
+# discarded, 415 on the final call, and the connection serves the next
+# request; with "Expect: 100-continue", 415 before any body byte.
+"${CURL[@]}" -D "$T/echo4.h" -o "$T/echo4.body" --data-binary @"$T/body.json" \
+	-H 'Content-Encoding: br' "$D/echo" --next -s -S --max-time 15 -o "$T/echo4n.body" \
+	-w '%{num_connects}' "$D/2k.json" >"$T/echo4.n"
 eq "POST /echo br: 415 with Accept-Encoding: gzip" \
 	"$(status "$T/echo4.h") $(hdr "$T/echo4.h" Accept-Encoding)" "415 gzip"
+eq "POST /echo br: the connection is kept" "$(cat "$T/echo4.n")|$(size "$T/echo4n.body")" "0|2048"
+fetch echo4e "$D/echo" --data-binary @"$T/body.json" -H 'Content-Encoding: br' \
+	-H 'Expect: 100-continue' --expect100-timeout 15 -w '%{size_upload}' >"$T/echo4e.n"
+eq "POST /echo br, Expect: 100-continue: 415 and no body byte sent" \
+	"$(status "$T/echo4e.h") $(hdr "$T/echo4e.h" Connection) $(cat "$T/echo4e.n")" "415 close 0"
 head -c $((gzlen - 4)) "$T/body.json.gz" >"$T/trunc.gz"
 fetch echo5 "$D/echo" --data-binary @"$T/trunc.gz" -H 'Content-Encoding: gzip'
 eq "POST /echo truncated gzip: 400" "$(status "$T/echo5.h")" 400

@@ -456,6 +456,8 @@ th_curl_prepare(CURL *h, uint16_t port, const char *path, unsigned int flags, st
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->upload ? r->upload : "");
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->upload_len);
 		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		if (r->expect_100_ms)
+			curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, (long)r->expect_100_ms);
 	}
 	if (flags & TH_RAW)
 		curl_easy_setopt(h, CURLOPT_HTTP_TRANSFER_DECODING, 0L);

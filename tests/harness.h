@@ -186,6 +186,10 @@ struct th_reply {
 	uint64_t writes;             /* write callback calls */
 	const void *upload;          /* TH_POST: the request body, borrowed; NULL: empty */
 	size_t upload_len;           /* its bytes */
+	/* > 0: CURLOPT_EXPECT_100_TIMEOUT_MS, how long libcurl waits for
+	 * "100 Continue" (or a final status) after an "Expect: 100-continue"
+	 * line before it sends the body anyway (libcurl's default: 1000) */
+	unsigned long expect_100_ms;
 };
 
 /* Zero a reply; free what it holds (and zero it again). */

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <zlib.h>
 
 #include "gzserve.h"
@@ -35,6 +36,15 @@ refuse(struct req *rq, struct MHD_Connection *conn, unsigned int status)
 	return respond(rq, conn, status, r, 0);
 }
 
+/* The request carries "Expect: 100-continue" (RFC 9110 section 10.1.1). */
+static bool
+expects_continue(struct MHD_Connection *conn)
+{
+	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+
+	return v && strcasecmp(v, "100-continue") == 0;
+}
+
 bool
 echo_path(const struct req *rq)
 {
@@ -55,9 +65,15 @@ echo_begin(struct req *rq, struct MHD_Connection *conn)
 	if (mhdgz_upload_new(rq->s->gz, conn, NULL, echo_data, rq, &rq->upload) != 0)
 		return MHD_NO;
 	/* A coding we cannot decode, or an identity Content-Length over the
-	 * limit, is known now: answer before the body is sent (libmicrohttpd
-	 * then closes the connection without reading it). */
-	if (mhdgz_upload_get_info(rq->upload, &info) == 0 && info.status)
+	 * limit, is known now. Answered at once (libmicrohttpd then closes
+	 * the connection without reading the body) only where that is safe
+	 * or worth it: a client waiting on "Expect: 100-continue" sends no
+	 * body; an oversized body is not worth reading. A client already
+	 * sending could get a reset before it reads the refusal (mhdgz.h,
+	 * request bodies): its body is read, discarded, and refused on the
+	 * final call, on a connection that stays open. */
+	if (mhdgz_upload_get_info(rq->upload, &info) == 0 && info.status &&
+	    (info.status == MHD_HTTP_CONTENT_TOO_LARGE || expects_continue(conn)))
 		return refuse(rq, conn, info.status);
 	return MHD_YES;
 }
