@@ -1,4 +1,8 @@
 /* event_stream.c: server-sent events through gzip, suspended between events, resumed by a timer. */
+/* POSIX.1-2008 (sigwait, pthread, ...), also under -std=c11. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
 /*
  * What it teaches: how a content reader waits for data that does not exist
  * yet. It suspends its connection (MHD_suspend_connection) and returns 0;

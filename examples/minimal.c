@@ -1,4 +1,8 @@
 /* minimal.c: a complete libmicrohttpd server with gzip: the two-call change, two-phase handler. */
+/* POSIX.1-2008 (sigwait, pthread, ...), also under -std=c11. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
 /*
  * Usage: minimal [PORT]  (default 8080; 0 picks a free port). Prints
  * "listening on http://127.0.0.1:PORT/"; SIGINT or SIGTERM stops it.

@@ -1,4 +1,8 @@
 /* static_file.c: one file by descriptor with an ETag, conditional requests and a 304. */
+/* POSIX.1-2008 (sigwait, pthread, ...), also under -std=c11. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
 /*
  * What it teaches: mhdgz_response_from_fd() for a file body (identity keeps
  * libmicrohttpd's sendfile; gzip is made by mhdgz), a strong ETag from the

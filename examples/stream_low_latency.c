@@ -1,4 +1,8 @@
 /* stream_low_latency.c: a body of unknown size whose chunks reach the client as produced. */
+/* POSIX.1-2008 (sigwait, pthread, ...), also under -std=c11. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
 /*
  * What it teaches: mhdgz_response_from_callback() with MHD_SIZE_UNKNOWN is
  * compressed as one gzip stream, sent chunked. By default the compressor

@@ -1388,8 +1388,11 @@ MHDGZ_API int mhdgz_upload_get_info(const struct mhdgz_upload *up, struct mhdgz_
 MHDGZ_API const char *mhdgz_upload_refusal_name(enum mhdgz_upload_refusal refusal);
 
 /**
- * A small plain-text response for a refused request body: its body names
- * the status (a static buffer), "Content-Type: text/plain; charset=utf-8",
+ * A small plain-text response for a refused request body: its body is
+ * the status code, a space, libmicrohttpd's reason phrase for it
+ * (MHD_get_reason_phrase_for(); "Request Body Refused" where it has none)
+ * and a newline, e.g. "415 Unsupported Media Type\n" (27 bytes), copied
+ * into the response; "Content-Type: text/plain; charset=utf-8",
  * and for 415 "Accept-Encoding: gzip", which tells the client the codings
  * a request body may have (RFC 9110 sections 15.5.16 and 12.5.3; identity
  * is always acceptable). Add fields to it before queueing if you need.

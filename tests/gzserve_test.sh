@@ -129,6 +129,8 @@ bad_opt "--cache-size x" --cache-size x
 bad_opt "--cache-size -1" --cache-size -1
 bad_opt "--keep-size x" --keep-size x
 bad_opt "--keep-size -1" --keep-size -1
+bad_opt "--cache-size without --root" --cache-size 1000
+bad_opt "--keep-size without --root" --keep-size 1000
 bad_opt "--keep-size with --precompressed" --root "$T" --precompressed --keep-size 100000
 bad_opt "--keep-size with --dictionary" --root "$T" --dictionary /etc/hostname \
 	--dictionary-match '/*' --keep-size 100000
@@ -278,6 +280,8 @@ eq "POST /echo, 64 MiB of zeros in $(size "$T/zeros.gz") bytes: 413" "$(status "
 fetch echo7 "$D/echo"
 eq "GET /echo: 405 with Allow: POST" "$(status "$T/echo7.h") $(hdr "$T/echo7.h" Allow)" "405 POST"
 check "access log line for POST /echo" grep -Eq '^POST /echo 200 [0-9]+ ' "$T/demo.err"
+check "access log line for a refused POST /echo: the refusal's 27 body bytes" \
+	grep -Eq '^POST /echo 415 27 ' "$T/demo.err"
 
 # HEAD/GET parity: the same header fields, no body.
 for path in / /100k.json /2k.json; do

@@ -32,8 +32,12 @@ static enum MHD_Result
 refuse(struct req *rq, struct MHD_Connection *conn, unsigned int status)
 {
 	struct MHD_Response *r = mhdgz_upload_refusal_response(status);
+	const char *phrase = MHD_get_reason_phrase_for(status);
+	/* Its body, for the access log: "STATUS PHRASE\n" (mhdgz.h). */
+	int n = snprintf(NULL, 0, "%u %s\n", status,
+			 phrase && *phrase ? phrase : "Request Body Refused");
 
-	return respond(rq, conn, status, r, 0);
+	return respond(rq, conn, status, r, n > 0 ? (uint64_t)n : 0);
 }
 
 /* The request carries "Expect: 100-continue" (RFC 9110 section 10.1.1). */

@@ -67,9 +67,10 @@ struct config {
 	size_t length_hiding; /* --length-hiding: most padding bytes; 0: off */
 	bool no_compress;
 	bool quiet;
-	size_t cache_size; /* --cache-size: bytes of the file cache; 0: off */
-	size_t keep_size;  /* --keep-size: bytes of kept file responses; 0: off */
-	bool keep_size_set;
+	size_t cache_size;   /* --cache-size: bytes of the file cache; 0: off */
+	size_t keep_size;    /* --keep-size: bytes of kept file responses; 0: off */
+	bool keep_size_set;  /* --keep-size given */
+	bool cache_size_set; /* --cache-size given */
 	/* --dictionary FILE --dictionary-match PATTERN (dict.c), in order. */
 	const char *dict_file[GZS_DICT_MAX];
 	const char *dict_match[GZS_DICT_MAX];

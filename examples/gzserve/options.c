@@ -43,7 +43,8 @@ usage(FILE *f)
 		"                    default text-like list: type/subtype, type/*, */*+suffix\n"
 		"                    (e.g. 'text/*,application/json,*/*+xml')\n"
 		"  --events N        /events: send N events, 1-1000000 (default 10)\n"
-		"  --event-ms MS     /events: milliseconds between events (default 1000)\n"
+		"  --event-ms MS     /events: milliseconds between events (0-3600000, default\n"
+		"                    1000)\n"
 		"  --threads N       libmicrohttpd thread pool size, 1-1024 (default: the\n"
 		"                    number of CPUs)\n"
 		"  --codings LIST    content codings offered, in the server's order of\n"
@@ -69,9 +70,10 @@ usage(FILE *f)
 		"                    (their coded bodies and 512 bytes each counted; a file\n"
 		"                    up to %u bytes and a quarter of BYTES less 512, not\n"
 		"                    changed in the last 2 s), each checked per request (its\n"
-		"                    size and times), so a changed file is not served\n"
-		"                    stale; the counts are printed at exit (default %u;\n"
-		"                    0: off; not with --precompressed or --dictionary)\n"
+		"                    device, inode, size and times), so a changed file is\n"
+		"                    not served stale; the counts are printed at exit\n"
+		"                    (default %u; 0: off; not with --precompressed or\n"
+		"                    --dictionary)\n"
 		"  --dictionary FILE --dictionary-match PATTERN\n"
 		"                    RFC 9842: FILE's bytes are a dictionary for requests whose\n"
 		"                    path matches PATTERN ('/' first, '*' any run): a client\n"
@@ -323,6 +325,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 			break;
 		case O_CACHE_SIZE:
 			cfg->cache_size = (size_t)number_arg("--cache-size", optarg, 0, SIZE_MAX);
+			cfg->cache_size_set = true;
 			break;
 		case O_KEEP_SIZE:
 			cfg->keep_size = (size_t)number_arg("--keep-size", optarg, 0, SIZE_MAX);
@@ -362,6 +365,11 @@ parse_options(int argc, char **argv, struct config *cfg)
 			   cfg->dict_file[cfg->ndict - 1]);
 	if (cfg->precompressed && !cfg->root)
 		bad_option("--precompressed needs --root");
+	/* Both act on file responses only: in the demo they would do nothing. */
+	if (cfg->cache_size_set && !cfg->root)
+		bad_option("--cache-size needs --root");
+	if (cfg->keep_size_set && !cfg->root)
+		bad_option("--keep-size needs --root");
 	/* A kept response would bypass the choice of a sibling or of a
 	 * dictionary: asked for explicitly, say so (the default just stays
 	 * off). */
