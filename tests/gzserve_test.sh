@@ -271,6 +271,13 @@ fetch echo4e "$D/echo" --data-binary @"$T/body.json" -H 'Content-Encoding: br' \
 	-H 'Expect: 100-continue' --expect100-timeout 15 -w '%{size_upload}' >"$T/echo4e.n"
 eq "POST /echo br, Expect: 100-continue: 415 and no body byte sent" \
 	"$(status "$T/echo4e.h") $(hdr "$T/echo4e.h" Connection) $(cat "$T/echo4e.n")" "415 close 0"
+# br declaring 100 GB, nothing sent: 415 at once (not a body read first).
+dport=${D##*:}
+dport=${dport%%/*}
+echo4big=$(exec 3<>"/dev/tcp/127.0.0.1/$dport" &&
+	printf 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Encoding: br\r\nContent-Length: 100000000000\r\n\r\n' >&3 &&
+	timeout 10 head -c 12 <&3)
+eq "POST /echo br, Content-Length 100 GB: 415 before any body byte" "$echo4big" "HTTP/1.1 415"
 head -c $((gzlen - 4)) "$T/body.json.gz" >"$T/trunc.gz"
 fetch echo5 "$D/echo" --data-binary @"$T/trunc.gz" -H 'Content-Encoding: gzip'
 eq "POST /echo truncated gzip: 400" "$(status "$T/echo5.h")" 400

@@ -15,6 +15,13 @@
 
 #include "gzserve.h"
 
+/* The most bytes of a refused body read and discarded rather than
+ * refused at once: curl sends bodies below 1 MiB without waiting on
+ * "Expect: 100-continue" (1 MiB). */
+#ifndef ECHO_DISCARD_MAX_NBYTES
+#define ECHO_DISCARD_MAX_NBYTES (1024ull * 1024)
+#endif
+
 /* The data callback: every decoded byte, in order, as it is decoded. */
 static unsigned int
 echo_data(void *cls, const void *data, size_t nbytes)
@@ -38,6 +45,25 @@ refuse(struct req *rq, struct MHD_Connection *conn, unsigned int status)
 			 phrase && *phrase ? phrase : "Request Body Refused");
 
 	return respond(rq, conn, status, r, n > 0 ? (uint64_t)n : 0);
+}
+
+/* The request declares a Content-Length of at most ECHO_DISCARD_MAX_NBYTES
+ * (a plain decimal number; chunked or absent is not small). */
+static bool
+small_body(struct MHD_Connection *conn)
+{
+	const char *v =
+		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	unsigned long long n = 0;
+
+	if (!v || !*v)
+		return false;
+	for (; *v >= '0' && *v <= '9'; v++) {
+		n = n * 10 + (unsigned long long)(*v - '0');
+		if (n > ECHO_DISCARD_MAX_NBYTES)
+			return false;
+	}
+	return *v == '\0';
 }
 
 /* The request carries "Expect: 100-continue" (RFC 9110 section 10.1.1). */
@@ -69,15 +95,17 @@ echo_begin(struct req *rq, struct MHD_Connection *conn)
 	if (mhdgz_upload_new(rq->s->gz, conn, NULL, echo_data, rq, &rq->upload) != 0)
 		return MHD_NO;
 	/* A coding we cannot decode, or an identity Content-Length over the
-	 * limit, is known now. Answered at once (libmicrohttpd then closes
-	 * the connection without reading the body) only where that is safe
-	 * or worth it: a client waiting on "Expect: 100-continue" sends no
-	 * body; an oversized body is not worth reading. A client already
-	 * sending could get a reset before it reads the refusal (mhdgz.h,
-	 * request bodies): its body is read, discarded, and refused on the
-	 * final call, on a connection that stays open. */
+	 * limit, is known now. A client already sending its body could get a
+	 * reset before it reads a refusal sent at once (mhdgz.h, request
+	 * bodies), so a small body is read, discarded, and refused on the
+	 * final call, on a connection that stays open. At once (libmicrohttpd
+	 * then closes the connection without reading the body): to a client
+	 * waiting on "Expect: 100-continue", which sends no body, and for a
+	 * body over the limit, of unknown length, or over
+	 * ECHO_DISCARD_MAX_NBYTES, which is not worth reading. */
 	if (mhdgz_upload_get_info(rq->upload, &info) == 0 && info.status &&
-	    (info.status == MHD_HTTP_CONTENT_TOO_LARGE || expects_continue(conn)))
+	    (info.status == MHD_HTTP_CONTENT_TOO_LARGE || expects_continue(conn) ||
+	     !small_body(conn)))
 		return refuse(rq, conn, info.status);
 	return MHD_YES;
 }
