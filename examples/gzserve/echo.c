@@ -52,8 +52,8 @@ refuse(struct req *rq, struct MHD_Connection *conn, unsigned int status)
 static bool
 small_body(struct MHD_Connection *conn)
 {
-	const char *v =
-		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_CONTENT_LENGTH);
 	unsigned long long n = 0;
 
 	if (!v || !*v)
