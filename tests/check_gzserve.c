@@ -815,6 +815,55 @@ START_TEST(test_kept_never_stale)
 }
 END_TEST
 
+/* What is kept is what a lookup finds, and what a 304 makes is charged:
+ * an absolute symlink inside the root (refused by the check's openat2
+ * beneath the root, served by the open) and a file named with a slash
+ * ("/f.txt/", looked up as a directory's page) are served but not kept,
+ * so they do not replace an entry per request; a gzip 304 of a kept file
+ * is charged the identity length for the coded body it may have made
+ * (10,000 + 512 + 5 for the entry, then 10,000). */
+START_TEST(test_kept_lookup_and_304)
+{
+	struct keep_tree t;
+	struct server kept;
+	struct th_raw_response r = { 0 };
+	char err_path[160], report[256], path[160], target[160], req[256];
+	const char *args[] = { "--root", t.root, NULL };
+	uint8_t *body = tu_payload(10000, TU_TEXT, 30);
+	int fd;
+
+	tree_new(&t);
+	put_file(&t, "f.txt", body, 10000);
+	snprintf(path, sizeof path, "%s/abs.txt", t.root);
+	snprintf(target, sizeof target, "%s/f.txt", t.root);
+	ck_assert_int_eq(symlink(target, path), 0);
+	tu_sleep_us(CG_KEEP_AGE_US);
+	snprintf(err_path, sizeof err_path, "%s/kept.err", t.base);
+	server_start_args(&kept, args, err_path);
+	for (int i = 0; i < 2; i++) {
+		expect_get(kept.port, "/abs.txt", "gzip", body, 10000, "absolute symlink");
+		expect_get(kept.port, "/f.txt/", NULL, body, 10000, "a file named with a slash");
+	}
+	expect_get(kept.port, "/f.txt", NULL, body, 10000, "f.txt, kept");
+	fd = th_raw_connect(kept.port);
+	snprintf(req, sizeof req,
+		 "GET /f.txt HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: gzip\r\n"
+		 "If-None-Match: *\r\nConnection: close\r\n\r\n");
+	th_raw_send(fd, req, strlen(req));
+	ck_assert_int_eq(th_raw_read_response(fd, false, 10000, &r), 0);
+	ck_assert_int_eq(r.status, 304);
+	close(fd);
+	th_raw_response_free(&r);
+	expect_get(kept.port, "/f.txt", "gzip", body, 10000, "f.txt, gzip after the 304");
+	ck_assert_int_eq(server_stop(&kept), 0);
+	keep_report_of(err_path, report, sizeof report);
+	ck_assert_str_eq(report,
+			 "2 hits, 5 misses, 0 stale, 0 evictions, 1 entries, 20517 bytes held");
+	tree_free(&t);
+	free(body);
+}
+END_TEST
+
 /* Past --keep-size the least recently used response goes: 64 KiB holds
  * six 10,000-byte files (10,518 bytes each with the entry's 512 and the
  * name); the seventh evicts the first, which comes back as a miss and
@@ -984,6 +1033,7 @@ gzserve_suite(void)
 		  60,
 		  { { test_kept_wire_parity, 0, 0 },
 		    { test_kept_never_stale, 0, 0 },
+		    { test_kept_lookup_and_304, 0, 0 },
 		    { test_kept_eviction, 0, 0 },
 		    { test_kept_concurrent, 0, 0 } } },
 	};

@@ -356,8 +356,26 @@ serve_kept(struct req *rq, struct MHD_Connection *conn, const char *method, stru
 		status = MHD_HTTP_NOT_MODIFIED;
 	if (status == MHD_HTTP_PRECONDITION_FAILED)
 		return respond_error(rq, conn, status);
-	if (status == MHD_HTTP_NOT_MODIFIED)
-		return queue(rq, conn, MHD_HTTP_NOT_MODIFIED, e->r, 0);
+	if (status == MHD_HTTP_NOT_MODIFIED) {
+		struct ae_lines ae;
+		enum mhdgz_coding k;
+
+		ret = queue(rq, conn, MHD_HTTP_NOT_MODIFIED, e->r, 0);
+		/* A 304 may have compressed to learn the length of the 200 it
+		 * stands for, and the coded body then stays with the response;
+		 * the outcome of a 304 names neither that coding nor a length:
+		 * charge the identity length, which a kept coded body never
+		 * exceeds (one not smaller is not kept), to the coding the 200
+		 * would have (chosen as the handler chooses it). */
+		if (rq->s->cfg.cache_size && !rq->s->cfg.no_compress) {
+			if (accept_encoding(conn, &ae) == 0 &&
+			    mhdgz_accept_coding(ae.v, ae.n, rq->s->cfg.order, rq->s->cfg.norder,
+						&k))
+				keep_charge(rq->s->keep, e, mhdgz_coding_name(k), e->body_nbytes);
+			ae_lines_free(&ae); /* whatever accept_encoding returned */
+		}
+		return ret;
+	}
 	ret = queue(rq, conn, MHD_HTTP_OK, e->r, e->body_nbytes);
 	/* The coded body stays with the response (unless --cache-size 0
 	 * made it uncached): charge it. A HEAD may have been answered from
@@ -374,10 +392,13 @@ static struct kept *
 keep_file(struct server *s, const char *rel, int fd, const struct stat *st, const char *type,
 	  const char *etag, const char *lastmod)
 {
-	void *body = keep_read(fd, st);
+	void *body;
 	struct MHD_Response *r;
 	struct kept *e;
 
+	if (!keep_findable(s->keep, s->root_fd, rel, st))
+		return NULL;
+	body = keep_read(fd, st);
 	if (!body)
 		return NULL;
 	r = mhdgz_response_from_buffer(s->gz, (size_t)st->st_size, body, MHD_RESPMEM_MUST_FREE);
@@ -413,6 +434,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	struct server *s = rq->s;
 	char *rel = NULL, *path;
 	bool slash, is_get = strcmp(method, "GET") == 0, sibling = false, not_modified;
+	bool dir_page = false; /* rel is now a directory's index.html */
 	unsigned int status;
 	struct stat st, gst;
 	char type[160], etag[80], lastmod[64], crange[96];
@@ -465,6 +487,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 			goto refuse;
 		}
 		name = "index.html";
+		dir_page = true;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
@@ -521,9 +544,11 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 		ret = respond(rq, conn, MHD_HTTP_RANGE_NOT_SATISFIABLE, e416, sizeof body - 1);
 		goto out;
 	}
-	/* A whole small file for a GET: read once and kept (keep.c). */
+	/* A whole small file for a GET: read once and kept (keep.c), under
+	 * the key its lookup above uses (a file named with a slash, "/a.txt/",
+	 * is looked up as a directory's page: not kept). */
 	if (is_get && range == 0 && !not_modified && gzfd < 0 && keep_applies(s, conn) &&
-	    keep_wanted(s->keep, &st)) {
+	    (!slash || dir_page) && keep_wanted(s->keep, &st)) {
 		struct kept *e = keep_file(s, rel, fd, &st, type, etag, lastmod);
 
 		if (e) {

@@ -238,6 +238,11 @@ void keep_put(struct keep *k, struct kept *e);
  * empty, within the size limit, not changed in the last 2 s, and openat2
  * available. */
 bool keep_wanted(const struct keep *k, const struct stat *st);
+/* Would keep_get find rel's version st: rel resolved beneath dirfd as its
+ * check does (an absolute symlink, refused there, is not), showing st? One
+ * openat2 and fstat; kept only then, or every request would miss and
+ * replace the entry. */
+bool keep_findable(struct keep *k, int dirfd, const char *rel, const struct stat *st);
 /* The whole file fd (of version st) read into a malloc'd buffer, or NULL
  * (out of memory, a read error, a file that changed or shrank meanwhile). */
 void *keep_read(int fd, const struct stat *st);

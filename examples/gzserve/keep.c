@@ -232,6 +232,15 @@ stat_beneath(struct keep *k, int dirfd, const char *rel, struct stat *st)
 #endif
 }
 
+bool
+keep_findable(struct keep *k, int dirfd, const char *rel, const struct stat *st)
+{
+	struct stat now;
+
+	return k && dirfd >= 0 && rel[0] && stat_beneath(k, dirfd, rel, &now) == 0 &&
+	       same_version(st, &now);
+}
+
 struct kept *
 keep_get(struct keep *k, int dirfd, const char *rel)
 {
