@@ -25,7 +25,7 @@
 struct MHD_Response *
 hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
 		 const uint8_t *sniff, size_t sniff_len, uint64_t body_len,
-		 const struct hnd_accept *acc, bool gzip_client)
+		 const struct hnd_accept *acc, bool gzip_client, bool *fresh_ret)
 {
 	struct hnd_decision d200;
 	struct MHD_Response *v;
@@ -33,16 +33,25 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	bool gzip = gzip_client && !k->not_smaller;
 	uint64_t len = MHD_SIZE_UNKNOWN;
 
+	*fresh_ret = false;
 	if (gzip && e->body_len != 0) {
 		hnd_decide(gz, e->opt_out, 200, f, sniff, sniff_len, body_len, acc, &d200);
 		gzip = d200.reason == MHDGZ_COMPRESSED;
-		if (gzip && hnd_whole_body(e) && k->rep_304) {
+		/* An uncached entry keeps no 304 either: its length is that of
+		 * this queue's compression (a file may have changed since). */
+		if (gzip && hnd_whole_body(e) && k->rep_304 && !e->uncached) {
 			return k->rep_304;
 		} else if (gzip && hnd_whole_body(e) && !k->rep &&
 			   hnd_coded_len_known(gz, e, f, &len)) {
 			/* Its length is known by its strong ETag: no compression. */
 			if (len == HND_MEMO_NOT_SMALLER) {
 				gzip = false;
+			} else if (e->uncached) {
+				v = hnd_fields_response(gz, e->response, f, len, HND_REP_GZIP_304);
+				if (!v)
+					hnd_count(gz, HND_C_FAILURES, 1);
+				*fresh_ret = v != NULL;
+				return v;
 			} else {
 				k->rep_304 = hnd_fields_response(gz, e->response, f, len,
 								 HND_REP_GZIP_304);
@@ -57,18 +66,17 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 			    MHDGZ_COMPRESSED) {
 				gzip = false; /* not smaller, or failed: the 200 is identity */
 			} else if (fresh) {
-				/* An uncached response: the 200's fields and length
-				 * kept, its body not. (Compressed without the lock:
-				 * another 304 may have made it meanwhile.) */
-				if (!k->rep_304) {
-					k->rep_304 = hnd_fields_response(gz, e->response, f,
-									 k->rep_len,
-									 HND_REP_GZIP_304);
-					if (!k->rep_304)
-						hnd_count(gz, HND_C_FAILURES, 1);
-				}
+				/* An uncached response: the 200's fields and the
+				 * length of this compression, for this queue. */
+				uint64_t coded_len = k->rep_len;
+
 				MHD_destroy_response(v);
-				return k->rep_304;
+				v = hnd_fields_response(gz, e->response, f, coded_len,
+							HND_REP_GZIP_304);
+				if (!v)
+					hnd_count(gz, HND_C_FAILURES, 1);
+				*fresh_ret = v != NULL;
+				return v;
 			} else {
 				if (!k->rep_304) {
 					atomic_fetch_add(&k->body->refs, 1);

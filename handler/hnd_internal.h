@@ -620,11 +620,14 @@ struct MHD_Response *hnd_file_identity(struct mhdgz *gz, struct hnd_entry *e,
 /* The response to queue for a 304 (hnd_conditional.c); gzip_client: the
  * decision's gzip_304; sniff and body_len: what the 200 is decided on (a
  * stream's first bytes, and its length if it ended within them). NULL on
- * failure. e->lock held. */
+ * failure. *fresh_ret true: made for this queue alone (an uncached
+ * entry's), the caller releases it; else the entry keeps it. e->lock
+ * held. */
 struct MHD_Response *hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e,
 				      const struct hnd_facts *f, const uint8_t *sniff,
 				      size_t sniff_len, uint64_t body_len,
-				      const struct hnd_accept *acc, bool gzip_client);
+				      const struct hnd_accept *acc, bool gzip_client,
+				      bool *fresh_ret);
 /*
  * hnd_stream.c: the first bytes of a stream of unknown size, read at queue
  * time so that it is decided on what it holds (empty, small, its sniffed

@@ -276,9 +276,15 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 			hnd_count(gz, HND_C_FAILURES, 1);
 		}
 	} else if (status == 304) {
-		v = hnd_not_modified(gz, e, &f, sniff, sniff_len, decide_len, &rq->acc, d.gzip_304);
-		if (v)
+		bool fresh;
+
+		v = hnd_not_modified(gz, e, &f, sniff, sniff_len, decide_len, &rq->acc, d.gzip_304,
+				     &fresh);
+		if (v) {
 			*queue_ret = v;
+			if (fresh)
+				release = HND_RELEASE;
+		}
 	} else if (peeked) {
 		/* Identity after all: what was read is sent first. */
 		v = identity_of_prefix(gz, e, &f, &pre, rq->head);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "check_suites.h"
 #include "harness.h"
@@ -182,6 +183,91 @@ START_TEST(test_uncached_shared)
 	ck_assert_uint_eq(st.failures, 0);
 	free(first);
 	th_site_done(&s, h, body);
+}
+END_TEST
+
+/* An uncached shared file response (mhdgz_response_from_fd64, no ETag):
+ * the file rewritten in place between queues, the 304 a client gets
+ * carries the length of the gzip 200 it would get now, not of the first
+ * (RFC 9110 section 8.6; a kept 304 had the first length). */
+struct uf_srv {
+	struct mhdgz *gz;
+	struct MHD_Response *r;
+};
+
+static enum MHD_Result
+uf_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+	  const char *version, const char *data, size_t *size, void **req_cls)
+{
+	static int seen;
+	struct uf_srv *u = cls;
+	unsigned int status = 200;
+
+	(void)url, (void)version, (void)data, (void)size;
+	if (!*req_cls) {
+		*req_cls = &seen;
+		return MHD_YES;
+	}
+	if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MODIFIED_SINCE))
+		status = MHD_HTTP_NOT_MODIFIED;
+	return mhdgz_queue_response_ex(u->gz, c, method, status, u->r, NULL);
+}
+
+START_TEST(test_uncached_file_304)
+{
+	enum { LEN = 8000 };
+	uint8_t *v1 = tu_payload(LEN, TU_TEXT, 31), *v2 = malloc(LEN);
+	char path[] = "/tmp/cguncXXXXXX", len_s[32], err[512];
+	static const char *const h_ims[] = { "Accept-Encoding: gzip",
+					     "If-Modified-Since: Tue, 01 Dec 2026 00:00:00 GMT",
+					     NULL };
+	struct th_daemon_opts o = { .mhd_flags = MHD_USE_AUTO };
+	struct uf_srv u = { 0 };
+	struct th_reply r = { 0 };
+	struct MHD_Daemon *d;
+	uint16_t port;
+	size_t len1, len2;
+	CURL *h = th_curl_new();
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_ptr_nonnull(v2);
+	memset(v2, 'a', LEN); /* far more compressible than v1 */
+	ck_assert_int_eq(pwrite(fd, v1, LEN, 0), LEN);
+	u.gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	u.r = mhdgz_response_from_fd64(u.gz, LEN, fd);
+	ck_assert_ptr_nonnull(u.r);
+	ck_assert_int_eq(mhdgz_response_set_uncached(u.gz, u.r), 0);
+	ck_assert_int_eq(MHD_add_response_header(u.r, "Content-Type", "text/plain"), MHD_YES);
+	d = th_daemon_start(&o, uf_access, &u, NULL, NULL, &port);
+
+	for (int round = 0; round < 2; round++) {
+		const uint8_t *want = round ? v2 : v1;
+
+		if (round)
+			ck_assert_int_eq(pwrite(fd, v2, LEN, 0), LEN);
+		ck_assert_int_eq(th_fetch_ex(h, port, "/f", TH_GZIP, NULL, &r), CURLE_OK);
+		TH_OK("gzip 200", th_v_gzip(&r, 200, want, LEN, TH_E));
+		if (round)
+			len2 = r.body_len;
+		else
+			len1 = r.body_len;
+		snprintf(len_s, sizeof len_s, "%zu", r.body_len);
+		th_reply_free(&r);
+		ck_assert_int_eq(th_fetch_ex(h, port, "/f", 0, h_ims, &r), CURLE_OK);
+		TH_OK("304", th_v_no_body(&r, 304, TH_E));
+		ck_assert_str_eq(th_header(&r, "Content-Length", NULL), len_s);
+		th_reply_free(&r);
+	}
+	ck_assert_uint_lt(len2, len1 / 4);
+	ck_assert_uint_eq(th_stats(u.gz).failures, 0);
+	curl_easy_cleanup(h);
+	MHD_stop_daemon(d);
+	MHD_destroy_response(u.r); /* closes fd */
+	mhdgz_free(u.gz);
+	unlink(path);
+	free(v1);
+	free(v2);
 }
 END_TEST
 
@@ -697,6 +783,7 @@ hnd_buffer_case(void)
 				 CK_CASE_TIMEOUT,
 				 { { test_shared_1000, 0, 0 },
 				   { test_uncached_shared, 0, 0 },
+				   { test_uncached_file_304, 0, 0 },
 				   { test_memory_modes, 0, 3 },
 				   { test_stats_sequence, 0, 0 },
 				   { test_faults, 0, 15 },
