@@ -1,4 +1,4 @@
-/* files.c: gzserve --root: safe paths, the file path of a request (validators and ranges applied), precompressed siblings, kept responses. */
+/* files.c: gzserve --root: safe paths, the file path of a request (validators and ranges applied), kept responses. */
 #define _GNU_SOURCE /* syscall() for openat2 */
 #include <errno.h>
 #include <fcntl.h>
@@ -202,7 +202,7 @@ open_resolved(const struct server *s, const char *rel, struct stat *st, unsigned
  * the prefix check, open with O_NOFOLLOW. Either way: inside the root,
  * symlinks resolved, or 403/404. Returns the fd, or -1 with *status_ret.
  */
-static int
+int
 open_in_root(const struct server *s, const char *rel, struct stat *st, unsigned int *status_ret)
 {
 #ifdef SYS_openat2
@@ -240,82 +240,6 @@ open_in_root(const struct server *s, const char *rel, struct stat *st, unsigned 
 	}
 #endif
 	return open_resolved(s, rel, st, status_ret);
-}
-
-/* The file name suffix of a coding's precompressed sibling. */
-static const char *
-sibling_suffix(enum mhdgz_coding coding)
-{
-	return coding == MHDGZ_CODING_ZSTD ? ".zst" : coding == MHDGZ_CODING_BR ? ".br" : ".gz";
-}
-
-/* The FILE.gz (.zst, .br) beside FILE (rel: FILE relative to the root),
- * if it is a regular file inside the root. */
-static int
-open_precompressed(const struct server *s, const char *rel, enum mhdgz_coding coding,
-		   struct stat *st)
-{
-	size_t len = strlen(rel) + 5;
-	char *gzpath = malloc(len);
-	unsigned int status;
-	int fd;
-
-	if (!gzpath)
-		return -1;
-	snprintf(gzpath, len, "%s%s", rel, sibling_suffix(coding));
-	fd = open_in_root(s, gzpath, st, &status);
-	free(gzpath);
-	if (fd >= 0 && !S_ISREG(st->st_mode)) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
-}
-
-/*
- * The precompressed sibling to send: among the codings of --codings whose
- * sibling exists, the one the client's Accept-Encoding prefers, chosen as
- * mhdgz chooses on the fly. Returns its descriptor (and *st, *coding_ret)
- * or -1 (identity); *any_ret says whether some sibling exists (then the
- * response varies with Accept-Encoding).
- */
-static int
-choose_precompressed(const struct server *s, struct MHD_Connection *conn, const char *rel,
-		     struct stat *st, enum mhdgz_coding *coding_ret, bool *any_ret)
-{
-	int fds[MHDGZ_CODING_COUNT];
-	struct stat sts[MHDGZ_CODING_COUNT];
-	enum mhdgz_coding have[MHDGZ_CODING_COUNT], k;
-	size_t i, n = 0;
-	struct ae_lines ae;
-	int fd = -1;
-
-	*any_ret = false;
-	for (i = 0; i < s->cfg.norder; i++) {
-		int f = open_precompressed(s, rel, s->cfg.order[i], &sts[n]);
-
-		if (f >= 0) {
-			fds[n] = f;
-			have[n++] = s->cfg.order[i];
-		}
-	}
-	if (n == 0)
-		return -1;
-	*any_ret = true;
-	if (accept_encoding(conn, &ae) == 0 && mhdgz_accept_coding(ae.v, ae.n, have, n, &k)) {
-		for (i = 0; i < n; i++)
-			if (have[i] == k) {
-				fd = fds[i];
-				fds[i] = -1;
-				*st = sts[i];
-				*coding_ret = k;
-			}
-	}
-	ae_lines_free(&ae);
-	for (i = 0; i < n; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-	return fd;
 }
 
 static enum MHD_Result
@@ -357,7 +281,6 @@ serve_kept(struct req *rq, struct MHD_Connection *conn, const char *method, stru
 	if (status == MHD_HTTP_PRECONDITION_FAILED)
 		return respond_error(rq, conn, status);
 	if (status == MHD_HTTP_NOT_MODIFIED) {
-		struct ae_lines ae;
 		enum mhdgz_coding k;
 
 		ret = queue(rq, conn, MHD_HTTP_NOT_MODIFIED, e->r, 0);
@@ -367,13 +290,9 @@ serve_kept(struct req *rq, struct MHD_Connection *conn, const char *method, stru
 		 * charge the identity length, which a kept coded body never
 		 * exceeds (one not smaller is not kept), to the coding the 200
 		 * would have (chosen as the handler chooses it). */
-		if (rq->s->cfg.cache_size && !rq->s->cfg.no_compress) {
-			if (accept_encoding(conn, &ae) == 0 &&
-			    mhdgz_accept_coding(ae.v, ae.n, rq->s->cfg.order, rq->s->cfg.norder,
-						&k))
-				keep_charge(rq->s->keep, e, mhdgz_coding_name(k), e->body_nbytes);
-			ae_lines_free(&ae); /* whatever accept_encoding returned */
-		}
+		if (rq->s->cfg.cache_size && !rq->s->cfg.no_compress &&
+		    preferred_coding(conn, rq->s->cfg.order, rq->s->cfg.norder, &k))
+			keep_charge(rq->s->keep, e, mhdgz_coding_name(k), e->body_nbytes);
 		return ret;
 	}
 	ret = queue(rq, conn, MHD_HTTP_OK, e->r, e->body_nbytes);

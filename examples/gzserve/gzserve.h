@@ -164,6 +164,11 @@ void on_mhd_log(void *cls, const char *fmt, va_list ap);
 /* 0, or -1 when out of memory (then treat the request as identity-only). */
 int accept_encoding(struct MHD_Connection *conn, struct ae_lines *ae);
 void ae_lines_free(struct ae_lines *ae);
+/* The coding the request's Accept-Encoding prefers among offered (in the
+ * server's order), chosen as the handler chooses (mhdgz_accept_coding):
+ * true and *coding_ret, or false (identity, or out of memory). */
+bool preferred_coding(struct MHD_Connection *conn, const enum mhdgz_coding *offered,
+		      size_t noffered, enum mhdgz_coding *coding_ret);
 enum MHD_Result queue(struct req *rq, struct MHD_Connection *conn, unsigned int status,
 		      struct MHD_Response *r, uint64_t body_nbytes);
 enum MHD_Result respond(struct req *rq, struct MHD_Connection *conn, unsigned int status,
@@ -270,7 +275,19 @@ int parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last
 bool if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool etag_shared);
 bool not_modified_since(struct MHD_Connection *conn, time_t mtime);
 
-/* files.c: the static files under --root. */
+/* files.c: the static files under --root. open_in_root: rel (relative,
+ * already checked) opened read-only beneath the root, *st its fstat; -1
+ * and *status_ret (404, 403, 500) when it cannot be. */
 enum MHD_Result serve_file(struct req *rq, struct MHD_Connection *conn, const char *method);
+int open_in_root(const struct server *s, const char *rel, struct stat *st,
+		 unsigned int *status_ret);
+
+/* siblings.c: --precompressed. The precompressed sibling of rel to send:
+ * among the codings of --codings whose FILE.gz/.zst/.br exists (a regular
+ * file inside the root), the one the client's Accept-Encoding prefers;
+ * its descriptor (and *st, *coding_ret) or -1 (identity). *any_ret: some
+ * sibling exists (the response then varies with Accept-Encoding). */
+int choose_precompressed(const struct server *s, struct MHD_Connection *conn, const char *rel,
+			 struct stat *st, enum mhdgz_coding *coding_ret, bool *any_ret);
 
 #endif /* GZSERVE_H */

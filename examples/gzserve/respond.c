@@ -44,6 +44,18 @@ ae_lines_free(struct ae_lines *ae)
 	memset(ae, 0, sizeof *ae);
 }
 
+bool
+preferred_coding(struct MHD_Connection *conn, const enum mhdgz_coding *offered, size_t noffered,
+		 enum mhdgz_coding *coding_ret)
+{
+	struct ae_lines ae;
+	bool ok = accept_encoding(conn, &ae) == 0 &&
+		  mhdgz_accept_coding(ae.v, ae.n, offered, noffered, coding_ret);
+
+	ae_lines_free(&ae); /* whatever accept_encoding returned */
+	return ok;
+}
+
 /*
  * Queue r through the handler with the request's method (so a HEAD gets
  * exactly GET's header fields), and record status, identity body size and
