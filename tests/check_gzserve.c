@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -857,8 +858,10 @@ START_TEST(test_kept_lookup_and_304)
 	expect_get(kept.port, "/f.txt", "gzip", body, 10000, "f.txt, gzip after the 304");
 	ck_assert_int_eq(server_stop(&kept), 0);
 	keep_report_of(err_path, report, sizeof report);
-	ck_assert_str_eq(report,
-			 "2 hits, 5 misses, 0 stale, 0 evictions, 1 entries, 20517 bytes held");
+	/* The second GET of f.txt (after the 304's) is checked once more and
+	 * watched, the third unchecked. */
+	ck_assert_str_eq(report, "2 hits, 5 misses, 0 stale, 0 evictions, 1 entries, 20517 bytes "
+				 "held, 1 hits unchecked (change notification on)");
 	tree_free(&t);
 	free(body);
 }
@@ -894,8 +897,8 @@ START_TEST(test_kept_eviction)
 	}
 	ck_assert_int_eq(server_stop(&kept), 0);
 	keep_report_of(err_path, report, sizeof report);
-	ck_assert_str_eq(report,
-			 "1 hits, 8 misses, 0 stale, 2 evictions, 6 entries, 63108 bytes held");
+	ck_assert_str_eq(report, "1 hits, 8 misses, 0 stale, 2 evictions, 6 entries, 63108 bytes "
+				 "held, 0 hits unchecked (change notification on)");
 
 	/* A budget whose quarter cannot hold one entry (512 bytes and the
 	 * file) keeps nothing, not a file added and evicted per request. */
@@ -908,8 +911,8 @@ START_TEST(test_kept_eviction)
 		}
 		ck_assert_int_eq(server_stop(&kept), 0);
 		keep_report_of(err_path, report, sizeof report);
-		ck_assert_str_eq(report,
-				 "0 hits, 3 misses, 0 stale, 0 evictions, 0 entries, 0 bytes held");
+		ck_assert_str_eq(report, "0 hits, 3 misses, 0 stale, 0 evictions, 0 entries, 0 "
+					 "bytes held, 0 hits unchecked (change notification on)");
 	}
 	tree_free(&t);
 	for (int i = 1; i <= 7; i++)
@@ -1018,6 +1021,207 @@ START_TEST(test_kept_concurrent)
 }
 END_TEST
 
+/* The path under the root of each file of test_kept_notified, in the
+ * order they are changed. */
+static const char *const cg_notified[] = {
+	"a1.txt",      /* rewritten in place, the times set back */
+	"a2.txt",      /* replaced by a rename */
+	"a3.txt",      /* deleted */
+	"a4.txt",      /* made unreadable (chmod 0) */
+	"d1/b.txt",    /* its directory made unreadable */
+	"x/y/z/c.txt", /* x/y renamed, a new x/y/z/c.txt in its place */
+	"h.txt",       /* a hard link made outside the root, written through it */
+	"m/mf.txt",    /* a tmpfs mounted over m/ holding another mf.txt */
+	"s/sf.txt",    /* s: a symlink to d2/: never watched, checked per request */
+	"u.txt",       /* unchanged */
+};
+#define CG_NOTIFIED_N (sizeof cg_notified / sizeof cg_notified[0])
+
+/* Make test_kept_notified's change number i (its file's new bytes: w).
+ * false when it cannot be made here (mount(2) not permitted). */
+static bool
+notified_change(const struct keep_tree *t, size_t i, const uint8_t *w)
+{
+	char path[192], path2[192];
+	FILE *f;
+
+	switch (i) {
+	case 0:
+		put_file_times_of(t, "a1.txt", "a1.txt", w, 7000);
+		return true;
+	case 1:
+		put_file_times_of(t, "a2.new", "a2.txt", w, 7000);
+		snprintf(path, sizeof path, "%s/a2.new", t->root);
+		snprintf(path2, sizeof path2, "%s/a2.txt", t->root);
+		ck_assert_int_eq(rename(path, path2), 0);
+		return true;
+	case 2:
+		snprintf(path, sizeof path, "%s/a3.txt", t->root);
+		ck_assert_int_eq(unlink(path), 0);
+		return true;
+	case 3:
+	case 4:
+		snprintf(path, sizeof path, "%s/%s", t->root, i == 3 ? "a4.txt" : "d1");
+		ck_assert_int_eq(chmod(path, 0), 0);
+		return true;
+	case 5:
+		snprintf(path, sizeof path, "%s/x/y", t->root);
+		snprintf(path2, sizeof path2, "%s/x/y.old", t->root);
+		ck_assert_int_eq(rename(path, path2), 0);
+		ck_assert_int_eq(mkdir(path, 0755), 0);
+		snprintf(path, sizeof path, "%s/x/y/z", t->root);
+		ck_assert_int_eq(mkdir(path, 0755), 0);
+		put_file(t, "x/y/z/c.txt", w, 7000);
+		return true;
+	case 6:
+		snprintf(path, sizeof path, "%s/h.txt", t->root);
+		snprintf(path2, sizeof path2, "%s/h-link", t->base);
+		ck_assert_int_eq(link(path, path2), 0);
+		f = fopen(path2, "r+b"); /* the same inode, written in place */
+		ck_assert_ptr_nonnull(f);
+		ck_assert_uint_eq(fwrite(w, 1, 7000, f), 7000);
+		ck_assert_int_eq(fclose(f), 0);
+		return true;
+	case 7:
+		snprintf(path, sizeof path, "%s/m", t->root);
+		if (mount("cgkeep", path, "tmpfs", 0, "size=1m") != 0) {
+			printf("test_kept_notified: mount(2) not permitted (%s): the mount step "
+			       "is skipped\n",
+			       strerror(errno));
+			return false;
+		}
+		put_file(t, "m/mf.txt", w, 7000);
+		return true;
+	default:
+		put_file_times_of(t, "d2/sf.txt", "d2/sf.txt", w, 7000);
+		return true;
+	}
+}
+
+/* Change notification (notify.c): a kept response whose path is watched
+ * is served without a check of its own while nothing changed. Every file
+ * is first served three times: a miss that keeps it, a hit checked once
+ * more and watched, a hit unchecked. Then, one file at a time, while
+ * every other entry goes unchecked, a file is changed in a way only an
+ * event can report to a server that checks nothing by itself; its next
+ * GET answers as gzserve without kept responses does (with the bytes on
+ * disk), and every file not changed yet is served once more (a checked
+ * hit, the generation having moved on), so that the next change again
+ * meets entries that go unchecked. The mount step runs where mount(2) is
+ * permitted (root with CAP_SYS_ADMIN). The report's counts are the ones
+ * tallied step by step. */
+START_TEST(test_kept_notified)
+{
+	static const char *const dirs[] = { "d1", "x", "x/y", "x/y/z", "m", "d2" };
+	struct keep_tree t;
+	struct server kept, plain;
+	struct th_raw_response r = { 0 }, r0 = { 0 };
+	char err_path[160], report[256], path[192], url[64], state[8];
+	const char *args[] = { "--root", t.root, NULL };
+	const char *args0[] = { "--root", t.root, "--keep-size", "0", NULL };
+	uint8_t *v[CG_NOTIFIED_N], *w = tu_payload(7000, TU_TEXT, 99);
+	unsigned long long hits, misses, stale, evictions, entries, held, unchecked;
+	unsigned long long x_hits = 0, x_misses = 0, x_stale = 0, x_unchecked = 0;
+	bool root = geteuid() == 0, mounted = false;
+	size_t i, k;
+
+	tree_new(&t);
+	for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		snprintf(path, sizeof path, "%s/%s", t.root, dirs[i]);
+		ck_assert_int_eq(mkdir(path, 0755), 0);
+	}
+	snprintf(path, sizeof path, "%s/s", t.root);
+	ck_assert_int_eq(symlink("d2", path), 0);
+	for (i = 0; i < CG_NOTIFIED_N; i++) {
+		v[i] = tu_payload(7000, TU_TEXT, (uint32_t)(60 + i));
+		put_file(&t, i == 8 ? "d2/sf.txt" : cg_notified[i], v[i], 7000);
+	}
+	tu_sleep_us(CG_KEEP_AGE_US);
+	snprintf(err_path, sizeof err_path, "%s/kept.err", t.base);
+	server_start_args(&kept, args, err_path);
+	server_start_args(&plain, args0, NULL);
+	for (int round = 0; round < 3; round++)
+		for (i = 0; i < CG_NOTIFIED_N; i++) {
+			snprintf(url, sizeof url, "/%s", cg_notified[i]);
+			expect_get(kept.port, url, round == 1 ? NULL : "gzip", v[i], 7000, url);
+		}
+	x_misses += CG_NOTIFIED_N;
+	x_hits += 2 * CG_NOTIFIED_N;
+	x_unchecked += CG_NOTIFIED_N - 1; /* all but s/sf.txt */
+
+	for (i = 0; i + 1 < CG_NOTIFIED_N; i++) {
+		size_t len, len0;
+		char *a, *b;
+		bool same = i == 3 || i == 4; /* a mode change: the same bytes */
+
+		if (!notified_change(&t, i, w))
+			continue;
+		mounted |= i == 7;
+		snprintf(url, sizeof url, "/%s", cg_notified[i]);
+		raw_get(kept.port, url, "gzip", &r);
+		raw_get(plain.port, url, "gzip", &r0);
+		a = without_date(&r, &len);
+		b = without_date(&r0, &len0);
+		ck_assert_msg(len == len0 && memcmp(a, b, len) == 0, "%s: kept:\n%s\nplain:\n%s",
+			      url, a, b);
+		if (r0.status == 200)
+			expect_body(&r, same ? v[i] : w, 7000, url);
+		free(a);
+		free(b);
+		th_raw_response_free(&r);
+		th_raw_response_free(&r0);
+		/* a3 (gone) is a miss; d1/b a hit as root (the directory's
+		 * mode does not stop root), a miss otherwise; the rest
+		 * stale. */
+		if (i == 2 || (i == 4 && !root))
+			x_misses++;
+		else if (i == 4)
+			x_hits++;
+		else
+			x_stale++;
+		/* The rest once more: each checked again (the generation
+		 * moved on), except after s/sf.txt's change, which touched
+		 * nothing watched. */
+		for (k = i + 1; k < CG_NOTIFIED_N; k++) {
+			snprintf(url, sizeof url, "/%s", cg_notified[k]);
+			expect_get(kept.port, url, "gzip", v[k], 7000, url);
+			x_hits++;
+			x_unchecked += i == 8;
+		}
+	}
+	/* u.txt, watched: unchecked. */
+	expect_get(kept.port, "/u.txt", "gzip", v[CG_NOTIFIED_N - 1], 7000, "u.txt again");
+	x_hits++;
+	x_unchecked++;
+	if (mounted) {
+		snprintf(path, sizeof path, "%s/m", t.root);
+		ck_assert_int_eq(umount(path), 0);
+	}
+	ck_assert_int_eq(server_stop(&kept), 0);
+	ck_assert_int_eq(server_stop(&plain), 0);
+	keep_report_of(err_path, report, sizeof report);
+	ck_assert_msg(
+		sscanf(report,
+		       "%llu hits, %llu misses, %llu stale, %llu evictions, %llu entries, %llu "
+		       "bytes held, %llu hits unchecked (change notification %7[a-z])",
+		       &hits, &misses, &stale, &evictions, &entries, &held, &unchecked, state) == 8,
+		"report: %s", report);
+	ck_assert_uint_eq(hits, x_hits);
+	ck_assert_uint_eq(misses, x_misses);
+	ck_assert_uint_eq(stale, x_stale);
+	ck_assert_uint_eq(unchecked, x_unchecked);
+	ck_assert_uint_eq(evictions, 0);
+	ck_assert_uint_eq(entries, CG_NOTIFIED_N - x_stale);
+	ck_assert_str_eq(state, "on");
+	snprintf(path, sizeof path, "%s/d1", t.root);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	tree_free(&t);
+	for (i = 0; i < CG_NOTIFIED_N; i++)
+		free(v[i]);
+	free(w);
+}
+END_TEST
+
 Suite *
 gzserve_suite(void)
 {
@@ -1035,7 +1239,8 @@ gzserve_suite(void)
 		    { test_kept_never_stale, 0, 0 },
 		    { test_kept_lookup_and_304, 0, 0 },
 		    { test_kept_eviction, 0, 0 },
-		    { test_kept_concurrent, 0, 0 } } },
+		    { test_kept_concurrent, 0, 0 },
+		    { test_kept_notified, 0, 0 } } },
 	};
 
 	return ck_suite("gzserve", cases, sizeof cases / sizeof cases[0]);

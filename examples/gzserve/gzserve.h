@@ -210,8 +210,22 @@ int mime_load(struct server *s, const char *file);
 void mime_free(struct server *s);
 void mime_type(const struct server *s, const char *name, char *out, size_t cap);
 
+/* notify.c: change notification for keep.c (inotify and the mount
+ * table). notify_new: NULL when unavailable. notify_gen: the generation
+ * after taking in every queued event, 0 when notification is off (then
+ * check every request). notify_watch: watch rel beneath dirfd, directory
+ * by directory, then fstat it into *st: 0, or -1 when the path cannot be
+ * watched (a symlink, a mount point or a hard link on it, another kind of
+ * file system) or resolved. Thread-safe. */
+struct notify;
+struct notify *notify_new(void);
+void notify_free(struct notify *n);
+uint64_t notify_gen(struct notify *n);
+int notify_watch(struct notify *n, int dirfd, const char *rel, struct stat *st);
+
 /* keep.c: file responses kept in memory, revalidated per request by
- * resolving the path beneath the root and fstat-ing it (--keep-size). A struct kept is shared: read its fields, queue
+ * resolving the path beneath the root and fstat-ing it unless notify.c
+ * reports no change since the last such check (--keep-size). A struct kept is shared: read its fields, queue
  * its response, never modify it; keep_get and keep_add hand out a
  * reference that keep_put returns. All functions are thread-safe. */
 struct kept {
@@ -225,6 +239,9 @@ struct kept {
 	atomic_uint charged;
 	size_t charge_nbytes;   /* under the lock: bytes counted against the budget */
 	struct stat st;         /* the file version kept */
+	uint64_t note_gen;      /* under the lock: notify generation of its last full
+	                         * check with watches (0: none; notify.c) */
+	bool note_never;        /* under the lock: its path cannot be watched */
 	struct MHD_Response *r; /* its 200 response (the table's reference) */
 	char etag[80];
 	time_t mtime;

@@ -25,6 +25,12 @@
  * a symlink leaving the root) takes files.c's path, which decides. A
  * kernel without openat2 (before 5.6; also valgrind 3.19) keeps nothing.
  *
+ * Change notification (notify.c) skips that check: an entry whose path
+ * is watched, checked at notification generation G, is served without a
+ * system call of its own while the generation stays G, that is while no
+ * watched file, directory or mount changed. A path that cannot be watched
+ * is checked on every request.
+ *
  * Bytes held: each entry's identity body, the coded variants queued from it
  * (charged as they are first reported), and KEEP_ENTRY_OVERHEAD; past the
  * budget the least recently used entries go. Entries in use by a request
@@ -66,8 +72,10 @@ struct keep {
 	size_t budget_nbytes;
 	size_t file_max_nbytes;
 	size_t held_nbytes;
-	/* Counters, read at exit (keep_report). */
-	atomic_uint_fast64_t hits, misses, stale, evictions;
+	struct notify *note; /* NULL: every request checks */
+	/* Counters, read at exit (keep_report); unchecked: hits served on a
+	 * notification generation, without a check of their own. */
+	atomic_uint_fast64_t hits, misses, stale, evictions, unchecked;
 };
 
 static uint64_t
@@ -119,7 +127,9 @@ keep_new(size_t budget_nbytes)
 	atomic_init(&k->misses, 0);
 	atomic_init(&k->stale, 0);
 	atomic_init(&k->evictions, 0);
+	atomic_init(&k->unchecked, 0);
 	pthread_mutex_init(&k->lock, NULL);
+	k->note = notify_new();
 	return k;
 }
 
@@ -241,29 +251,63 @@ keep_findable(struct keep *k, int dirfd, const char *rel, const struct stat *st)
 	       same_version(st, &now);
 }
 
+static struct kept *
+find(struct keep *k, uint64_t h, const char *rel)
+{
+	struct kept *e;
+
+	for (e = k->bucket[h & (k->nbuckets - 1)]; e; e = e->next)
+		if (e->hash == h && strcmp(e->rel, rel) == 0)
+			break;
+	return e;
+}
+
 struct kept *
 keep_get(struct keep *k, int dirfd, const char *rel)
 {
 	struct stat st;
 	struct kept *e, *dead = NULL;
-	uint64_t h;
+	uint64_t h, gen;
+	bool watch, watched = false;
 
 	if (!k)
 		return NULL;
-	/* Nothing kept (yet), or a path that fails its check: a miss. */
+	/* Nothing kept (yet): a miss. */
 	if (dirfd < 0 || !rel[0] ||
-	    atomic_load_explicit(&k->count_hint, memory_order_relaxed) == 0 ||
-	    stat_beneath(k, dirfd, rel, &st) != 0) {
+	    atomic_load_explicit(&k->count_hint, memory_order_relaxed) == 0) {
 		atomic_fetch_add_explicit(&k->misses, 1, memory_order_relaxed);
 		return NULL;
 	}
+	gen = notify_gen(k->note);
 	h = hash_str(rel);
 	pthread_mutex_lock(&k->lock);
-	for (e = k->bucket[h & (k->nbuckets - 1)]; e; e = e->next)
-		if (e->hash == h && strcmp(e->rel, rel) == 0)
-			break;
+	e = find(k, h, rel);
+	if (e && gen && e->note_gen == gen) { /* nothing changed since its check */
+		e->refs++;
+		lru_front(k, e);
+		pthread_mutex_unlock(&k->lock);
+		atomic_fetch_add_explicit(&k->hits, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&k->unchecked, 1, memory_order_relaxed);
+		return e;
+	}
+	watch = e && gen && !e->note_never;
+	pthread_mutex_unlock(&k->lock);
+	/* The full check; with watches first when the entry may skip it
+	 * afterwards. A path that fails it is a miss. */
+	if (watch && notify_watch(k->note, dirfd, rel, &st) == 0)
+		watched = true;
+	else if (stat_beneath(k, dirfd, rel, &st) != 0) {
+		atomic_fetch_add_explicit(&k->misses, 1, memory_order_relaxed);
+		return NULL;
+	}
+	pthread_mutex_lock(&k->lock);
+	e = find(k, h, rel);
 	if (e && same_version(&e->st, &st)) {
 		e->refs++;
+		if (watched)
+			e->note_gen = gen;
+		else if (watch)
+			e->note_never = true;
 		lru_front(k, e);
 		atomic_fetch_add_explicit(&k->hits, 1, memory_order_relaxed);
 	} else if (e) {
@@ -388,9 +432,7 @@ keep_add(struct keep *k, const char *rel, const struct stat *st, struct MHD_Resp
 		free(e);
 		return NULL;
 	}
-	for (old = k->bucket[e->hash & (k->nbuckets - 1)]; old; old = old->next)
-		if (old->hash == e->hash && strcmp(old->rel, rel) == 0)
-			break;
+	old = find(k, e->hash, rel);
 	if (old) /* another request kept this path meanwhile: the newer wins */
 		dead = unlist(k, old);
 	if (dead)
@@ -442,10 +484,12 @@ keep_report(struct keep *k, FILE *f)
 	pthread_mutex_lock(&k->lock);
 	fprintf(f,
 		"gzserve: kept responses: %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64
-		" stale, %" PRIu64 " evictions, %zu entries, %zu bytes held\n",
+		" stale, %" PRIu64 " evictions, %zu entries, %zu bytes held, %" PRIu64
+		" hits unchecked (change notification %s)\n",
 		(uint64_t)atomic_load(&k->hits), (uint64_t)atomic_load(&k->misses),
 		(uint64_t)atomic_load(&k->stale), (uint64_t)atomic_load(&k->evictions), k->count,
-		k->held_nbytes);
+		k->held_nbytes, (uint64_t)atomic_load(&k->unchecked),
+		k->note && notify_gen(k->note) ? "on" : "off");
 	pthread_mutex_unlock(&k->lock);
 }
 
@@ -462,6 +506,7 @@ keep_free(struct keep *k)
 		entry_free(e);
 	}
 	free(k->bucket);
+	notify_free(k->note);
 	pthread_mutex_destroy(&k->lock);
 	free(k);
 }

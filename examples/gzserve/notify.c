@@ -1,0 +1,316 @@
+/*
+ * notify.c: change notification for kept file responses (keep.c): inotify
+ * watches on a kept file and on every directory from the root down to it,
+ * and the mount table, so that a request costs one epoll_wait() instead of
+ * an openat2(), fstat() and close() while nothing changed.
+ *
+ * The protocol. A generation counter starts at 1. Every request first
+ * takes in what the kernel queued (notify_gen): an epoll_wait() with no
+ * timeout on the inotify descriptor and /proc/self/mountinfo (whose poll
+ * reports a mount or unmount); if anything is ready, the queue is read
+ * empty and the generation moves on. The kernel queues an event before the
+ * system call that caused it returns (the write, rename, unlink, chmod,
+ * mount), so any change that finished before a request began is seen by
+ * that request's notify_gen. An entry checked by a full resolution and
+ * fstat (notify_watch) after notify_gen returned G may skip the check as
+ * long as the generation is still G: a change after G's epoll_wait is
+ * either seen by that fstat or moves the generation on later.
+ *
+ * Two races are closed by the order of operations. (1) A thread whose
+ * epoll_wait finds the queue empty because another thread has just read
+ * it, but not yet moved the generation on, waits for that drain
+ * (draining, under the lock) before it reads the generation. (2) The
+ * generation moves on both before and after the queue is read, so a check
+ * that read the generation while events were being read is not trusted.
+ *
+ * What is watched, and why that is enough. Each directory of the path
+ * is watched before its child is resolved (openat2 from the parent's
+ * descriptor, RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV), so a later rename,
+ * creation or removal of any name on the path is an event; the file
+ * itself is watched for writes, truncation, attribute and time changes
+ * (IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE), and every watched inode for its
+ * own move or removal. A path with a symlink or a mount point on it, a
+ * file with more than one hard link (written through another directory,
+ * its parent's watch would not see it), a root on a file system other than
+ * ext2/3/4, XFS, btrfs or tmpfs (network and overlay file systems do not
+ * report every change), or no /proc: notify_watch refuses, and keep.c
+ * checks that entry on every request as before. What inotify does not
+ * report, the times do not tell either: writes through a shared mmap (no
+ * event until writeback, and none at all then), and a single write() that
+ * lasts over keep.c's 2 s (its event comes at the end, with the times
+ * stamped at its start: the revalidation finds them unchanged).
+ *
+ * Watches are never removed one by one; past NOTIFY_WATCH_MAX the inotify
+ * instance is replaced by a new, empty one and the generation moves on,
+ * so every entry is checked again and watched anew.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+#ifdef SYS_openat2
+#include <linux/openat2.h>
+#endif
+
+#include "gzserve.h"
+
+/* Watches per inotify instance before it is replaced: each costs the
+ * kernel about 1 KiB (fs.inotify.max_user_watches caps them per user,
+ * 8192 on small machines). Larger: fewer replacements, each of which makes
+ * every entry pay one full check; smaller: less kernel memory. */
+#ifndef NOTIFY_WATCH_MAX
+#define NOTIFY_WATCH_MAX 4096
+#endif
+/* Path components watched at most (directories plus the file); a deeper
+ * file is checked on every request. */
+#define NOTIFY_DEPTH_MAX 32
+
+#define DIR_MASK                                                                                   \
+	(IN_ATTRIB | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |        \
+	 IN_MOVE_SELF | IN_ONLYDIR)
+#define FILE_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
+
+struct notify {
+	pthread_mutex_t lock; /* reading the queue, adding watches, replacing in_fd */
+	int ep_fd;            /* epoll: in_fd (EPOLLIN) and mnt_fd (EPOLLPRI) */
+	int in_fd;            /* inotify, non-blocking; under the lock */
+	int mnt_fd;           /* /proc/self/mountinfo */
+	int fs_ok;            /* under the lock: the root's file system, 0 not yet known,
+	                       * 1 reports every change, -1 not */
+	atomic_bool off;      /* epoll or read failed: every entry is checked */
+	atomic_uint draining; /* threads between reading the queue and the last step */
+	atomic_uint_fast64_t gen;
+};
+
+static int
+epoll_add(int ep_fd, int fd, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.fd = fd };
+
+	return epoll_ctl(ep_fd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+struct notify *
+notify_new(void)
+{
+	struct notify *n = calloc(1, sizeof *n);
+
+	if (!n)
+		return NULL;
+	pthread_mutex_init(&n->lock, NULL);
+	atomic_init(&n->off, false);
+	atomic_init(&n->draining, 0);
+	atomic_init(&n->gen, 1);
+	n->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+	n->in_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	n->mnt_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (n->ep_fd < 0 || n->in_fd < 0 || n->mnt_fd < 0 ||
+	    epoll_add(n->ep_fd, n->in_fd, EPOLLIN) != 0 ||
+	    epoll_add(n->ep_fd, n->mnt_fd, EPOLLPRI) != 0) {
+		notify_free(n);
+		return NULL;
+	}
+	return n;
+}
+
+void
+notify_free(struct notify *n)
+{
+	if (!n)
+		return;
+	if (n->ep_fd >= 0)
+		close(n->ep_fd);
+	if (n->in_fd >= 0)
+		close(n->in_fd);
+	if (n->mnt_fd >= 0)
+		close(n->mnt_fd);
+	pthread_mutex_destroy(&n->lock);
+	free(n);
+}
+
+/* Read the inotify queue empty; the generation moves on before and after
+ * (above). Under n->lock. */
+static void
+drain_locked(struct notify *n)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t got;
+
+	atomic_fetch_add(&n->draining, 1);
+	atomic_fetch_add(&n->gen, 1);
+	do
+		got = read(n->in_fd, buf, sizeof buf);
+	while (got > 0 || (got < 0 && errno == EINTR));
+	if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+		atomic_store(&n->off, true); /* every entry is checked from now on */
+	atomic_fetch_add(&n->gen, 1);
+	atomic_fetch_sub(&n->draining, 1);
+}
+
+uint64_t
+notify_gen(struct notify *n)
+{
+	struct epoll_event ev[2];
+	int ready;
+
+	if (!n || atomic_load(&n->off))
+		return 0;
+	ready = epoll_wait(n->ep_fd, ev, 2, 0);
+	if (ready < 0 && errno != EINTR) {
+		atomic_store(&n->off, true);
+		return 0;
+	}
+	/* A mount table change is taken in by the epoll_wait itself (its
+	 * poll remembers the table's event count); one on inotify needs the
+	 * read. Either moves the generation on. */
+	if (ready != 0) {
+		pthread_mutex_lock(&n->lock);
+		drain_locked(n);
+		pthread_mutex_unlock(&n->lock);
+	} else if (atomic_load(&n->draining) != 0) {
+		pthread_mutex_lock(&n->lock); /* wait for that drain (race 1) */
+		pthread_mutex_unlock(&n->lock);
+	}
+	return atomic_load(&n->off) ? 0 : atomic_load(&n->gen);
+}
+
+/* A new, empty inotify instance in place of the full one. Under n->lock. */
+static int
+replace_locked(struct notify *n)
+{
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+
+	if (fd < 0 || epoll_add(n->ep_fd, fd, EPOLLIN) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	/* Events still queued on the old instance are lost with it: the
+	 * generation moves on first, and a thread whose epoll_wait finds
+	 * nothing meanwhile waits for the swap (draining). */
+	atomic_fetch_add(&n->draining, 1);
+	atomic_fetch_add(&n->gen, 1);
+	epoll_ctl(n->ep_fd, EPOLL_CTL_DEL, n->in_fd, NULL);
+	close(n->in_fd);
+	n->in_fd = fd;
+	atomic_fetch_add(&n->gen, 1);
+	atomic_fetch_sub(&n->draining, 1);
+	return 0;
+}
+
+/* Watch the inode fd refers to. 0, 1 when the instance is full, -1. */
+static int
+watch_fd(struct notify *n, int fd, uint32_t mask)
+{
+	char proc[40];
+	int wd;
+
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	wd = inotify_add_watch(n->in_fd, proc, mask);
+	if (wd < 0)
+		return errno == ENOSPC ? 1 : -1;
+	return wd > NOTIFY_WATCH_MAX ? 1 : 0;
+}
+
+static bool
+fs_reports_all(int dirfd)
+{
+	struct statfs sf;
+
+	if (fstatfs(dirfd, &sf) != 0)
+		return false;
+	switch ((unsigned long)sf.f_type) {
+	case EXT4_SUPER_MAGIC: /* also ext2 and ext3 */
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* One pass of notify_watch: 0, 1 (the instance filled up), -1. */
+static int
+watch_path_locked(struct notify *n, int dirfd, const char *rel, struct stat *st)
+{
+#ifdef SYS_openat2
+	struct open_how how = {
+		.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV |
+			   RESOLVE_NO_MAGICLINKS,
+	};
+	char comp[NAME_MAX + 1];
+	const char *p = rel;
+	int parent = dirfd, rc, depth = 0;
+
+	rc = watch_fd(n, dirfd, DIR_MASK);
+	while (rc == 0) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		int fd;
+
+		if (len == 0 || len > NAME_MAX || ++depth > NOTIFY_DEPTH_MAX ||
+		    (len <= 2 && strncmp(p, "..", len) == 0)) {
+			rc = -1;
+			break;
+		}
+		memcpy(comp, p, len);
+		comp[len] = '\0';
+		fd = (int)syscall(SYS_openat2, parent, comp, &how, sizeof how);
+		if (parent != dirfd)
+			close(parent);
+		parent = fd;
+		if (fd < 0) {
+			rc = -1;
+			break;
+		}
+		rc = watch_fd(n, fd, slash ? DIR_MASK : FILE_MASK);
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	/* The fstat comes after the file's watch: what changed before it,
+	 * it sees; what changes after, is an event. */
+	if (rc == 0 && (fstat(parent, st) != 0 || !S_ISREG(st->st_mode) || st->st_nlink != 1))
+		rc = -1;
+	if (parent >= 0 && parent != dirfd)
+		close(parent);
+	return rc;
+#else
+	(void)n;
+	(void)dirfd;
+	(void)rel;
+	(void)st;
+	return -1;
+#endif
+}
+
+int
+notify_watch(struct notify *n, int dirfd, const char *rel, struct stat *st)
+{
+	int rc;
+
+	if (!n || atomic_load(&n->off))
+		return -1;
+	pthread_mutex_lock(&n->lock);
+	if (n->fs_ok == 0)
+		n->fs_ok = fs_reports_all(dirfd) ? 1 : -1;
+	rc = n->fs_ok > 0 ? watch_path_locked(n, dirfd, rel, st) : -1;
+	if (rc == 1 && replace_locked(n) == 0)
+		rc = watch_path_locked(n, dirfd, rel, st);
+	pthread_mutex_unlock(&n->lock);
+	return rc == 0 ? 0 : -1;
+}
