@@ -1,6 +1,7 @@
 /*
  * keep.c: file responses kept in memory (--keep-size), each revalidated by
- * one stat per request.
+ * a resolution and fstat per request unless change notification (notify.c)
+ * reports nothing changed since the last one.
  *
  * Without it every request for a file opens, fstats, reads and closes the
  * file and builds a response with its header fields; with it a file's
