@@ -313,6 +313,8 @@ keep_get(struct keep *k, int dirfd, const char *rel)
 		atomic_fetch_add_explicit(&k->hits, 1, memory_order_relaxed);
 	} else if (e) {
 		dead = unlist(k, e);
+		if (dead)
+			dead->next = NULL; /* its chain link, not a reap list */
 		e = NULL;
 		atomic_fetch_add_explicit(&k->stale, 1, memory_order_relaxed);
 	} else {
