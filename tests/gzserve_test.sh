@@ -131,6 +131,9 @@ bad_opt "--keep-size x" --keep-size x
 bad_opt "--keep-size -1" --keep-size -1
 bad_opt "--cache-size without --root" --cache-size 1000
 bad_opt "--keep-size without --root" --keep-size 1000
+bad_opt "--recheck-ms without --root" --recheck-ms 1000
+bad_opt "--recheck-ms over an hour" --root "$T" --recheck-ms 3600001
+bad_opt "--recheck-ms x" --root "$T" --recheck-ms x
 bad_opt "--keep-size with --precompressed" --root "$T" --precompressed --keep-size 100000
 bad_opt "--keep-size with --dictionary" --root "$T" --dictionary /etc/hostname \
 	--dictionary-match '/*' --keep-size 100000
@@ -143,7 +146,8 @@ rc=$?
 eq "--help exits 0" "$rc" 0
 missing=""
 for o in --bind --port --root --backend --level --min-size --types --threads \
-	--precompressed --codings --etag --no-compress --cache-size --keep-size --dictionary \
+	--precompressed --codings --etag --no-compress --cache-size --keep-size --recheck-ms \
+	--dictionary \
 	--dictionary-match --events --event-ms --length-hiding --quiet --help; do
 	grep -q -- "$o" "$T/help.out" || missing="$missing $o"
 done

@@ -37,6 +37,11 @@
 /* Default --keep-size in bytes: the files of a typical site, kept as
  * responses (keep.c). */
 #define GZS_KEEP_SIZE_DEFAULT (64u * 1024 * 1024)
+/* --recheck-ms default: the longest a kept response goes unchecked on
+ * change notification (keep.c, notify.c). Smaller: a shorter window for
+ * writes inotify does not report (Linux native AIO), one more check per
+ * file and interval. */
+#define GZS_RECHECK_MS_DEFAULT 1000u
 /* The largest file kept: larger ones go out by sendfile from a descriptor
  * opened per request. */
 #define GZS_KEEP_FILE_MAX (1024u * 1024)
@@ -67,10 +72,12 @@ struct config {
 	size_t length_hiding; /* --length-hiding: most padding bytes; 0: off */
 	bool no_compress;
 	bool quiet;
-	size_t cache_size;   /* --cache-size: bytes of the file cache; 0: off */
-	size_t keep_size;    /* --keep-size: bytes of kept file responses; 0: off */
-	bool keep_size_set;  /* --keep-size given */
-	bool cache_size_set; /* --cache-size given */
+	size_t cache_size;       /* --cache-size: bytes of the file cache; 0: off */
+	size_t keep_size;        /* --keep-size: bytes of kept file responses; 0: off */
+	bool keep_size_set;      /* --keep-size given */
+	unsigned int recheck_ms; /* --recheck-ms: ms a kept response goes unchecked */
+	bool recheck_ms_set;     /* --recheck-ms given */
+	bool cache_size_set;     /* --cache-size given */
 	/* --dictionary FILE --dictionary-match PATTERN (dict.c), in order. */
 	const char *dict_file[GZS_DICT_MAX];
 	const char *dict_match[GZS_DICT_MAX];
@@ -241,6 +248,7 @@ struct kept {
 	struct stat st;         /* the file version kept */
 	uint64_t note_gen;      /* under the lock: notify generation of its last full
 	                         * check with watches (0: none; notify.c) */
+	uint64_t note_us;       /* under the lock: CLOCK_MONOTONIC of that check (us) */
 	bool note_never;        /* under the lock: its path cannot be watched */
 	struct MHD_Response *r; /* its 200 response (the table's reference) */
 	char etag[80];
@@ -249,7 +257,7 @@ struct kept {
 	char rel[]; /* the key: the path relative to the root */
 };
 /* NULL when budget_nbytes is 0 or out of memory (then nothing is kept). */
-struct keep *keep_new(size_t budget_nbytes);
+struct keep *keep_new(size_t budget_nbytes, unsigned int recheck_ms);
 void keep_free(struct keep *k); /* after the daemon stopped; NULL: no-op */
 /* The kept response of rel if rel, resolved beneath dirfd as the open
  * does, shows the same version, referenced; NULL otherwise (a stale

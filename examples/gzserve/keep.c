@@ -29,8 +29,11 @@
  * Change notification (notify.c) skips that check: an entry whose path
  * is watched, checked at notification generation G, is served without a
  * system call of its own while the generation stays G, that is while no
- * watched file, directory or mount changed. A path that cannot be watched
- * is checked on every request.
+ * watched file, directory or mount changed, and for at most --recheck-ms
+ * after its check: a write inotify does not report (Linux native AIO,
+ * io_submit, reports nothing until the writer closes the file) is served
+ * stale at most that long. A path that cannot be watched is
+ * checked on every request.
  *
  * Bytes held: each entry's identity body, the coded variants queued from it
  * (charged as they are first reported), and KEEP_ENTRY_OVERHEAD; past the
@@ -55,6 +58,7 @@
 
 /* A file version changed less than this long ago is not kept (above). */
 #define KEEP_RACY_NS 2000000000LL
+
 /* Bytes charged per entry besides its bodies: the entry, its key and the
  * libmicrohttpd response with its four header fields. */
 #define KEEP_ENTRY_OVERHEAD 512u
@@ -72,6 +76,7 @@ struct keep {
 	struct kept *lru_last;
 	size_t budget_nbytes;
 	size_t file_max_nbytes;
+	uint64_t recheck_us; /* longest unchecked; 0: no notification */
 	size_t held_nbytes;
 	struct notify *note; /* NULL: every request checks */
 	/* Counters, read at exit (keep_report); unchecked: hits served on a
@@ -98,7 +103,7 @@ same_version(const struct stat *a, const struct stat *b)
 }
 
 struct keep *
-keep_new(size_t budget_nbytes)
+keep_new(size_t budget_nbytes, unsigned int recheck_ms)
 {
 	struct keep *k;
 
@@ -130,7 +135,8 @@ keep_new(size_t budget_nbytes)
 	atomic_init(&k->evictions, 0);
 	atomic_init(&k->unchecked, 0);
 	pthread_mutex_init(&k->lock, NULL);
-	k->note = notify_new();
+	k->recheck_us = (uint64_t)recheck_ms * 1000u;
+	k->note = recheck_ms ? notify_new() : NULL;
 	return k;
 }
 
@@ -252,6 +258,18 @@ keep_findable(struct keep *k, int dirfd, const char *rel, const struct stat *st)
 	       same_version(st, &now);
 }
 
+/* CLOCK_MONOTONIC in microseconds; 0 if the clock fails (then no entry
+ * goes unchecked). */
+static uint64_t
+mono_us(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static struct kept *
 find(struct keep *k, uint64_t h, const char *rel)
 {
@@ -268,7 +286,7 @@ keep_get(struct keep *k, int dirfd, const char *rel)
 {
 	struct stat st;
 	struct kept *e, *dead = NULL;
-	uint64_t h, gen;
+	uint64_t h, gen, now_us = 0;
 	bool watch, watched = false;
 
 	if (!k)
@@ -280,10 +298,13 @@ keep_get(struct keep *k, int dirfd, const char *rel)
 		return NULL;
 	}
 	gen = notify_gen(k->note);
+	if (gen)
+		now_us = mono_us();
 	h = hash_str(rel);
 	pthread_mutex_lock(&k->lock);
 	e = find(k, h, rel);
-	if (e && gen && e->note_gen == gen) { /* nothing changed since its check */
+	if (e && gen && now_us && e->note_gen == gen &&
+	    now_us - e->note_us < k->recheck_us) { /* nothing changed since its check */
 		e->refs++;
 		lru_front(k, e);
 		pthread_mutex_unlock(&k->lock);
@@ -305,9 +326,10 @@ keep_get(struct keep *k, int dirfd, const char *rel)
 	e = find(k, h, rel);
 	if (e && same_version(&e->st, &st)) {
 		e->refs++;
-		if (watched)
+		if (watched) {
 			e->note_gen = gen;
-		else if (watch)
+			e->note_us = now_us; /* taken before the check */
+		} else if (watch)
 			e->note_never = true;
 		lru_front(k, e);
 		atomic_fetch_add_explicit(&k->hits, 1, memory_order_relaxed);

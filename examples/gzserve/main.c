@@ -265,7 +265,7 @@ main(int argc, char **argv)
 	 * they are checked beneath the root's descriptor (keep.c). */
 	if (s->root && s->root_fd >= 0 && !s->cfg.precompressed && !s->cfg.ndict &&
 	    s->cfg.keep_size) {
-		s->keep = keep_new(s->cfg.keep_size);
+		s->keep = keep_new(s->cfg.keep_size, s->cfg.recheck_ms);
 		if (!s->keep) {
 			fprintf(stderr, "gzserve: out of memory\n");
 			return 1;

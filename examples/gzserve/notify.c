@@ -45,7 +45,11 @@
  *
  * Watches are never removed one by one; past NOTIFY_WATCH_MAX the inotify
  * instance is replaced by a new, empty one and the generation moves on,
- * so every entry is checked again and watched anew.
+ * so every entry is checked again and watched anew; at most once per
+ * NOTIFY_REPLACE_MIN_US, and in between a path that needs new watches is
+ * checked per request. Linux native AIO writes (io_submit) are not
+ * reported to inotify before the writer closes the file: keep.c bounds
+ * how long an entry goes unchecked (KEEP_UNCHECKED_MAX_US, 1 s).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -76,6 +80,15 @@
 #ifndef NOTIFY_WATCH_MAX
 #define NOTIFY_WATCH_MAX 4096
 #endif
+/* Microseconds between two replacements at least: a working set of more
+ * watched inodes than NOTIFY_WATCH_MAX would otherwise fill and replace
+ * the instance on every pass over it, each replacement sending every
+ * entry to a full check (a breaker review: 6,000 files, no hit unchecked,
+ * slower than without notification). Within it, a path needing new
+ * watches is refused (checked per request) instead. */
+#ifndef NOTIFY_REPLACE_MIN_US
+#define NOTIFY_REPLACE_MIN_US 60000000u
+#endif
 /* Path components watched at most (directories plus the file); a deeper
  * file is checked on every request. */
 #define NOTIFY_DEPTH_MAX 32
@@ -96,6 +109,8 @@ struct notify {
 	                       * 1 reports every change, -1 not */
 	atomic_bool off;        /* epoll or read failed: every entry is checked */
 	uint64_t gen;           /* under the lock */
+	uint64_t replaced_us;   /* under the lock: CLOCK_MONOTONIC of the last
+	                         * replacement, 0 none */
 };
 
 static int
@@ -187,29 +202,41 @@ notify_gen(struct notify *n)
 	return atomic_load(&n->off) ? 0 : gen;
 }
 
-/* A new, empty inotify instance in place of the full one. Takes n->lock,
- * then fd_rw for writing. */
+/* A new, empty inotify instance in place of the full one, unless the
+ * last replacement is under NOTIFY_REPLACE_MIN_US old: 0, or -1. Takes
+ * n->lock, then fd_rw for writing. */
 static int
 replace(struct notify *n)
 {
-	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	struct timespec ts;
+	uint64_t now_us;
+	int fd = -1;
 
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+		return -1;
+	now_us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	pthread_mutex_lock(&n->lock);
+	if (n->replaced_us && now_us - n->replaced_us < NOTIFY_REPLACE_MIN_US)
+		goto out;
+	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (fd < 0 || epoll_add(n->ep_fd, fd, EPOLLIN) != 0) {
 		if (fd >= 0)
 			close(fd);
-		return -1;
+		fd = -1;
+		goto out;
 	}
 	/* Events still queued on the old instance go with it: the generation
 	 * moves on, under the lock that every notify_gen takes. */
-	pthread_mutex_lock(&n->lock);
 	pthread_rwlock_wrlock(&n->fd_rw);
 	epoll_ctl(n->ep_fd, EPOLL_CTL_DEL, n->in_fd, NULL);
 	close(n->in_fd);
 	n->in_fd = fd;
 	n->gen++;
+	n->replaced_us = now_us;
 	pthread_rwlock_unlock(&n->fd_rw);
+out:
 	pthread_mutex_unlock(&n->lock);
-	return 0;
+	return fd >= 0 ? 0 : -1;
 }
 
 /* Watch the inode fd refers to. 0, 1 when the instance is full, -1. */

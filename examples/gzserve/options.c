@@ -75,6 +75,11 @@ usage(FILE *f)
 		"                    not served stale; the counts are printed at exit\n"
 		"                    (default %u; 0: off; not with --precompressed or\n"
 		"                    --dictionary)\n"
+		"  --recheck-ms MS   with --root: the longest a kept response goes without\n"
+		"                    its check while change notification reports nothing\n"
+		"                    (0-3600000, default %u; 0: check every request): what\n"
+		"                    inotify does not report (Linux native AIO writes) is\n"
+		"                    served stale at most this long\n"
 		"  --dictionary FILE --dictionary-match PATTERN\n"
 		"                    RFC 9842: FILE's bytes are a dictionary for requests whose\n"
 		"                    path matches PATTERN ('/' first, '*' any run): a client\n"
@@ -92,7 +97,7 @@ usage(FILE *f)
 		"member) and exits 0. Exit status 2: invalid option; 1: cannot start.\n",
 		MHDGZ_DEFAULT_MIN_NBYTES, MHDGZ_LENGTH_HIDING_MAX_LIMIT,
 		MHDGZ_DEFAULT_LENGTH_HIDING_MAX, GZS_CACHE_SIZE_DEFAULT, GZS_KEEP_FILE_MAX,
-		GZS_KEEP_SIZE_DEFAULT, GZS_GRACE_MS / 1000);
+		GZS_KEEP_SIZE_DEFAULT, GZS_RECHECK_MS_DEFAULT, GZS_GRACE_MS / 1000);
 }
 
 void
@@ -214,6 +219,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 		O_NO_COMPRESS,
 		O_CACHE_SIZE,
 		O_KEEP_SIZE,
+		O_RECHECK_MS,
 		O_DICTIONARY,
 		O_DICTIONARY_MATCH,
 		O_QUIET,
@@ -237,6 +243,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 		{ "no-compress", no_argument, NULL, O_NO_COMPRESS },
 		{ "cache-size", required_argument, NULL, O_CACHE_SIZE },
 		{ "keep-size", required_argument, NULL, O_KEEP_SIZE },
+		{ "recheck-ms", required_argument, NULL, O_RECHECK_MS },
 		{ "dictionary", required_argument, NULL, O_DICTIONARY },
 		{ "dictionary-match", required_argument, NULL, O_DICTIONARY_MATCH },
 		{ "quiet", no_argument, NULL, O_QUIET },
@@ -254,6 +261,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 	cfg->etag = MHDGZ_ETAG_WEAKEN;
 	cfg->cache_size = GZS_CACHE_SIZE_DEFAULT;
 	cfg->keep_size = GZS_KEEP_SIZE_DEFAULT;
+	cfg->recheck_ms = GZS_RECHECK_MS_DEFAULT;
 	cfg->order[0] = MHDGZ_CODING_GZIP;
 	cfg->norder = 1;
 	cfg->events = GZS_EVENTS;
@@ -332,6 +340,11 @@ parse_options(int argc, char **argv, struct config *cfg)
 			cfg->keep_size = (size_t)number_arg("--keep-size", optarg, 0, SIZE_MAX);
 			cfg->keep_size_set = true;
 			break;
+		case O_RECHECK_MS:
+			cfg->recheck_ms = (unsigned int)number_arg("--recheck-ms", optarg, 0,
+								   3600000);
+			cfg->recheck_ms_set = true;
+			break;
 		case O_DICTIONARY:
 			if (cfg->ndict == GZS_DICT_MAX)
 				bad_option("--dictionary: at most %d", GZS_DICT_MAX);
@@ -371,6 +384,8 @@ parse_options(int argc, char **argv, struct config *cfg)
 		bad_option("--cache-size needs --root");
 	if (cfg->keep_size_set && !cfg->root)
 		bad_option("--keep-size needs --root");
+	if (cfg->recheck_ms_set && !cfg->root)
+		bad_option("--recheck-ms needs --root");
 	/* A kept response would bypass the choice of a sibling or of a
 	 * dictionary: asked for explicitly, say so (the default just stays
 	 * off). */
