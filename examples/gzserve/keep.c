@@ -58,7 +58,6 @@
 
 /* A file version changed less than this long ago is not kept (above). */
 #define KEEP_RACY_NS 2000000000LL
-
 /* Bytes charged per entry besides its bodies: the entry, its key and the
  * libmicrohttpd response with its four header fields. */
 #define KEEP_ENTRY_OVERHEAD 512u
