@@ -257,18 +257,6 @@ keep_findable(struct keep *k, int dirfd, const char *rel, const struct stat *st)
 	       same_version(st, &now);
 }
 
-/* CLOCK_MONOTONIC in microseconds; 0 if the clock fails (then no entry
- * goes unchecked). */
-static uint64_t
-mono_us(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static struct kept *
 find(struct keep *k, uint64_t h, const char *rel)
 {
@@ -285,7 +273,7 @@ keep_get(struct keep *k, int dirfd, const char *rel)
 {
 	struct stat st;
 	struct kept *e, *dead = NULL;
-	uint64_t h, gen, now_us = 0;
+	uint64_t h, gen, t_us = 0;
 	bool watch, watched = false;
 
 	if (!k)
@@ -298,12 +286,12 @@ keep_get(struct keep *k, int dirfd, const char *rel)
 	}
 	gen = notify_gen(k->note);
 	if (gen)
-		now_us = mono_us();
+		t_us = now_us(); /* log.c */
 	h = hash_str(rel);
 	pthread_mutex_lock(&k->lock);
 	e = find(k, h, rel);
-	if (e && gen && now_us && e->note_gen == gen &&
-	    now_us - e->note_us < k->recheck_us) { /* nothing changed since its check */
+	if (e && gen && e->note_gen == gen &&
+	    t_us - e->note_us < k->recheck_us) { /* nothing changed since its check */
 		e->refs++;
 		lru_front(k, e);
 		pthread_mutex_unlock(&k->lock);
@@ -327,7 +315,7 @@ keep_get(struct keep *k, int dirfd, const char *rel)
 		e->refs++;
 		if (watched) {
 			e->note_gen = gen;
-			e->note_us = now_us; /* taken before the check */
+			e->note_us = t_us; /* taken before the check */
 		} else if (watch)
 			e->note_never = true;
 		lru_front(k, e);

@@ -208,15 +208,11 @@ notify_gen(struct notify *n)
 static int
 replace(struct notify *n)
 {
-	struct timespec ts;
-	uint64_t now_us;
+	uint64_t t_us = now_us(); /* log.c */
 	int fd = -1;
 
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-		return -1;
-	now_us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 	pthread_mutex_lock(&n->lock);
-	if (n->replaced_us && now_us - n->replaced_us < NOTIFY_REPLACE_MIN_US)
+	if (n->replaced_us && t_us - n->replaced_us < NOTIFY_REPLACE_MIN_US)
 		goto out;
 	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (fd < 0 || epoll_add(n->ep_fd, fd, EPOLLIN) != 0) {
@@ -232,7 +228,7 @@ replace(struct notify *n)
 	close(n->in_fd);
 	n->in_fd = fd;
 	n->gen++;
-	n->replaced_us = now_us;
+	n->replaced_us = t_us;
 	pthread_rwlock_unlock(&n->fd_rw);
 out:
 	pthread_mutex_unlock(&n->lock);
