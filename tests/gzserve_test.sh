@@ -723,6 +723,9 @@ fetch p3 "$S/pre.txt" -H 'Accept-Encoding: gzip' -H "If-None-Match: $pe1"
 eq "precompressed: If-None-Match with the .gz ETag: 304 with that ETag" \
 	"$(status "$T/p3.h")|$(hdr "$T/p3.h" ETag)|$(hdr "$T/p3.h" Vary)" "304|$pe1|Accept-Encoding"
 cl_304 "precompressed 304" "$T/p3.h" "$T/p1.h"
+# As the handler's 304 of a body it codes (RFC 9110 section 15.4.5).
+eq "precompressed 304: no Content-Encoding, FILE's type" \
+	"$(hdr "$T/p3.h" Content-Encoding)|$(hdr "$T/p3.h" Content-Type)" "|text/plain; charset=utf-8"
 fetch p4 "$S/pre.txt" --compressed
 check "precompressed: curl --compressed gets FILE" cmp -s "$T/p4.body" "$W/pre.txt"
 fetch p5 "$S/pre.txt" -H 'Accept-Encoding: gzip;q=0'
@@ -754,6 +757,13 @@ eq "keep-alive sequence: one connection" "$(tr -d ' \n' <"$T/ka.n")" "100"
 
 check "access log line for a file" grep -Eq '^GET /big\.txt 200 [0-9]+ [0-9-]+ gzip [0-9]+us$' "$T/static.err"
 check "access log line for a 206" grep -Eq '^GET /big\.txt 206 100 ' "$T/static.err"
+# A sibling's log line names FILE's size as its body bytes, as a body coded
+# on the fly does, for its 200 and its 304.
+prelen=$(size "$W/pre.txt")
+check "access log: a sibling's 200 names FILE's size and gzip" \
+	grep -Eq "^GET /pre\.txt 200 $prelen [0-9]+ gzip " "$T/static.err"
+check "access log: a sibling's 304 names FILE's size" \
+	grep -Eq "^GET /pre\.txt 304 $prelen " "$T/static.err"
 
 tl_stop "$STATIC_PID"
 tl_exit_ok "static server: SIGTERM exit 0"

@@ -359,7 +359,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	char type[160], etag[80], lastmod[64], crange[96];
 	const char *name;
 	struct MHD_Response *r;
-	uint64_t first = 0, last = 0, len;
+	uint64_t first = 0, last = 0, len, identity_len = 0;
 	int fd = -1, gzfd = -1, range = 0;
 	enum mhdgz_coding gzcoding = MHDGZ_CODING_GZIP;
 	enum MHD_Result ret;
@@ -419,6 +419,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 		gzfd = choose_precompressed(s, conn, rel, &gst, &gzcoding, &sibling);
 		if (gzfd >= 0) {
 			/* Serve the .gz: its own validators and length. */
+			identity_len = (uint64_t)st.st_size;
 			close(fd);
 			fd = gzfd;
 			st = gst;
@@ -487,7 +488,15 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_LAST_MODIFIED, lastmod);
-	if (gzfd >= 0) {
+	if (gzfd >= 0 && not_modified) {
+		/* The 304 of the sibling's 200: like the handler's 304 of a
+		 * coded 200, without Content-Encoding (RFC 9110 section
+		 * 15.4.5: no representation metadata beyond the 200's
+		 * validators and Vary). Marked identity, so that the handler
+		 * queues it as it is instead of coding the sibling again to
+		 * learn the 200's length. */
+		mhdgz_response_set_identity(s->gz, r);
+	} else if (gzfd >= 0) {
 		/* Already coded: the handler skips responses with a
 		 * Content-Encoding, so this is sent as it is. */
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING,
@@ -507,6 +516,10 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	} else {
 		ret = respond(rq, conn, MHD_HTTP_OK, r, len);
 	}
+	/* The access log's body bytes are the identity body's, as for a
+	 * body coded on the fly (and its 304): FILE's size, not FILE.gz's. */
+	if (gzfd >= 0)
+		rq->body_nbytes = identity_len;
 out:
 	free(rel);
 	return ret;
