@@ -553,7 +553,7 @@ int hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Respon
 		     const struct hnd_facts *f, enum hnd_rep rep);
 
 /* ------------------------------------------------------------------------ */
-/* Representations (hnd_variants.c, hnd_conditional.c, hnd_stream.c)        */
+/* Representations (hnd_variants.c, hnd_conditional.c, hnd_stream*.c)       */
 
 /*
  * A compressed body, shared by reference: the gzip variant and the 304
@@ -664,7 +664,7 @@ void hnd_content_digest_value(struct sha256_ctx *ctx, char field[HND_CONTENT_DIG
  * pre moves in on success. NULL on failure. */
 struct MHD_Response *hnd_identity_stream_new(struct mhdgz *gz, struct hnd_entry *e,
 					     struct hnd_prefix *pre);
-/* hnd_stream.c: the length in bytes of the gzip stream of a file entry
+/* hnd_stream_len.c: the length in bytes of the gzip stream of a file entry
  * (for HEAD and 304), remembered under its strong etag (may be NULL) or
  * found by compressing the file (counted as a compression). 0, or MHDGZ_E*
  * when it cannot be known: not a file, over HND_HEAD_LENGTH_MAX, a
@@ -673,6 +673,12 @@ int hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *et
 			   bool low_latency, enum gz_coding coding, uint64_t *len_ret);
 /* hnd_stream.c: the identity reader of a streaming entry's own response. */
 ssize_t hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max);
+/* hnd_stream.c: read e's source at pos into buf, at most max bytes: the
+ * user's reader (under e->read_lock), the pipe, or the file through fd (a
+ * stream's own duplicate, or e->fd), never past body_len. Returns bytes, 0
+ * (no data now), or MHD_CONTENT_READER_END_OF_STREAM / _WITH_ERROR (a
+ * source that ends before its announced size is an error). */
+ssize_t hnd_source_read(struct hnd_entry *e, int fd, uint64_t pos, char *buf, size_t max);
 
 /* ------------------------------------------------------------------------ */
 /* BREACH length hiding (hnd_pad.c)                                         */
