@@ -1357,6 +1357,91 @@ START_TEST(test_kept_notified)
 }
 END_TEST
 
+/* A name no kept path goes through, created, written, renamed, changed
+ * in mode and removed, in the root and in a kept file's directory
+ * (notify.c's name filter), and a directory made and removed beside
+ * them: every kept entry still goes unchecked. Then a change on a kept
+ * path (a rewrite with the times set back) is seen at once, and sends
+ * the other entry to one full check. The report's counts are exact. */
+START_TEST(test_kept_unrelated_churn)
+{
+	static const char *const names[] = { "k1.txt", "sub/k2.txt" };
+	struct keep_tree t;
+	struct server kept;
+	char err_path[160], report[256], path[192], path2[192], url[64], state[8];
+	const char *args[] = { "--root", t.root, "--recheck-ms", "600000", NULL };
+	uint8_t *v[2], *w = tu_payload(7000, TU_TEXT, 77);
+	unsigned long long hits, misses, stale, evictions, entries, held, unchecked;
+	unsigned long long x_hits = 0, x_unchecked = 0;
+	size_t i;
+
+	tree_new(&t);
+	snprintf(path, sizeof path, "%s/sub", t.root);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	for (i = 0; i < 2; i++) {
+		v[i] = tu_payload(7000, TU_TEXT, (uint32_t)(80 + i));
+		put_file(&t, names[i], v[i], 7000);
+	}
+	tu_sleep_us(CG_KEEP_AGE_US);
+	snprintf(err_path, sizeof err_path, "%s/kept.err", t.base);
+	server_start_args(&kept, args, err_path);
+	/* A miss that keeps it, a hit checked and watched, a hit unchecked. */
+	for (int round = 0; round < 3; round++)
+		for (i = 0; i < 2; i++) {
+			snprintf(url, sizeof url, "/%s", names[i]);
+			expect_get(kept.port, url, round == 1 ? NULL : "gzip", v[i], 7000, url);
+		}
+	x_hits += 4;
+	x_unchecked += 2;
+	for (int n = 0; n < 20; n++) {
+		const char *dir = n % 2 ? "sub/" : "";
+
+		snprintf(path, sizeof path, "%sjunk-%d.tmp", dir, n);
+		put_file(&t, path, w, 100 + (size_t)n);
+		snprintf(path, sizeof path, "%s/%sjunk-%d.tmp", t.root, dir, n);
+		snprintf(path2, sizeof path2, "%s/%sjunk-%d.old", t.root, dir, n);
+		ck_assert_int_eq(chmod(path, 0600), 0);
+		ck_assert_int_eq(rename(path, path2), 0);
+		ck_assert_int_eq(unlink(path2), 0);
+		snprintf(path, sizeof path, "%s/%sdj-%d", t.root, dir, n);
+		ck_assert_int_eq(mkdir(path, 0755), 0);
+		ck_assert_int_eq(rmdir(path), 0);
+		for (i = 0; i < 2; i++) {
+			snprintf(url, sizeof url, "/%s", names[i]);
+			expect_get(kept.port, url, "gzip", v[i], 7000, url);
+		}
+		x_hits += 2;
+		x_unchecked += 2;
+	}
+	/* A change on a kept path: stale at once; the other entry is checked
+	 * once (the generation moved on), then unchecked again. */
+	put_file_times_of(&t, "k1.txt", "k1.txt", w, 7000);
+	expect_get(kept.port, "/k1.txt", "gzip", w, 7000, "k1.txt rewritten");
+	expect_get(kept.port, "/sub/k2.txt", "gzip", v[1], 7000, "k2 checked");
+	expect_get(kept.port, "/sub/k2.txt", "gzip", v[1], 7000, "k2 unchecked");
+	x_hits += 2;
+	x_unchecked += 1;
+	ck_assert_int_eq(server_stop(&kept), 0);
+	keep_report_of(err_path, report, sizeof report);
+	ck_assert_msg(
+		sscanf(report,
+		       "%llu hits, %llu misses, %llu stale, %llu evictions, %llu entries, %llu "
+		       "bytes held, %llu hits unchecked (change notification %7[a-z])",
+		       &hits, &misses, &stale, &evictions, &entries, &held, &unchecked, state) == 8,
+		"report: %s", report);
+	ck_assert_uint_eq(hits, x_hits);
+	ck_assert_uint_eq(misses, 2);
+	ck_assert_uint_eq(stale, 1);
+	ck_assert_uint_eq(unchecked, x_unchecked);
+	ck_assert_uint_eq(evictions, 0);
+	ck_assert_str_eq(state, "on");
+	tree_free(&t);
+	for (i = 0; i < 2; i++)
+		free(v[i]);
+	free(w);
+}
+END_TEST
+
 Suite *
 gzserve_suite(void)
 {
@@ -1376,6 +1461,7 @@ gzserve_suite(void)
 		    { test_kept_eviction, 0, 0 },
 		    { test_kept_concurrent, 0, 0 },
 		    { test_kept_notified, 0, 0 },
+		    { test_kept_unrelated_churn, 0, 0 },
 		    { test_kept_stale_in_chain, 0, 0 },
 		    { test_kept_recheck_aio, 0, 0 } } },
 	};
