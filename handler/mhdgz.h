@@ -1123,7 +1123,12 @@ MHDGZ_API int mhdgz_etag_match(const char *field_value, const char *etag, int we
 /**
  * Evaluate If-Match and If-None-Match of the request against the resource's
  * current ETag (RFC 9110 section 13.2.2, steps 1 and 3), accepting the
- * forms of the ETag mhdgz produced.
+ * forms of the ETag mhdgz produced. The date preconditions need the
+ * resource's modification time and are the caller's: If-Unmodified-Since
+ * (step 2: only without If-Match, so it may be evaluated before this
+ * call; 412 when modified after it) and If-Modified-Since (step 4: only
+ * for GET and HEAD, and only when this returns 0 without If-None-Match;
+ * 304 when not modified since). gzserve's validate.c does both.
  *
  * @param connection the request; borrowed.
  * @param method the request method ("GET", "HEAD", ...); borrowed.

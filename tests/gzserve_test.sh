@@ -165,6 +165,15 @@ DEMO_PID=$PID
 D=$BASE
 check "prints 'listening on http://127.0.0.1:PORT/'" \
 	grep -Eq '^listening on http://127\.0\.0\.1:[0-9]+/$' "$T/demo.out"
+# A port already taken: exit 1; stderr ends with the refusal, after
+# libmicrohttpd's reason, and has no line of a server that started.
+dport=${D%/}
+dport=${dport##*:}
+timeout 10 "$GZSERVE" --bind 127.0.0.1 --port "$dport" >"$T/taken.out" 2>"$T/taken.err"
+rc=$?
+eq "a port in use: exit 1, the refusal last, no start-up line, nothing on stdout" \
+	"$rc|$(tail -n 1 "$T/taken.err")|$(grep -c 'connections (RLIMIT' "$T/taken.err")|$(cat "$T/taken.out")" \
+	"1|gzserve: cannot listen on 127.0.0.1 port $dport|0|"
 
 # name path content-type size (or - when not fixed)
 DEMO_ENDPOINTS="index|/|text/html; charset=utf-8|-
@@ -653,6 +662,22 @@ fetch b4 "$S/big.txt" -H "If-Modified-Since: Mon, 01 Jan 2001 00:00:00 GMT"
 eq "If-Modified-Since in the past: 200" "$(status "$T/b4.h")" 200
 fetch b5 "$S/big.txt" -H "If-Modified-Since: $lm" -H 'If-None-Match: "other"'
 eq "If-None-Match takes precedence over If-Modified-Since: 200" "$(status "$T/b5.h")" 200
+# If-Unmodified-Since (RFC 9110 section 13.1.4, section 13.2.2 step 2):
+# 412 when the file changed after it, ignored under If-Match or when not a
+# date. big.txt goes through the kept path, pre.txt (a sibling) the file path.
+past='Mon, 01 Jan 2001 00:00:00 GMT'
+for f in big.txt pre.txt; do
+	fetch bu0 "$S/$f" -H 'Accept-Encoding: gzip' -I
+	fetch bu1 "$S/$f" -H "If-Unmodified-Since: $past" -H 'Accept-Encoding: gzip'
+	fetch bu2 "$S/$f" -H "If-Unmodified-Since: $(hdr "$T/bu0.h" Last-Modified)" \
+		-H 'Accept-Encoding: gzip'
+	fetch bu3 "$S/$f" -H "If-Unmodified-Since: $past" -H 'If-Match: *'
+	fetch bu4 "$S/$f" -H 'If-Unmodified-Since: yesterday'
+	fetch bu5 "$S/$f" -H "If-Unmodified-Since: $past" -H 'If-None-Match: *'
+	eq "$f If-Unmodified-Since: past 412, Last-Modified 200, under If-Match 200, not a date 200, before If-None-Match 412" \
+		"$(status "$T/bu1.h") $(status "$T/bu2.h") $(status "$T/bu3.h") $(status "$T/bu4.h") $(status "$T/bu5.h")" \
+		"412 200 200 200 412"
+done
 fetch b6 "$S/photo.png" -H "If-None-Match: $(hdr "$T/b.h" ETag)"
 eq "another file's ETag does not match: 200" "$(status "$T/b6.h")" 200
 

@@ -273,11 +273,9 @@ redirect_slash(struct req *rq, struct MHD_Connection *conn)
 static enum MHD_Result
 serve_kept(struct req *rq, struct MHD_Connection *conn, const char *method, struct kept *e)
 {
-	unsigned int status = mhdgz_evaluate_preconditions(conn, method, e->etag);
+	unsigned int status = file_preconditions(conn, method, e->etag, e->mtime);
 	enum MHD_Result ret;
 
-	if (status == 0 && not_modified_since(conn, e->mtime))
-		status = MHD_HTTP_NOT_MODIFIED;
 	if (status == MHD_HTTP_PRECONDITION_FAILED)
 		return respond_error(rq, conn, status);
 	if (status == MHD_HTTP_NOT_MODIFIED) {
@@ -428,9 +426,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	file_etag(&st, etag, sizeof etag);
 	http_date(st.st_mtim.tv_sec, lastmod, sizeof lastmod);
 
-	status = mhdgz_evaluate_preconditions(conn, method, etag);
-	if (status == 0 && not_modified_since(conn, st.st_mtim.tv_sec))
-		status = MHD_HTTP_NOT_MODIFIED;
+	status = file_preconditions(conn, method, etag, st.st_mtim.tv_sec);
 	if (status == MHD_HTTP_PRECONDITION_FAILED) {
 		close(fd);
 		goto refuse;

@@ -292,13 +292,15 @@ void keep_report(struct keep *k, FILE *f);
  * and the one range of Range: bytes=... for a body of len bytes, -1 not
  * satisfiable (416), 0 ignore (absent, other unit, several ranges);
  * if_range_ok: does If-Range let the range apply (etag_shared: the gzip
- * representation carries the same ETag); not_modified_since:
- * If-Modified-Since holds (only without If-None-Match). */
+ * representation carries the same ETag); file_preconditions: RFC 9110
+ * section 13.2.2 for a file of that ETag and modification time: 0 to
+ * proceed, 412 or 304 (If-Modified-Since for GET and HEAD only). */
 void file_etag(const struct stat *st, char *out, size_t cap);
 void http_date(time_t t, char *out, size_t cap);
 int parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret);
 bool if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool etag_shared);
-bool not_modified_since(struct MHD_Connection *conn, time_t mtime);
+unsigned int file_preconditions(struct MHD_Connection *conn, const char *method, const char *etag,
+				time_t mtime);
 
 /* files.c: the static files under --root. open_in_root: rel (relative,
  * already checked) opened read-only beneath the root, *st its fstat; -1

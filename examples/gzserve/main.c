@@ -283,10 +283,6 @@ main(int argc, char **argv)
 	s->nofile = raise_nofile();
 	s->conn_limit = s->nofile > 2 * GZS_FD_RESERVE ? (unsigned int)(s->nofile - GZS_FD_RESERVE)
 						       : (unsigned int)(s->nofile / 2);
-	if (!s->cfg.quiet)
-		fprintf(stderr, "gzserve: up to %u connections (RLIMIT_NOFILE %lu)\n",
-			s->conn_limit, s->nofile);
-
 	/* Suspend/resume for /events; it also brings the inter-thread
 	 * channel MHD_quiesce_daemon() needs with a thread pool. */
 	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
@@ -307,6 +303,10 @@ main(int argc, char **argv)
 		fprintf(stderr, "gzserve: cannot listen on %s port %u\n", s->cfg.bind, s->cfg.port);
 		return 1;
 	}
+	/* Once listening: a refused port is the only line then. */
+	if (!s->cfg.quiet)
+		fprintf(stderr, "gzserve: up to %u connections (RLIMIT_NOFILE %lu)\n",
+			s->conn_limit, s->nofile);
 	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	port = info ? info->port : s->cfg.port;
 	printf(v6 ? "listening on http://[%s]:%u/\n" : "listening on http://%s:%u/\n", s->cfg.bind,

@@ -89,7 +89,7 @@ usage(FILE *f)
 		"                    is one line per request on stderr: method, target,\n"
 		"                    status, body bytes (uncompressed), bytes sent on the\n"
 		"                    socket (headers included; - if unknown), coding\n"
-		"                    (gzip, zstd, br or identity), microseconds\n"
+		"                    (gzip, zstd, br, dcz or identity), microseconds\n"
 		"  --help            this text\n"
 		"\n"
 		"SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to\n"

@@ -136,9 +136,24 @@ if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool et
 	return parse_http_date(v, &t) && t == mtime;
 }
 
+/* If-Unmodified-Since (RFC 9110 section 13.1.4) fails: evaluated only
+ * when there is no If-Match (section 13.2.2 step 2); a value that is not
+ * one valid HTTP-date is ignored. */
+static bool
+modified_since_unmodified(struct MHD_Connection *conn, time_t mtime)
+{
+	const char *v;
+	time_t t;
+
+	if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MATCH))
+		return false;
+	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_UNMODIFIED_SINCE);
+	return v && parse_http_date(v, &t) && mtime > t;
+}
+
 /* If-Modified-Since (RFC 9110 section 13.1.3), evaluated only when there is
  * no If-None-Match (section 13.2.2 step 4). */
-bool
+static bool
 not_modified_since(struct MHD_Connection *conn, time_t mtime)
 {
 	const char *v;
@@ -148,4 +163,20 @@ not_modified_since(struct MHD_Connection *conn, time_t mtime)
 		return false;
 	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MODIFIED_SINCE);
 	return v && parse_http_date(v, &t) && mtime <= t;
+}
+
+unsigned int
+file_preconditions(struct MHD_Connection *conn, const char *method, const char *etag, time_t mtime)
+{
+	unsigned int status;
+
+	/* Step 2 before the library's steps 1 and 3: it applies only without
+	 * If-Match, so the order between it and step 1 cannot matter. */
+	if (modified_since_unmodified(conn, mtime))
+		return MHD_HTTP_PRECONDITION_FAILED;
+	status = mhdgz_evaluate_preconditions(conn, method, etag);
+	if (status == 0 && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) &&
+	    not_modified_since(conn, mtime))
+		status = MHD_HTTP_NOT_MODIFIED;
+	return status;
 }
