@@ -62,9 +62,11 @@
  * instance is replaced by a new, empty one and the generation moves on,
  * so every entry is checked again and watched anew; at most once per
  * NOTIFY_REPLACE_MIN_US, and in between a path that needs new watches is
- * checked per request. Linux native AIO writes (io_submit) are not
- * reported to inotify before the writer closes the file: keep.c bounds
- * how long an entry goes unchecked (KEEP_UNCHECKED_MAX_US, 1 s).
+ * checked per request. Some writes are not reported to inotify before
+ * the writer closes the file: Linux native AIO (io_submit), writes through
+ * a loop device backed by the file (none until losetup -d), and
+ * EXT4_IOC_SWAP_BOOT (a breaker review found the last two); keep.c bounds
+ * how long an entry goes unchecked (--recheck-ms, 1 s by default).
  */
 #define _GNU_SOURCE
 #include <errno.h>
