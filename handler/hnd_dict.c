@@ -485,7 +485,7 @@ hnd_dcz_select(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_request *
 	int rc;
 
 	*release_ret = false;
-	if (!f->dict_vary || !rq->url || !rq->avail_dict || rq->acc.dcz <= 0)
+	if (!f->dict_vary || !rq->url || !rq->avail_dict || hnd_accept_read(&rq->acc)->dcz <= 0)
 		return false;
 	/* An explicitly preferred identity wins, as over any coding. */
 	if (rq->acc.identity > rq->acc.dcz)

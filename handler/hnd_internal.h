@@ -733,9 +733,27 @@ struct hnd_accept {
 	int identity; /* explicit identity */
 	int star;     /* "*" */
 	bool present; /* at least one Accept-Encoding line */
+	/* Not read yet: the request whose lines hnd_accept_read() parses
+	 * on first use (a response that is never compressed, an image, one
+	 * opted out, never reads them); NULL once read. */
+	struct MHD_Connection *lazy;
 };
 
+/* Parse lines into acc (read: lazy is NULL). */
 void hnd_accept_parse(const char *const *lines, size_t count, struct hnd_accept *acc);
+/* acc stands for conn's Accept-Encoding lines, read on first use. */
+void hnd_accept_lazy(struct hnd_accept *acc, struct MHD_Connection *conn);
+/* acc, its lines read if they were not yet (the one change a const acc
+ * undergoes: a request's acc belongs to the thread queueing it). Every
+ * hnd_accept_* query below calls it; read fields only through it. */
+void hnd_accept_fill(struct hnd_accept *acc);
+static inline const struct hnd_accept *
+hnd_accept_read(const struct hnd_accept *acc)
+{
+	if (acc->lazy)
+		hnd_accept_fill((struct hnd_accept *)acc); /* not const: hnd_accept_lazy */
+	return acc;
+}
 /* Effective q of gzip (thousandths) from a parsed header. */
 unsigned int hnd_accept_gzip_q(const struct hnd_accept *acc);
 /* Whether gzip is the coding to use: acceptable and not less preferred

@@ -211,6 +211,7 @@ hnd_accept_parse(const char *const *lines, size_t count, struct hnd_accept *acc)
 	acc->gzip = acc->zstd = acc->br = acc->identity = acc->star = -1;
 	acc->dcz = -1;
 	acc->present = false;
+	acc->lazy = NULL;
 	for (i = 0; lines && i < count; i++) {
 		if (!lines[i])
 			continue;
@@ -219,9 +220,59 @@ hnd_accept_parse(const char *const *lines, size_t count, struct hnd_accept *acc)
 	}
 }
 
+/* Parse every Accept-Encoding line as libmicrohttpd hands them over
+ * (RFC 9110 section 5.3: all lines count, as one list); the name's
+ * length, which libmicrohttpd knows, rules out nearly every other field
+ * without a compare. */
+static enum MHD_Result
+accept_iter(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size, const char *value,
+	    size_t value_size)
+{
+	struct hnd_accept *acc = cls;
+	struct hnd_accept one;
+	const char *lines[1] = { value };
+
+	(void)kind, (void)value_size;
+	if (!value || key_size != sizeof MHD_HTTP_HEADER_ACCEPT_ENCODING - 1 ||
+	    strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_ENCODING) != 0)
+		return MHD_YES;
+	hnd_accept_parse(lines, 1, &one);
+	acc->present = true;
+	if (one.gzip > acc->gzip)
+		acc->gzip = one.gzip;
+	if (one.zstd > acc->zstd)
+		acc->zstd = one.zstd;
+	if (one.br > acc->br)
+		acc->br = one.br;
+	if (one.dcz > acc->dcz)
+		acc->dcz = one.dcz;
+	if (one.identity > acc->identity)
+		acc->identity = one.identity;
+	if (one.star > acc->star)
+		acc->star = one.star;
+	return MHD_YES;
+}
+
+void
+hnd_accept_lazy(struct hnd_accept *acc, struct MHD_Connection *conn)
+{
+	hnd_accept_parse(NULL, 0, acc);
+	acc->lazy = conn;
+}
+
+void
+hnd_accept_fill(struct hnd_accept *acc)
+{
+	struct MHD_Connection *conn = acc->lazy;
+
+	hnd_accept_parse(NULL, 0, acc); /* lazy is NULL from here */
+	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, accept_iter, acc);
+}
+
 unsigned int
 hnd_accept_gzip_q(const struct hnd_accept *acc)
 {
+	acc = hnd_accept_read(acc);
 	/* An explicit listing wins over "*" (RFC 9110 section 12.5.3). */
 	if (acc->gzip >= 0)
 		return (unsigned int)acc->gzip;
@@ -235,14 +286,16 @@ hnd_accept_wants_gzip(const struct hnd_accept *acc)
 {
 	unsigned int q = hnd_accept_gzip_q(acc);
 
+	acc = hnd_accept_read(acc); /* read by hnd_accept_gzip_q */
 	if (q == 0)
 		return false;
 	/* A client that explicitly prefers identity gets it. */
 	return acc->identity < 0 || q >= (unsigned int)acc->identity;
 }
 
-unsigned int
-hnd_accept_q(const struct hnd_accept *acc, enum gz_coding coding)
+/* hnd_accept_q of an acc already read. */
+static unsigned int
+accept_q(const struct hnd_accept *acc, enum gz_coding coding)
 {
 	int q = coding == GZ_CODING_ZSTD ? acc->zstd : coding == GZ_CODING_BR ? acc->br : acc->gzip;
 
@@ -254,6 +307,12 @@ hnd_accept_q(const struct hnd_accept *acc, enum gz_coding coding)
 	return 0;
 }
 
+unsigned int
+hnd_accept_q(const struct hnd_accept *acc, enum gz_coding coding)
+{
+	return accept_q(hnd_accept_read(acc), coding);
+}
+
 bool
 hnd_accept_choose(const struct hnd_accept *acc, const enum gz_coding *order, size_t norder,
 		  enum gz_coding *coding_ret)
@@ -261,10 +320,11 @@ hnd_accept_choose(const struct hnd_accept *acc, const enum gz_coding *order, siz
 	unsigned int best_q = 0;
 	size_t i, best = 0;
 
+	acc = hnd_accept_read(acc);
 	/* Strictly greater: among equal q-values the first in the server's
 	 * order stays. */
 	for (i = 0; i < norder; i++) {
-		unsigned int q = hnd_accept_q(acc, order[i]);
+		unsigned int q = accept_q(acc, order[i]);
 
 		if (q > best_q) {
 			best_q = q;

@@ -103,7 +103,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	}
 	pthread_mutex_lock(&e->lock);
 	if (hnd_padded(gz, e, GZ_CODING_GZIP) &&
-	    (rq->acc.zstd != 0 || rq->acc.br != 0 || rq->acc.dcz != 0)) {
+	    (hnd_accept_read(&rq->acc)->zstd != 0 || rq->acc.br != 0 || rq->acc.dcz != 0)) {
 		/* Length hiding pads the gzip member only: a response that
 		 * asks for it is never sent zstd, br or dcz, which would go
 		 * out unpadded. Those codings count as refused ("q=0"), so
@@ -358,38 +358,6 @@ done:
 	return release;
 }
 
-/* Parse every Accept-Encoding line as libmicrohttpd hands them over; the
- * name's length, which libmicrohttpd knows, rules out nearly every other
- * field without a compare. */
-static enum MHD_Result
-accept_iter(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size, const char *value,
-	    size_t value_size)
-{
-	struct hnd_accept *acc = cls;
-	struct hnd_accept one;
-	const char *lines[1] = { value };
-
-	(void)kind, (void)value_size;
-	if (!value || key_size != sizeof MHD_HTTP_HEADER_ACCEPT_ENCODING - 1 ||
-	    strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_ENCODING) != 0)
-		return MHD_YES;
-	hnd_accept_parse(lines, 1, &one);
-	acc->present = true;
-	if (one.gzip > acc->gzip)
-		acc->gzip = one.gzip;
-	if (one.zstd > acc->zstd)
-		acc->zstd = one.zstd;
-	if (one.br > acc->br)
-		acc->br = one.br;
-	if (one.dcz > acc->dcz)
-		acc->dcz = one.dcz;
-	if (one.identity > acc->identity)
-		acc->identity = one.identity;
-	if (one.star > acc->star)
-		acc->star = one.star;
-	return MHD_YES;
-}
-
 MHDGZ_API enum MHD_Result
 mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, const char *method,
 			unsigned int status_code, struct MHD_Response *response,
@@ -416,8 +384,7 @@ mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, co
 		return MHD_NO;
 	if (gz) {
 		rq.head = method && strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-		hnd_accept_parse(NULL, 0, &rq.acc);
-		MHD_get_connection_values_n(connection, MHD_HEADER_KIND, accept_iter, &rq.acc);
+		hnd_accept_lazy(&rq.acc, connection); /* read if the decision asks */
 		rq.url = url;
 		if (url && atomic_load_explicit(&gz->dicts, memory_order_acquire)) {
 			rq.avail_dict = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
