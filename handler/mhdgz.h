@@ -501,7 +501,11 @@ MHDGZ_API struct MHD_Response *mhdgz_response_from_buffer(struct mhdgz *gz, size
  * the 200 it stands for for this client (RFC 9110 sections 15.4.5 and
  * 8.6): queue the 200's own response with status 304 so that its length
  * can be known (an empty response queued with 304 says
- * "Content-Length: 0", as it would without mhdgz). When that 200 has no
+ * "Content-Length: 0", as it would without mhdgz, and carries the fields
+ * of a 200 that may be coded: Vary, the gzip form of the ETag; when the
+ * 200 is itself empty, an empty file say, mark it
+ * mhdgz_response_set_identity() so that its 304 carries that 200's own
+ * fields). When that 200 has no
  * length (a content reader's gzip stream, a stream of unknown size), the
  * 304 has none and the connection closes after it: libmicrohttpd 0.9.75
  * sends a Content-Length with every other 304.

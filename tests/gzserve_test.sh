@@ -678,6 +678,13 @@ for f in big.txt pre.txt; do
 		"$(status "$T/bu1.h") $(status "$T/bu2.h") $(status "$T/bu3.h") $(status "$T/bu4.h") $(status "$T/bu5.h")" \
 		"412 200 200 200 412"
 done
+# An empty file's 304 carries its 200's fields: the same strong ETag, no
+# Vary (an empty body is never coded), for a gzip client too.
+fetch be "$S/empty.txt" -H 'Accept-Encoding: gzip'
+fetch be1 "$S/empty.txt" -H 'Accept-Encoding: gzip' -H "If-None-Match: $(hdr "$T/be.h" ETag)"
+eq "empty file, gzip client: 304 with the 200's ETag, no Vary, as the 200" \
+	"$(status "$T/be1.h")|$(hdr "$T/be1.h" ETag)|$(hdr "$T/be1.h" Vary)|$(hdr "$T/be.h" Vary)" \
+	"304|$(hdr "$T/be.h" ETag)||"
 fetch b6 "$S/photo.png" -H "If-None-Match: $(hdr "$T/b.h" ETag)"
 eq "another file's ETag does not match: 200" "$(status "$T/b6.h")" 200
 

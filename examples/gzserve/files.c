@@ -484,6 +484,12 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_LAST_MODIFIED, lastmod);
+	/* An empty file is never coded: marked so, its 304 carries the
+	 * 200's own fields (no Vary, the ETag unchanged), where an empty
+	 * response queued for a 304 otherwise stands for a 304 of its own
+	 * that may be of a coded 200 (mhdgz.h). */
+	if (len == 0)
+		mhdgz_response_set_identity(s->gz, r);
 	if (gzfd >= 0 && not_modified) {
 		/* The 304 of the sibling's 200: like the handler's 304 of a
 		 * coded 200, without Content-Encoding (RFC 9110 section
