@@ -658,6 +658,15 @@ fetch bgz "$S/big.txt" -H 'Accept-Encoding: gzip'
 cl_304 "file gzip 304" "$T/b2.h" "$T/bgz.h"
 fetch b3 "$S/big.txt" -H "If-Modified-Since: $lm"
 eq "If-Modified-Since = Last-Modified: 304" "$(status "$T/b3.h")" 304
+# The obsolete RFC 850 and asctime forms of the same date (RFC 9110
+# section 5.6.7: a recipient must accept all three).
+lm850=$(LC_ALL=C date -u -d "$lm" '+%A, %d-%b-%y %H:%M:%S GMT')
+lmasc=$(LC_ALL=C date -u -d "$lm" '+%a %b %e %H:%M:%S %Y')
+fetch b3a "$S/big.txt" -H "If-Modified-Since: $lm850"
+fetch b3b "$S/big.txt" -H "If-Modified-Since: $lmasc"
+fetch b3c "$S/big.txt" -H "If-Modified-Since: Sunday, 06-Nov-94 08:49:37 GMT"
+eq "If-Modified-Since as RFC 850 ($lm850) and asctime ($lmasc): 304; 1994: 200" \
+	"$(status "$T/b3a.h") $(status "$T/b3b.h") $(status "$T/b3c.h")" "304 304 200"
 fetch b4 "$S/big.txt" -H "If-Modified-Since: Mon, 01 Jan 2001 00:00:00 GMT"
 eq "If-Modified-Since in the past: 200" "$(status "$T/b4.h")" 200
 fetch b5 "$S/big.txt" -H "If-Modified-Since: $lm" -H 'If-None-Match: "other"'

@@ -31,18 +31,42 @@ http_date(time_t t, char *out, size_t cap)
 	strftime(out, cap, "%a, %d %b %Y %H:%M:%S GMT", &tm);
 }
 
+/* An HTTP-date (RFC 9110 section 5.6.7) in any of its three forms, which
+ * a recipient must all accept: IMF-fixdate, the obsolete RFC 850 form
+ * (a two-digit year, taken as the nearest such year not over 50 years
+ * ahead) and asctime's. */
 static bool
 parse_http_date(const char *v, time_t *t_ret)
 {
-	struct tm tm;
-	const char *end;
+	static const char *const forms[] = {
+		"%a, %d %b %Y %H:%M:%S GMT", /* Sun, 06 Nov 1994 08:49:37 GMT */
+		"%a, %d-%b-%y %H:%M:%S GMT", /* Sunday, 06-Nov-94 08:49:37 GMT */
+		"%a %b %d %H:%M:%S %Y",      /* Sun Nov  6 08:49:37 1994 */
+	};
 
-	memset(&tm, 0, sizeof tm);
-	end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-	if (!end || *end != '\0')
-		return false;
-	*t_ret = timegm(&tm);
-	return *t_ret != (time_t)-1;
+	for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+		struct tm tm;
+		const char *end;
+
+		memset(&tm, 0, sizeof tm);
+		end = strptime(v, forms[i], &tm);
+		if (!end || *end != '\0')
+			continue;
+		if (i == 1) {
+			struct tm now;
+			time_t t = time(NULL);
+			int year;
+
+			gmtime_r(&t, &now);
+			year = now.tm_year + 1900 - (now.tm_year + 1900) % 100 + tm.tm_year % 100;
+			if (year > now.tm_year + 1900 + 50)
+				year -= 100;
+			tm.tm_year = year - 1900;
+		}
+		*t_ret = timegm(&tm);
+		return *t_ret != (time_t)-1;
+	}
+	return false;
 }
 
 static bool
