@@ -406,6 +406,13 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 		name = "index.html";
 		dir_page = true;
 	}
+	if (slash && !dir_page) {
+		/* "/a.txt/" names a directory a.txt, and a.txt is not one: 404,
+		 * as open(2) says (ENOTDIR) and nginx and Apache answer. */
+		close(fd);
+		status = MHD_HTTP_NOT_FOUND;
+		goto refuse;
+	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
 		status = MHD_HTTP_FORBIDDEN;
