@@ -688,16 +688,43 @@ th_raw_send(int fd, const void *req, size_t len)
 	}
 }
 
-/* Read one byte into resp (one at a time: not a byte of the next response
- * may be taken). 1: a byte, 0: peer closed, -1: error or deadline. */
+/* The deadlines of one th_raw_read_response: the next byte is due by
+ * next, which each byte that comes moves to idle_ms later, never past
+ * hard. */
+struct raw_clock {
+	uint64_t next, hard;
+	unsigned int idle_ms;
+};
+
+/* Wait for fd to be readable by the clock: 0, or -1 past the deadline. */
 static int
-raw_byte(int fd, uint64_t deadline, struct th_raw_response *resp)
+raw_wait(int fd, const struct raw_clock *ck)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	uint64_t now = th_now_ms();
+
+	if (now >= ck->next || poll(&pfd, 1, (int)(ck->next - now)) != 1)
+		return -1;
+	return 0;
+}
+
+/* Bytes came: the next is due idle_ms from now. */
+static void
+raw_progress(struct raw_clock *ck)
+{
+	uint64_t next = th_now_ms() + ck->idle_ms;
+
+	ck->next = next < ck->hard ? next : ck->hard;
+}
+
+/* Read one byte into resp (one at a time: not a byte of the next response
+ * may be taken). 1: a byte, 0: peer closed, -1: error or deadline. */
+static int
+raw_byte(int fd, struct raw_clock *ck, struct th_raw_response *resp)
+{
 	ssize_t n;
 
-	if (now >= deadline || poll(&pfd, 1, (int)(deadline - now)) != 1)
+	if (raw_wait(fd, ck) != 0)
 		return -1;
 	if (resp->len % 4096 == 0) {
 		uint8_t *nb = realloc(resp->bytes, resp->len + 4096);
@@ -712,6 +739,7 @@ raw_byte(int fd, uint64_t deadline, struct th_raw_response *resp)
 	if (n == 0)
 		return 0;
 	resp->len++;
+	raw_progress(ck);
 	return 1;
 }
 
@@ -719,7 +747,7 @@ raw_byte(int fd, uint64_t deadline, struct th_raw_response *resp)
  * counted body: not a byte of the next response can be among them).
  * 0, or -1 on close, error or deadline. */
 static int
-raw_exact(int fd, uint64_t deadline, struct th_raw_response *resp, size_t n)
+raw_exact(int fd, struct raw_clock *ck, struct th_raw_response *resp, size_t n)
 {
 	uint8_t *nb = realloc(resp->bytes, resp->len + n + 4096 - (resp->len + n) % 4096);
 
@@ -727,11 +755,9 @@ raw_exact(int fd, uint64_t deadline, struct th_raw_response *resp, size_t n)
 		return -1;
 	resp->bytes = nb;
 	while (n > 0) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		uint64_t now = th_now_ms();
 		ssize_t got;
 
-		if (now >= deadline || poll(&pfd, 1, (int)(deadline - now)) != 1)
+		if (raw_wait(fd, ck) != 0)
 			return -1;
 		got = recv(fd, resp->bytes + resp->len, n, 0);
 		if (got < 0 && errno == EINTR)
@@ -740,16 +766,17 @@ raw_exact(int fd, uint64_t deadline, struct th_raw_response *resp, size_t n)
 			return -1;
 		resp->len += (size_t)got;
 		n -= (size_t)got;
+		raw_progress(ck);
 	}
 	return 0;
 }
 
 /* Read until the bytes read end with the line terminator CRLF. */
 static int
-raw_line(int fd, uint64_t deadline, struct th_raw_response *resp)
+raw_line(int fd, struct raw_clock *ck, struct th_raw_response *resp)
 {
 	for (;;) {
-		int rc = raw_byte(fd, deadline, resp);
+		int rc = raw_byte(fd, ck, resp);
 
 		if (rc != 1)
 			return -1;
@@ -790,7 +817,11 @@ th_raw_header(const struct th_raw_response *resp, const char *name, size_t *len_
 int
 th_raw_read_response(int fd, bool head, unsigned int timeout_ms, struct th_raw_response *resp)
 {
-	uint64_t deadline = th_now_ms() + timeout_ms;
+	uint64_t start = th_now_ms();
+	struct raw_clock clock = { .next = start + timeout_ms,
+				   .hard = start + (uint64_t)timeout_ms * TH_RAW_HARD_FACTOR,
+				   .idle_ms = timeout_ms };
+	struct raw_clock *ck = &clock;
 	const char *te, *cl;
 	size_t vlen;
 
@@ -799,7 +830,7 @@ th_raw_read_response(int fd, bool head, unsigned int timeout_ms, struct th_raw_r
 	do {
 		size_t start = resp->len;
 
-		if (raw_line(fd, deadline, resp) != 0)
+		if (raw_line(fd, ck, resp) != 0)
 			return -1;
 		if (resp->len - start == 2)
 			break;
@@ -817,19 +848,19 @@ th_raw_read_response(int fd, bool head, unsigned int timeout_ms, struct th_raw_r
 			size_t start = resp->len;
 			unsigned long long sz;
 
-			if (raw_line(fd, deadline, resp) != 0)
+			if (raw_line(fd, ck, resp) != 0)
 				return -1;
 			sz = strtoull((const char *)resp->bytes + start, NULL, 16);
 			if (sz == 0)
 				break;
-			if (sz > TH_MAX_BODY || raw_exact(fd, deadline, resp, (size_t)sz + 2) != 0)
+			if (sz > TH_MAX_BODY || raw_exact(fd, ck, resp, (size_t)sz + 2) != 0)
 				return -1;
 		}
 		/* Trailer fields, up to the empty line. */
 		for (;;) {
 			size_t start = resp->len;
 
-			if (raw_line(fd, deadline, resp) != 0)
+			if (raw_line(fd, ck, resp) != 0)
 				return -1;
 			if (resp->len - start == 2)
 				return 0;
@@ -841,11 +872,11 @@ th_raw_read_response(int fd, bool head, unsigned int timeout_ms, struct th_raw_r
 
 		if (want > TH_MAX_BODY)
 			return -1;
-		return want ? raw_exact(fd, deadline, resp, (size_t)want) : 0;
+		return want ? raw_exact(fd, ck, resp, (size_t)want) : 0;
 	}
 	/* Delimited by the close. */
 	for (;;) {
-		int rc = raw_byte(fd, deadline, resp);
+		int rc = raw_byte(fd, ck, resp);
 
 		if (rc == 0)
 			return 0;

@@ -257,10 +257,13 @@ struct th_raw_response {
  * Read exactly one response from fd, no byte of the next: up to the empty
  * line, then the body as the framing says (none for HEAD, 1xx, 204 and 304;
  * a chunked body up to its last chunk and empty trailer; Content-Length
- * bytes; else until the peer closes). Waits at most timeout_ms in all.
- * Returns 0, or -1 (timeout, closed early, bad framing; resp keeps what
- * came). Release with th_raw_response_free.
+ * bytes; else until the peer closes). Waits at most timeout_ms for each
+ * next byte, and TH_RAW_HARD_FACTOR times that for the whole response (a
+ * big body through a small window on a loaded machine keeps coming; one
+ * that stalls fails as soon). Returns 0, or -1 (timeout, closed early,
+ * bad framing; resp keeps what came). Release with th_raw_response_free.
  */
+#define TH_RAW_HARD_FACTOR 10u
 int th_raw_read_response(int fd, bool head, unsigned int timeout_ms, struct th_raw_response *resp);
 void th_raw_response_free(struct th_raw_response *resp);
 /* The field named name in resp's head has exactly the value want (NULL:
