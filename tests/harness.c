@@ -817,9 +817,9 @@ th_raw_header(const struct th_raw_response *resp, const char *name, size_t *len_
 int
 th_raw_read_response(int fd, bool head, unsigned int timeout_ms, struct th_raw_response *resp)
 {
-	uint64_t start = th_now_ms();
-	struct raw_clock clock = { .next = start + timeout_ms,
-				   .hard = start + (uint64_t)timeout_ms * TH_RAW_HARD_FACTOR,
+	uint64_t t0 = th_now_ms();
+	struct raw_clock clock = { .next = t0 + timeout_ms,
+				   .hard = t0 + (uint64_t)timeout_ms * TH_RAW_HARD_FACTOR,
 				   .idle_ms = timeout_ms };
 	struct raw_clock *ck = &clock;
 	const char *te, *cl;
