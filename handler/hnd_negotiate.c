@@ -220,6 +220,13 @@ hnd_accept_parse(const char *const *lines, size_t count, struct hnd_accept *acc)
 	}
 }
 
+static void
+raise_q(int *q, int other)
+{
+	if (other > *q)
+		*q = other;
+}
+
 /* Parse every Accept-Encoding line as libmicrohttpd hands them over
  * (RFC 9110 section 5.3: all lines count, as one list); the name's
  * length, which libmicrohttpd knows, rules out nearly every other field
@@ -238,18 +245,13 @@ accept_iter(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size
 		return MHD_YES;
 	hnd_accept_parse(lines, 1, &one);
 	acc->present = true;
-	if (one.gzip > acc->gzip)
-		acc->gzip = one.gzip;
-	if (one.zstd > acc->zstd)
-		acc->zstd = one.zstd;
-	if (one.br > acc->br)
-		acc->br = one.br;
-	if (one.dcz > acc->dcz)
-		acc->dcz = one.dcz;
-	if (one.identity > acc->identity)
-		acc->identity = one.identity;
-	if (one.star > acc->star)
-		acc->star = one.star;
+	/* A coding on several lines: its highest q counts. */
+	raise_q(&acc->gzip, one.gzip);
+	raise_q(&acc->zstd, one.zstd);
+	raise_q(&acc->br, one.br);
+	raise_q(&acc->dcz, one.dcz);
+	raise_q(&acc->identity, one.identity);
+	raise_q(&acc->star, one.star);
 	return MHD_YES;
 }
 

@@ -466,6 +466,22 @@ keep_report_of(const char *err_path, char *out, size_t cap)
 	fclose(f);
 }
 
+/* The counts of a kept server's exit report (keep_report_of), and the
+ * state of its change notification ("on" or "off", state: 8 bytes). */
+static void
+keep_counts_of(const char *report, unsigned long long *hits, unsigned long long *misses,
+	       unsigned long long *stale, unsigned long long *evictions,
+	       unsigned long long *entries, unsigned long long *held, unsigned long long *unchecked,
+	       char state[8])
+{
+	ck_assert_msg(
+		sscanf(report,
+		       "%llu hits, %llu misses, %llu stale, %llu evictions, %llu entries, %llu "
+		       "bytes held, %llu hits unchecked (change notification %7[a-z])",
+		       hits, misses, stale, evictions, entries, held, unchecked, state) == 8,
+		"report: %s", report);
+}
+
 /* The response's bytes without its Date line (the one line two servers
  * may not share), malloc'd, NUL-terminated. */
 static char *
@@ -1338,12 +1354,8 @@ START_TEST(test_kept_notified)
 	ck_assert_int_eq(server_stop(&kept), 0);
 	ck_assert_int_eq(server_stop(&plain), 0);
 	keep_report_of(err_path, report, sizeof report);
-	ck_assert_msg(
-		sscanf(report,
-		       "%llu hits, %llu misses, %llu stale, %llu evictions, %llu entries, %llu "
-		       "bytes held, %llu hits unchecked (change notification %7[a-z])",
-		       &hits, &misses, &stale, &evictions, &entries, &held, &unchecked, state) == 8,
-		"report: %s", report);
+	keep_counts_of(report, &hits, &misses, &stale, &evictions, &entries, &held, &unchecked,
+		       state);
 	ck_assert_uint_eq(hits, x_hits);
 	ck_assert_uint_eq(misses, x_misses);
 	ck_assert_uint_eq(stale, x_stale);
@@ -1426,12 +1438,8 @@ START_TEST(test_kept_unrelated_churn)
 	x_unchecked += 1;
 	ck_assert_int_eq(server_stop(&kept), 0);
 	keep_report_of(err_path, report, sizeof report);
-	ck_assert_msg(
-		sscanf(report,
-		       "%llu hits, %llu misses, %llu stale, %llu evictions, %llu entries, %llu "
-		       "bytes held, %llu hits unchecked (change notification %7[a-z])",
-		       &hits, &misses, &stale, &evictions, &entries, &held, &unchecked, state) == 8,
-		"report: %s", report);
+	keep_counts_of(report, &hits, &misses, &stale, &evictions, &entries, &held, &unchecked,
+		       state);
 	ck_assert_uint_eq(hits, x_hits);
 	ck_assert_uint_eq(misses, 2);
 	ck_assert_uint_eq(stale, 1);

@@ -160,47 +160,40 @@ if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool et
 	return parse_http_date(v, &t) && t == mtime;
 }
 
-/* If-Unmodified-Since (RFC 9110 section 13.1.4) fails: evaluated only
- * when there is no If-Match (section 13.2.2 step 2); a value that is not
- * one valid HTTP-date is ignored. */
+/* The date of a date precondition (If-Unmodified-Since, If-Modified-Since)
+ * into *t_ret, when it applies: the request has no unless field (the
+ * entity-tag precondition that takes its place, RFC 9110 section 13.2.2)
+ * and its value is one valid HTTP-date (else it is ignored). */
 static bool
-modified_since_unmodified(struct MHD_Connection *conn, time_t mtime)
+date_precondition(struct MHD_Connection *conn, const char *unless, const char *name, time_t *t_ret)
 {
 	const char *v;
-	time_t t;
 
-	if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MATCH))
+	if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, unless))
 		return false;
-	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_UNMODIFIED_SINCE);
-	return v && parse_http_date(v, &t) && mtime > t;
-}
-
-/* If-Modified-Since (RFC 9110 section 13.1.3), evaluated only when there is
- * no If-None-Match (section 13.2.2 step 4). */
-static bool
-not_modified_since(struct MHD_Connection *conn, time_t mtime)
-{
-	const char *v;
-	time_t t;
-
-	if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH))
-		return false;
-	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MODIFIED_SINCE);
-	return v && parse_http_date(v, &t) && mtime <= t;
+	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+	return v && parse_http_date(v, t_ret);
 }
 
 unsigned int
 file_preconditions(struct MHD_Connection *conn, const char *method, const char *etag, time_t mtime)
 {
 	unsigned int status;
+	time_t t;
 
-	/* Step 2 before the library's steps 1 and 3: it applies only without
-	 * If-Match, so the order between it and step 1 cannot matter. */
-	if (modified_since_unmodified(conn, mtime))
+	/* Step 2 (section 13.1.4), before the library's steps 1 and 3: it
+	 * applies only without If-Match, so its order against step 1 cannot
+	 * matter. */
+	if (date_precondition(conn, MHD_HTTP_HEADER_IF_MATCH, MHD_HTTP_HEADER_IF_UNMODIFIED_SINCE,
+			      &t) &&
+	    mtime > t)
 		return MHD_HTTP_PRECONDITION_FAILED;
 	status = mhdgz_evaluate_preconditions(conn, method, etag);
+	/* Step 4 (section 13.1.3): not modified since If-Modified-Since. */
 	if (status == 0 && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) &&
-	    not_modified_since(conn, mtime))
+	    date_precondition(conn, MHD_HTTP_HEADER_IF_NONE_MATCH,
+			      MHD_HTTP_HEADER_IF_MODIFIED_SINCE, &t) &&
+	    mtime <= t)
 		status = MHD_HTTP_NOT_MODIFIED;
 	return status;
 }
