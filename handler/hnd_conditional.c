@@ -15,10 +15,11 @@
  * for a body compressed whole, the 304 response shares the gzip body
  * (never sent with a 304) to get its size; for a file streamed compressed
  * (up to HND_HEAD_LENGTH_MAX) the gzip length is computed once; for any
- * other stream the length is not known, and the 304 has none and closes
- * the connection (hnd_fields_response). A 200 that would be identity: the
- * response itself, unless it has no length (a stream of unknown size):
- * then a 304 without length that closes. An empty response queued for the
+ * other stream the length is not known, and the 304 has none
+ * (hnd_fields_response: head-only with libmicrohttpd 1.0, closing the
+ * connection with 0.9.75). A 200 that would be identity: the response
+ * itself, unless it has no length (a stream of unknown size): then a 304
+ * without length, framed likewise. An empty response queued for the
  * 304 says Content-Length: 0, as it would without mhdgz. NULL on failure
  * (the caller queues the response itself). e->lock held.
  */

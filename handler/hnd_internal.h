@@ -62,9 +62,9 @@
 #endif
 
 /* HEAD of a gzip stream of known source size: up to this many source bytes
- * are compressed to learn the Content-Length GET would send (kept-alive
- * connection); above it the HEAD response has no length and closes the
- * connection, so a HEAD never costs more than this much compression. */
+ * are compressed to learn the Content-Length GET would send; above it the
+ * HEAD response has no length (and, with libmicrohttpd 0.9.75, closes the
+ * connection), so a HEAD never costs more than this much compression. */
 #ifndef HND_HEAD_LENGTH_MAX
 #define HND_HEAD_LENGTH_MAX (16 * 1024 * 1024)
 #endif
@@ -577,12 +577,14 @@ int hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hn
 		       struct hnd_body *b, enum hnd_rep rep, struct MHD_Response **ret);
 /*
  * A response of header fields only, for HEAD or a 304: r's fields as rep
- * says, no content, the length of the 200 it stands for where
- * libmicrohttpd 0.9.75 can say it: size bytes (its Content-Length), or
- * MHD_SIZE_UNKNOWN for a body whose length is known only once it is
- * generated: then no length and Connection: close, because libmicrohttpd
- * 0.9.75 writes a chunked body's last chunk even after HEAD or 304 headers
- * and sends a Content-Length with every other 304. NULL on failure.
+ * says, no content, the length of the 200 it stands for: size bytes (its
+ * Content-Length), or MHD_SIZE_UNKNOWN for a body whose length is known
+ * only once it is generated, then no length. With libmicrohttpd 1.0
+ * (HAVE_MHD_HEAD_ONLY) a head-only response that keeps the connection
+ * unless the application's flags make its own 200 close-delimited; with
+ * 0.9.75, an unknown length also means Connection: close, because 0.9.75
+ * writes a chunked body's last chunk even after HEAD or 304 headers and
+ * sends a Content-Length with every other 304. NULL on failure.
  */
 struct MHD_Response *hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r,
 					 const struct hnd_facts *f, uint64_t size,

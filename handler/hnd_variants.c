@@ -1,6 +1,7 @@
 /* hnd_variants.c: the responses queued in an application response's place: the gzip representation, HEAD responses, the identity response of a file. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -64,6 +65,50 @@ hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_fa
 	return 0;
 }
 
+#ifdef HAVE_MHD_HEAD_ONLY
+/*
+ * libmicrohttpd 1.0: a head-only response (MHD_RF_HEAD_ONLY_RESPONSE) gets
+ * neither an automatic Content-Length nor Transfer-Encoding and takes an
+ * explicit Content-Length; libmicrohttpd frames nothing after its header
+ * block, so the connection stays open for the next request. Where the
+ * application's own response would be close-delimited (its flags forbid
+ * chunked framing: MHD_RF_HTTP_1_0_COMPATIBLE_STRICT, MHD_RF_HTTP_1_0_SERVER)
+ * and its length is unknown, the HEAD or 304 closes as its own would. Pinned
+ * by test_head_every_kind, test_no_content_statuses and
+ * test_bodyless_pipelined (check_hnd_fidelity.c).
+ */
+struct MHD_Response *
+hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
+		    uint64_t size, enum hnd_rep rep)
+{
+	const enum MHD_ResponseFlags close_delimited = MHD_RF_HTTP_1_0_COMPATIBLE_STRICT |
+						       MHD_RF_HTTP_1_0_SERVER;
+	struct MHD_Response *v = MHD_create_response_empty(MHD_RF_HEAD_ONLY_RESPONSE);
+	char num[24];
+
+	if (!v)
+		return NULL;
+	if (rep_headers(gz, r, v, f, rep) < 0)
+		goto fail;
+	/* rep_headers set the application's flags, which replace the
+	 * response's: head-only again, before any Content-Length. */
+	if (MHD_set_response_options(v, f->mhd_flags | MHD_RF_HEAD_ONLY_RESPONSE, MHD_RO_END) !=
+	    MHD_YES)
+		goto fail;
+	if (size != MHD_SIZE_UNKNOWN) {
+		snprintf(num, sizeof num, "%llu", (unsigned long long)size);
+		if (MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_LENGTH, num) != MHD_YES)
+			goto fail;
+	} else if ((f->mhd_flags & close_delimited) &&
+		   MHD_add_response_header(v, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES) {
+		goto fail;
+	}
+	return v;
+fail:
+	MHD_destroy_response(v);
+	return NULL;
+}
+#else
 /* The content reader of a HEAD response: libmicrohttpd never calls it for
  * HEAD; should it ever, the response ends with an error, never with bytes
  * that were not asked for. */
@@ -77,6 +122,7 @@ head_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
+/* libmicrohttpd 0.9.75: a callback response whose reader never runs. */
 struct MHD_Response *
 hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_facts *f,
 		    uint64_t size, enum hnd_rep rep)
@@ -101,6 +147,7 @@ fail:
 	MHD_destroy_response(v);
 	return NULL;
 }
+#endif
 
 /*
  * Compress body into a new exactly-sized hnd_body. The compressor's scratch

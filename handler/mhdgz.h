@@ -507,8 +507,13 @@ MHDGZ_API struct MHD_Response *mhdgz_response_from_buffer(struct mhdgz *gz, size
  * mhdgz_response_set_identity() so that its 304 carries that 200's own
  * fields). When that 200 has no
  * length (a content reader's gzip stream, a stream of unknown size), the
- * 304 has none and the connection closes after it: libmicrohttpd 0.9.75
- * sends a Content-Length with every other 304.
+ * 304 has none. Built against libmicrohttpd 1.0 it is a head-only response
+ * (MHD_RF_HEAD_ONLY_RESPONSE) and the connection stays open for the next
+ * request, unless the application's own response would close it (flags
+ * MHD_RF_HTTP_1_0_COMPATIBLE_STRICT or MHD_RF_HTTP_1_0_SERVER, which
+ * forbid chunked framing, or its own "Connection: close"). Built against
+ * 0.9.75 the connection closes after it: 0.9.75 sends a Content-Length
+ * with every other 304.
  *
  * On the first queue of a compressible response, "Vary: Accept-Encoding" is
  * merged into the response's own Vary header (the identity variant must
@@ -696,11 +701,13 @@ struct mhdgz_outcome {
  * once to learn its gzip length (the same bytes GET would stream; kept
  * with the response, and under its strong ETag for later responses); the
  * gzip stream of a content reader (a HEAD never runs the application's
- * reader), of a larger file, or of unknown length has no length, and then
- * the connection is closed after the header block (libmicrohttpd 0.9.75 cannot
- * frame a HEAD response of unknown length on a kept-alive connection: it
- * writes a last chunk after the header block). The same holds for the
- * identity response of a stream of unknown length. A stream of unknown
+ * reader), of a larger file, or of unknown length has no length. Built
+ * against libmicrohttpd 1.0 that HEAD response is head-only and the
+ * connection stays open (as for a 304, above); built against 0.9.75 the
+ * connection is closed after the header block (0.9.75 cannot frame a HEAD
+ * response of unknown length on a kept-alive connection: it writes a last
+ * chunk after the header block). The same holds for the identity response
+ * of a stream of unknown length. A stream of unknown
  * size is decided on its first bytes, which a HEAD does not read: for a
  * client that accepts gzip its HEAD omits the fields the coding
  * determines (Content-Encoding, ETag, integrity fields; RFC 9110 section

@@ -375,8 +375,8 @@ fx_len(enum fx_kind kind)
 
 struct head_case {
 	enum fx_kind kind;
-	bool gzip;  /* the client accepts gzip */
-	bool close; /* no length can be known: Connection: close after the head */
+	bool gzip;   /* the client accepts gzip */
+	bool no_len; /* no length can be known without running the reader */
 };
 
 static const struct head_case head_cases[] = {
@@ -392,12 +392,31 @@ static const struct head_case head_cases[] = {
 	{ FX_PIPE, false, true },         { FX_PIPE, true, true },
 };
 
+/* The fields a HEAD of the fx resource sends, as GET sends them. */
+static void
+expect_head_fields(const struct th_raw_response *head, bool gzip, bool undecided, const char *etag,
+		   const char *ctx)
+{
+	expect_status_line(head, "HTTP/1.1", 200, ctx);
+	ck_assert_msg(head->len == head->head_len, "%s: %zu bytes after the head", ctx,
+		      head->len - head->head_len);
+	th_raw_expect_field(head, "Content-Type", "text/plain; charset=utf-8", ctx);
+	th_raw_expect_field(head, "Content-Encoding", gzip && !undecided ? "gzip" : NULL, ctx);
+	th_raw_expect_field(head, "Vary", "Accept-Encoding", ctx);
+	th_raw_expect_field(head, "ETag", undecided ? NULL : etag, ctx);
+	th_raw_expect_field(head, "Last-Modified", "Tue, 01 Jul 2025 10:00:00 GMT", ctx);
+	th_raw_expect_field(head, "X-App", "a", ctx);
+	th_raw_expect_field(head, "Transfer-Encoding", NULL, ctx);
+}
+
 /* HEAD sends the fields GET sends and not one byte of content; its
  * Content-Length is the one GET sends (gzip: the coded length, also for
  * a file streamed compressed); the connection then answers a pipelined
  * GET. Where no length can be known without running the application's
- * reader, the HEAD closes right after its header block, and the reader is
- * never called. */
+ * reader, the HEAD has no length and the reader is never called for it;
+ * with libmicrohttpd 0.9.75 the connection closes right after its header
+ * block, with 1.0 (a head-only response) it answers a GET sent after the
+ * HEAD was read, and a HEAD and a GET pipelined in one write. */
 START_TEST(test_head_every_kind)
 {
 	const struct head_case *hc = &head_cases[_i];
@@ -407,8 +426,9 @@ START_TEST(test_head_every_kind)
 				 "Last-Modified", "Tue, 01 Jul 2025 10:00:00 GMT", "X-App", "a" } };
 	uint8_t *body = fx_body(hc->kind, 101 + (uint32_t)_i);
 	bool len_known = !fx_unknown(hc->kind);
+	bool closes = hc->no_len && TH_BODYLESS_UNKNOWN_CLOSES;
 	char req[512], ctx[96], num[32];
-	struct th_raw_response head, get;
+	struct th_raw_response head, head2 = { 0 }, get;
 	struct mhdgz_stats st;
 	enum mhdgz_reason reason = hc->gzip ? MHDGZ_COMPRESSED : MHDGZ_SKIP_NOT_ACCEPTED;
 	const char *etag = hc->gzip ? "W/\"v1\"" : "\"v1\"";
@@ -417,6 +437,9 @@ START_TEST(test_head_every_kind)
 	 * does not read: for a gzip client its HEAD omits the fields the
 	 * coding determines (Content-Encoding, ETag; RFC 9110 section 9.3.2). */
 	bool undecided = hc->gzip && fx_unknown(hc->kind);
+	unsigned int heads = hc->no_len && !closes ? 2 : 1, nresp = closes ? 1 : heads + 1;
+	static const char get_fmt[] = "GET / HTTP/1.1\r\nHost: t\r\n%s\r\n";
+	static const char head_fmt[] = "HEAD / HTTP/1.1\r\nHost: t\r\n%s\r\n";
 	size_t coded;
 	int fd;
 
@@ -425,31 +448,41 @@ START_TEST(test_head_every_kind)
 	x.body = body;
 	fx_start(&x, 0, false);
 	fd = th_raw_connect(x.srv.port);
-	snprintf(req, sizeof req, "HEAD / HTTP/1.1\r\nHost: t\r\n%s\r\n", hc->gzip ? AE_GZIP : "");
-	if (!hc->close) /* the GET in the same write */
-		snprintf(req + strlen(req), sizeof req - strlen(req),
-			 "GET / HTTP/1.1\r\nHost: t\r\n%s\r\n", hc->gzip ? AE_GZIP : "");
+	snprintf(req, sizeof req, head_fmt, hc->gzip ? AE_GZIP : "");
+	if (!hc->no_len) /* the GET in the same write */
+		snprintf(req + strlen(req), sizeof req - strlen(req), get_fmt,
+			 hc->gzip ? AE_GZIP : "");
 	th_raw_send(fd, req, strlen(req));
 	read_resp(fd, true, &head, ctx);
-	expect_status_line(&head, "HTTP/1.1", 200, ctx);
-	th_raw_expect_field(&head, "Content-Type", "text/plain; charset=utf-8", ctx);
-	th_raw_expect_field(&head, "Content-Encoding", hc->gzip && !undecided ? "gzip" : NULL, ctx);
-	th_raw_expect_field(&head, "Vary", "Accept-Encoding", ctx);
-	th_raw_expect_field(&head, "ETag", undecided ? NULL : etag, ctx);
-	th_raw_expect_field(&head, "Last-Modified", "Tue, 01 Jul 2025 10:00:00 GMT", ctx);
-	th_raw_expect_field(&head, "X-App", "a", ctx);
-	th_raw_expect_field(&head, "Transfer-Encoding", NULL, ctx);
-	if (hc->close) {
+	expect_head_fields(&head, hc->gzip, undecided, etag, ctx);
+	if (hc->no_len) {
 		th_raw_expect_field(&head, "Content-Length", NULL, ctx);
-		th_raw_expect_field(&head, "Connection", "close", ctx);
-		th_raw_expect_closed(fd, FX_WAIT_MS, ctx);
+		th_raw_expect_field(&head, "Connection", closes ? "close" : NULL, ctx);
+		if (closes)
+			th_raw_expect_closed(fd, FX_WAIT_MS, ctx);
+		else
+			th_raw_expect_idle(fd, FX_IDLE_MS, ctx);
 		ck_assert_msg(atomic_load(&x.src.calls) == 0, "%s: HEAD ran the reader %llu times",
 			      ctx, (unsigned long long)atomic_load(&x.src.calls));
 		expect_outcome(fx_out(&x, 0), hc->gzip ? "gzip" : "identity", reason, body_nbytes,
 			       MHDGZ_NBYTES_UNKNOWN, ctx);
-		ck_assert_uint_eq(atomic_load(&x.nout), 1);
-	} else {
-		th_raw_expect_field(&head, "Connection", NULL, ctx);
+	}
+	if (hc->no_len && !closes) {
+		/* The same connection: a HEAD and a GET in one write. */
+		snprintf(req, sizeof req, head_fmt, hc->gzip ? AE_GZIP : "");
+		snprintf(req + strlen(req), sizeof req - strlen(req), get_fmt,
+			 hc->gzip ? AE_GZIP : "");
+		th_raw_send(fd, req, strlen(req));
+		read_resp(fd, true, &head2, ctx);
+		expect_head_fields(&head2, hc->gzip, undecided, etag, ctx);
+		th_raw_expect_field(&head2, "Content-Length", NULL, ctx);
+		th_raw_expect_field(&head2, "Connection", NULL, ctx);
+		expect_outcome(fx_out(&x, 1), hc->gzip ? "gzip" : "identity", reason, body_nbytes,
+			       MHDGZ_NBYTES_UNKNOWN, ctx);
+	}
+	if (!closes) {
+		if (!hc->no_len)
+			th_raw_expect_field(&head, "Connection", NULL, ctx);
 		read_resp(fd, false, &get, ctx);
 		expect_status_line(&get, "HTTP/1.1", 200, ctx);
 		coded = expect_body(&get, hc->gzip, body, x.len, ctx);
@@ -458,25 +491,34 @@ START_TEST(test_head_every_kind)
 		th_raw_expect_field(&get, "Content-Encoding", hc->gzip ? "gzip" : NULL, ctx);
 		th_raw_expect_field(&get, "Vary", "Accept-Encoding", ctx);
 		th_raw_expect_field(&get, "ETag", etag, ctx);
-		th_raw_expect_field(&head, "Content-Length", u64s(num, sizeof num, coded), ctx);
-		if (!get.chunked)
-			th_raw_expect_field(&get, "Content-Length", num, ctx);
+		if (!hc->no_len) {
+			th_raw_expect_field(&head, "Content-Length", u64s(num, sizeof num, coded),
+					    ctx);
+			if (!get.chunked)
+				th_raw_expect_field(&get, "Content-Length", num, ctx);
+		} else {
+			ck_assert_msg(get.chunked, "%s: the GET has a length its HEAD had not",
+				      ctx);
+		}
 		ck_assert_msg(!hc->gzip || coded < x.len, "%s: gzip not smaller", ctx);
 		th_raw_expect_idle(fd, FX_IDLE_MS, ctx);
-		expect_outcome(fx_out(&x, 0), hc->gzip ? "gzip" : "identity", reason, x.len, coded,
-			       ctx);
+		if (!hc->no_len)
+			expect_outcome(fx_out(&x, 0), hc->gzip ? "gzip" : "identity", reason, x.len,
+				       coded, ctx);
 		/* GET of a file streamed compressed: its length is not known. */
-		expect_outcome(fx_out(&x, 1), hc->gzip ? "gzip" : "identity", reason, x.len,
-			       get.chunked ? MHDGZ_NBYTES_UNKNOWN : coded, ctx);
+		expect_outcome(fx_out(&x, heads), hc->gzip ? "gzip" : "identity", reason,
+			       body_nbytes, get.chunked ? MHDGZ_NBYTES_UNKNOWN : coded, ctx);
 		th_raw_response_free(&get);
 	}
+	ck_assert_uint_eq(atomic_load(&x.nout), nresp);
 	close(fd);
 	st = th_stats(x.gz);
-	ck_assert_uint_eq(st.responses, hc->close ? 1 : 2);
-	ck_assert_uint_eq(st.reasons[reason], hc->close ? 1 : 2);
-	ck_assert_uint_eq(st.compressed, hc->gzip ? (hc->close ? 1 : 2) : 0);
+	ck_assert_uint_eq(st.responses, nresp);
+	ck_assert_uint_eq(st.reasons[reason], nresp);
+	ck_assert_uint_eq(st.compressed, hc->gzip ? nresp : 0);
 	ck_assert_uint_eq(atomic_load(&x.errors), 0);
 	th_raw_response_free(&head);
+	th_raw_response_free(&head2);
 	fx_stop(&x);
 	free(body);
 }
@@ -485,8 +527,10 @@ END_TEST
 /* A conditional HEAD of a stream its first bytes would decide (a gzip
  * client; typed, or untyped and so to be sniffed): the 304 stands for that
  * HEAD's 200, so it has the same fields: no ETag, no Content-Encoding, no
- * length, Vary: Accept-Encoding; it closes (no framing of an unknown
- * length without a body), and the reader never runs. _i: kind x typed. */
+ * length, Vary: Accept-Encoding, and the reader never runs for it. With
+ * libmicrohttpd 0.9.75 it closes (no framing of an unknown length without
+ * a body); with 1.0 the connection then answers a pipelined GET. _i: kind
+ * x typed. */
 START_TEST(test_head_304_undecided)
 {
 	enum fx_kind kind = _i / 2 ? FX_PIPE : FX_CB_UNK;
@@ -512,6 +556,7 @@ START_TEST(test_head_304_undecided)
 	fx_start(&x, 0, false);
 	for (int i = 0; i < 2; i++) {
 		int fd = th_raw_connect(x.srv.port);
+		unsigned long long calls0 = atomic_load(&x.src.calls);
 
 		snprintf(ctx, sizeof ctx, "%s HEAD %s, %s", i ? "conditional" : "plain",
 			 kind_name[kind], typed ? "typed" : "untyped");
@@ -526,12 +571,35 @@ START_TEST(test_head_304_undecided)
 		th_raw_expect_field(&r[i], "Content-Encoding", NULL, ctx);
 		th_raw_expect_field(&r[i], "Content-Length", NULL, ctx);
 		th_raw_expect_field(&r[i], "Transfer-Encoding", NULL, ctx);
-		th_raw_expect_field(&r[i], "Connection", "close", ctx);
-		th_raw_expect_closed(fd, FX_WAIT_MS, ctx);
+		th_raw_expect_field(&r[i], "Connection",
+				    TH_BODYLESS_UNKNOWN_CLOSES ? "close" : NULL, ctx);
+		if (TH_BODYLESS_UNKNOWN_CLOSES)
+			th_raw_expect_closed(fd, FX_WAIT_MS, ctx);
+		else
+			th_raw_expect_idle(fd, FX_IDLE_MS, ctx);
+		ck_assert_uint_eq(atomic_load(&x.src.calls), calls0); /* not for a HEAD */
+		if (!TH_BODYLESS_UNKNOWN_CLOSES) {
+			/* The connection goes on: a HEAD and a GET in one write. */
+			static const char two[] = "HEAD / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n"
+						  "GET / HTTP/1.1\r\nHost: t\r\n" AE_GZIP "\r\n";
+			struct th_raw_response h2, get;
+
+			th_raw_send(fd, two, strlen(two));
+			read_resp(fd, true, &h2, ctx);
+			expect_status_line(&h2, "HTTP/1.1", 200, ctx);
+			ck_assert_msg(h2.len == h2.head_len, "%s: bytes after the head", ctx);
+			th_raw_expect_field(&h2, "Content-Length", NULL, ctx);
+			read_resp(fd, false, &get, ctx);
+			expect_status_line(&get, "HTTP/1.1", 200, ctx);
+			expect_body(&get, true, body, x.len, ctx); /* sniffed text when untyped */
+			th_raw_expect_field(&get, "Content-Encoding", "gzip", ctx);
+			th_raw_expect_idle(fd, FX_IDLE_MS, ctx);
+			th_raw_response_free(&h2);
+			th_raw_response_free(&get);
+		}
 		close(fd);
 		th_raw_response_free(&r[i]);
 	}
-	ck_assert_uint_eq(atomic_load(&x.src.calls), 0);
 	ck_assert_uint_eq(th_stats(x.gz).reasons[MHDGZ_SKIP_STATUS], 1);
 	ck_assert_uint_eq(th_stats(x.gz).failures, 0);
 	ck_assert_uint_eq(atomic_load(&x.errors), 0);
@@ -562,9 +630,11 @@ static const char *const nb_name[NB_NVARIANTS] = { "103", "204", "304+etag", "30
  * validators, and a Content-Length only when it is that 200's (RFC 9110
  * section 8.6): the gzip length of a body compressed whole or of a file
  * streamed compressed (computed). When that 200 has no length (a content
- * reader's gzip stream, a stream of unknown size), the 304 has none either
- * and closes the connection, the only framing libmicrohttpd 0.9.75 has for
- * it; the GET then goes on a new connection. _i = kind x client x variant.
+ * reader's gzip stream, a stream of unknown size), the 304 has none either;
+ * with libmicrohttpd 0.9.75 it then closes the connection, the only framing
+ * 0.9.75 has for it, and the GET goes on a new connection; with 1.0 it is a
+ * head-only response and the pipelined GET is answered on the same
+ * connection. _i = kind x client x variant.
  */
 START_TEST(test_no_content_statuses)
 {
@@ -582,9 +652,10 @@ START_TEST(test_no_content_statuses)
 	const char *cl_304;
 	size_t coded;
 	int fd, h = 0;
-	/* The 304 of a 200 without length closes the connection. */
-	bool closes = status == 304 && ((gzip && (kind == FX_CB || fx_unknown(kind))) ||
+	/* The 304 of a 200 without length. */
+	bool no_len = status == 304 && ((gzip && (kind == FX_CB || fx_unknown(kind))) ||
 					(!gzip && fx_unknown(kind)));
+	bool closes = no_len && TH_BODYLESS_UNKNOWN_CLOSES;
 
 	snprintf(ctx, sizeof ctx, "%s %s %s", nb_name[nv], kind_name[kind],
 		 gzip ? "gzip" : "identity");
@@ -638,12 +709,13 @@ START_TEST(test_no_content_statuses)
 		th_raw_expect_field(&nb, "ETag", etag_200, ctx);
 		/* The gzip stream of a big file is chunked, but its length was
 		 * computed for the 304: the bytes the 200 sends. */
-		if (closes)
+		if (no_len)
 			cl_304 = NULL; /* the 200 has no length: neither has the 304 */
 		else
 			cl_304 = u64s(num, sizeof num, coded);
-		ck_assert_msg(get.chunked == (closes || (gzip && kind == FX_FD_BIG)),
-			      "%s: chunked 200 %d, closing 304 %d", ctx, get.chunked, closes);
+		ck_assert_msg(get.chunked == (no_len || (gzip && kind == FX_FD_BIG)),
+			      "%s: chunked 200 %d, 304 without length %d", ctx, get.chunked,
+			      no_len);
 		if (gzip && !whole)
 			ck_assert_msg(get.chunked, "%s: the gzip 200 of a stream has a length",
 				      ctx);
@@ -869,6 +941,19 @@ static const struct opt_case opt_cases[] = {
 	{ RF_STRICT, FX_PIPE, true, false, 200, "HTTP/1.1", "close", true },
 	{ RF_KA, FX_FREE_CB_CLS, true, false, 200, "HTTP/1.1", "Keep-Alive", false },
 	{ RF_KA, FX_PIPE, true, false, 200, "HTTP/1.1", "Keep-Alive", false },
+	/* A HEAD or 304 standing for a 200 without length: 0.9.75 closes
+	 * after it, 1.0's head-only response keeps the connection. */
+	{ RF_KA, FX_CB_UNK, false, true, 200, "HTTP/1.1",
+	  TH_BODYLESS_UNKNOWN_CLOSES ? "close" : "Keep-Alive", TH_BODYLESS_UNKNOWN_CLOSES },
+	{ RF_KA, FX_PIPE, false, false, 304, "HTTP/1.1",
+	  TH_BODYLESS_UNKNOWN_CLOSES ? "close" : "Keep-Alive", TH_BODYLESS_UNKNOWN_CLOSES },
+	{ RF_KA, FX_CB, true, false, 304, "HTTP/1.1",
+	  TH_BODYLESS_UNKNOWN_CLOSES ? "close" : "Keep-Alive", TH_BODYLESS_UNKNOWN_CLOSES },
+	/* ... unless the application's own response would close: strict
+	 * framing has no chunks, so its 200 of unknown length is ended by the
+	 * close, and so are its HEAD and 304 on both lines. */
+	{ RF_STRICT, FX_CB_UNK, false, true, 200, "HTTP/1.1", "close", true },
+	{ RF_STRICT, FX_PIPE, false, false, 304, "HTTP/1.1", "close", true },
 };
 
 /* The flags set with mhdgz_response_set_options() on the application's

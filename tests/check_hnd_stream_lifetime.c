@@ -216,7 +216,12 @@ START_TEST(head_like_get)
 		ck_assert_ptr_null(th_header(&head, "Content-Length", NULL));
 	}
 	ck_assert_ptr_null(th_header(&head, "Transfer-Encoding", NULL));
-	ck_assert_str_eq(th_header(&head, "Connection", NULL), "close");
+	/* No length without running the reader: libmicrohttpd 0.9.75 closes
+	 * after it, 1.0's head-only response keeps the connection. */
+	if (TH_BODYLESS_UNKNOWN_CLOSES)
+		ck_assert_str_eq(th_header(&head, "Connection", NULL), "close");
+	else
+		ck_assert_ptr_null(th_header(&head, "Connection", NULL));
 	ck_assert(th_has_token(th_header(&head, "Vary", NULL), "Accept-Encoding"));
 	expect_all_released(&t.s, &f);
 	ck_assert_msg(atomic_load(&f.calls) == calls_before, "HEAD called the reader %llu times",
