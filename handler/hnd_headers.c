@@ -33,6 +33,8 @@ facts_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *valu
 		f->etag = value;
 	else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_RANGE) == 0)
 		f->content_range = true;
+	else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+		f->te_chunked = hnd_list_has_token(value, "chunked");
 	else if (strcasecmp(key, "Content-Digest") == 0)
 		f->content_digest = true;
 	else if (strcasecmp(key, MHD_HTTP_HEADER_CACHE_CONTROL) == 0) {

@@ -483,7 +483,10 @@ struct hnd_entry {
 	uint64_t offset;
 
 	pthread_mutex_t read_lock; /* HND_CALLBACK, HND_PIPE only: one read at a time */
-	pthread_mutex_t lock;      /* guards everything below */
+	/* The response's own Transfer-Encoding: chunked, as of its last queue
+	 * (read by streams after the application may have destroyed it). */
+	atomic_bool te_chunked;
+	pthread_mutex_t lock; /* guards everything below */
 	bool opt_out;
 	bool low_latency;
 	bool uncached;        /* mhdgz_response_set_uncached: coded variants per queue */
@@ -799,6 +802,7 @@ struct hnd_facts {
 	const char *etag;             /* NULL if absent */
 	bool content_digest;          /* a Content-Digest field or trailer is present */
 	bool content_range;           /* a Content-Range field is present */
+	bool te_chunked;              /* the application frames it: Transfer-Encoding: chunked */
 	bool no_transform;            /* Cache-Control has no-transform */
 	bool vary_has_ae;             /* Vary already lists Accept-Encoding or "*" */
 	bool vary_has_ad;             /* Vary already lists Available-Dictionary or "*" */

@@ -114,6 +114,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	}
 	hnd_read_facts(response, &f, &fc);
 	f.mhd_flags = e->mhd_flags;
+	atomic_store(&e->te_chunked, f.te_chunked);
 	f.dict_vary = hnd_dict_url_matches(gz, rq->url);
 	if (e->kind == HND_BUFFER) {
 		sniff = e->body;

@@ -43,6 +43,22 @@ struct hnd_stream {
 	size_t padhdr_off;
 };
 
+/* The application's reader at pos. libmicrohttpd never runs one
+ * response's reader on two threads at once (it holds the response's mutex
+ * around the call); streams of one entry keep that promise, so a reader
+ * with state (a FILE * it seeks, say) works as it did before. Returns what
+ * the reader returned. */
+static ssize_t
+callback_read(struct hnd_entry *e, uint64_t pos, char *buf, size_t max)
+{
+	ssize_t n;
+
+	pthread_mutex_lock(&e->read_lock);
+	n = e->crc(e->crc_cls, pos, buf, max);
+	pthread_mutex_unlock(&e->read_lock);
+	return n;
+}
+
 /* Read the source at pos into buf: the user's reader or the file
  * (hnd_internal.h). */
 ssize_t
@@ -72,16 +88,15 @@ hnd_source_read(struct hnd_entry *e, int fd, uint64_t pos, char *buf, size_t max
 		return n;
 	}
 	if (e->kind == HND_CALLBACK) {
-		/* libmicrohttpd never runs one response's reader on two threads
-		 * at once (it holds the response's mutex around the call);
-		 * streams of one entry keep that promise, so a reader with
-		 * state (a FILE * it seeks, say) works as it did before. */
-		pthread_mutex_lock(&e->read_lock);
-		n = e->crc(e->crc_cls, pos, buf, max);
-		pthread_mutex_unlock(&e->read_lock);
-		/* Ending before the announced size is an error, as it is for
-		 * libmicrohttpd: never a complete-looking short body. */
-		if (n == MHD_CONTENT_READER_END_OF_STREAM && e->body_len != MHD_SIZE_UNKNOWN)
+		n = callback_read(e, pos, buf, max);
+		/* Ending before the announced size: the application's own
+		 * response ends there complete (last chunk, trailer) when it
+		 * frames itself as chunked (its own Transfer-Encoding: chunked);
+		 * otherwise its body is cut short and the connection closed, so
+		 * a coded stream (which has no length to fall short of) ends
+		 * with an error, never a complete-looking short body. */
+		if (n == MHD_CONTENT_READER_END_OF_STREAM && e->body_len != MHD_SIZE_UNKNOWN &&
+		    !atomic_load(&e->te_chunked))
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		return n;
 	}
@@ -95,11 +110,16 @@ hnd_source_read(struct hnd_entry *e, int fd, uint64_t pos, char *buf, size_t max
 	return n;
 }
 
+/* The identity response is the application's own: its reader's return
+ * goes to libmicrohttpd unchanged, which ends the response at an early
+ * END_OF_STREAM as it would without mhdgz (test_sized_reader_ends_early). */
 ssize_t
 hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct hnd_entry *e = cls;
 
+	if (e->kind == HND_CALLBACK)
+		return callback_read(e, pos, buf, max);
 	return hnd_source_read(e, e->fd, pos, buf, max);
 }
 

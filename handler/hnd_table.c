@@ -247,5 +247,6 @@ hnd_entry_new(struct mhdgz *gz, enum hnd_kind kind)
 	e->kind = kind;
 	e->fd = -1;
 	atomic_init(&e->refs, 1);
+	atomic_init(&e->te_chunked, false);
 	return e;
 }

@@ -3,7 +3,10 @@
 #include <config.h>
 #endif
 
+#include <poll.h>
 #include <stdlib.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -191,12 +194,206 @@ START_TEST(http10_client)
 }
 END_TEST
 
+/* The early-ending reader on the wire, through libmicrohttpd alone and
+ * through mhdgz, for one response of ER_SIZE announced bytes of which
+ * ER_REAL come: "/plain..." queues MHD_create_response_from_callback with
+ * MHD_queue_response, "/gz..." the twins; a URL ending in 'c' adds the
+ * application's own "Transfer-Encoding: chunked". */
+enum { ER_SIZE = 16384, ER_REAL = 5000 };
+
+struct er_fix {
+	uint8_t *data;
+	_Atomic unsigned int frees;
+};
+
+static ssize_t
+er_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct er_fix *x = cls;
+
+	if (pos >= ER_REAL)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (max > ER_REAL - pos)
+		max = (size_t)(ER_REAL - pos);
+	if (max > 1000)
+		max = 1000;
+	memcpy(buf, x->data + pos, max);
+	return (ssize_t)max;
+}
+
+static void
+er_free(void *cls)
+{
+	struct er_fix *x = cls;
+
+	atomic_fetch_add(&x->frees, 1);
+}
+
+static enum MHD_Result
+er_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
+{
+	struct er_fix *x = s->cls;
+	bool plain = strncmp(url, "/plain", 6) == 0;
+	struct MHD_Response *r = plain ? MHD_create_response_from_callback(ER_SIZE, 4096, er_read,
+									   x, er_free)
+				       : mhdgz_response_from_callback(s->gz, ER_SIZE, 4096, er_read,
+								      x, er_free);
+	enum MHD_Result ok;
+
+	ck_assert_ptr_nonnull(r);
+	ck_assert(MHD_add_response_header(r, "Content-Type", "text/plain") == MHD_YES);
+	if (url[strlen(url) - 1] == 'c')
+		ck_assert(MHD_add_response_header(r, "Transfer-Encoding", "chunked") == MHD_YES);
+	ok = plain ? MHD_queue_response(c, 200, r)
+		   : mhdgz_queue_response_ex(s->gz, c, method, 200, r, NULL);
+	MHD_destroy_response(r);
+	return ok;
+}
+
+/* Every byte fd gives until the peer closes it or nothing comes for
+ * idle_ms, with the Date and Vary lines left out (a Date differs by the
+ * second; mhdgz adds Vary to a response it could compress). *closed_ret:
+ * the peer closed. */
+static size_t
+er_read_all(int fd, uint8_t *out, size_t cap, unsigned int idle_ms, bool *closed_ret)
+{
+	size_t len = 0, kept = 0, line = 0;
+
+	*closed_ret = false;
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&pfd, 1, (int)idle_ms) != 1)
+			break;
+		n = recv(fd, out + len, cap - len, 0);
+		if (n <= 0) {
+			*closed_ret = n == 0;
+			break;
+		}
+		len += (size_t)n;
+		ck_assert_uint_lt(len, cap);
+	}
+	/* Drop the Date and Vary lines, in place. */
+	for (size_t i = 0; i < len; i++) {
+		if (out[i] != '\n')
+			continue;
+		if (!(i + 1 - line >= 5 && (strncasecmp((char *)out + line, "Date:", 5) == 0 ||
+					    strncasecmp((char *)out + line, "Vary:", 5) == 0))) {
+			memmove(out + kept, out + line, i + 1 - line);
+			kept += i + 1 - line;
+		}
+		line = i + 1;
+	}
+	memmove(out + kept, out + line, len - line);
+	return kept + len - line;
+}
+
+/* A reader of a response of known size that ends early. libmicrohttpd
+ * ends an application-chunked response there with its last chunk (a
+ * complete message; the pipelined second request is answered) and cuts
+ * any other short and closes. For a client without Accept-Encoding, mhdgz
+ * sends exactly the bytes plain libmicrohttpd sends (but Date and Vary),
+ * and closes where it closes; a gzip client of the chunked response gets
+ * a complete gzip member of the ER_REAL bytes, twice on one connection;
+ * of the other, a stream that ends without its last chunk, then the
+ * close. _i: chunked or not. */
+START_TEST(sized_reader_ends_early_wire)
+{
+	bool chunked = _i;
+	struct er_fix x = { .data = tu_payload(ER_REAL, TU_TEXT, 73) };
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s;
+	size_t cap = 4 * ER_SIZE, plen, mlen;
+	uint8_t *pb = malloc(cap), *mb = malloc(cap);
+	char req[512];
+	bool pclosed, mclosed;
+	int fd;
+
+	ck_assert_ptr_nonnull(pb);
+	ck_assert_ptr_nonnull(mb);
+	th_start(&s, gz, 0, er_route, &x);
+	for (int m = 0; m < 2; m++) {
+		const char *path = m ? (chunked ? "/gzc" : "/gz")
+				     : (chunked ? "/plainc" : "/plain");
+
+		fd = th_raw_connect(s.port);
+		snprintf(req, sizeof req,
+			 "GET %s HTTP/1.1\r\nHost: t\r\n\r\nGET %s HTTP/1.1\r\n"
+			 "Host: t\r\n\r\n",
+			 path, path);
+		th_raw_send(fd, req, strlen(req));
+		if (m)
+			mlen = er_read_all(fd, mb, cap, 1000, &mclosed);
+		else
+			plen = er_read_all(fd, pb, cap, 1000, &pclosed);
+		close(fd);
+	}
+	ck_assert_msg(plen == mlen && memcmp(pb, mb, plen) == 0,
+		      "identity through mhdgz (%zu bytes) differs from libmicrohttpd's (%zu): "
+		      "'%.*s' against '%.*s'",
+		      mlen, plen, (int)(mlen < 300 ? mlen : 300), (const char *)mb,
+		      (int)(plen < 300 ? plen : 300), (const char *)pb);
+	ck_assert_int_eq(mclosed, pclosed);
+	ck_assert_int_eq(pclosed, !chunked);
+	/* The gzip client. */
+	fd = th_raw_connect(s.port);
+	snprintf(req, sizeof req,
+		 "GET %s HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n"
+		 "GET %s HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n",
+		 chunked ? "/gzc" : "/gz", chunked ? "/gzc" : "/gz");
+	th_raw_send(fd, req, strlen(req));
+	for (int i = 0; i < (chunked ? 2 : 1); i++) {
+		struct th_raw_response r;
+		int rc = th_raw_read_response(fd, false, 10000, &r);
+
+		if (chunked) {
+			uint8_t *dechunked = NULL, *dec = NULL;
+			size_t dlen = 0, nchunks = 0, declen = 0;
+			bool empty_early = false;
+
+			ck_assert_msg(rc == 0, "gzip, chunked: incomplete: '%.*s'",
+				      (int)(r.len < 400 ? r.len : 400), (const char *)r.bytes);
+			th_raw_expect_field(&r, "Content-Encoding", "gzip", "gzip, chunked");
+			th_raw_expect_field(&r, "Content-Length", NULL, "gzip, chunked");
+			ck_assert(r.chunked);
+			ck_assert_int_eq(th_dechunk(r.bytes + r.body_off, r.len - r.body_off,
+						    &dechunked, &dlen, &nchunks, &empty_early),
+					 0);
+			ck_assert_int_eq(tu_gunzip(dechunked, dlen, &dec, &declen), 0);
+			ck_assert_uint_eq(declen, ER_REAL);
+			ck_assert(memcmp(dec, x.data, ER_REAL) == 0);
+			free(dec);
+			free(dechunked);
+		} else {
+			/* No last chunk: the client knows the body is cut. */
+			ck_assert_int_eq(rc, -1);
+			ck_assert(r.chunked);
+			th_raw_expect_field(&r, "Content-Encoding", "gzip", "gzip");
+		}
+		th_raw_response_free(&r);
+	}
+	if (chunked)
+		th_raw_expect_idle(fd, 200, "after the two gzip responses");
+	close(fd);
+	th_stop(&s);
+	/* Each response's free callback ran once: 2 + 2 identity (or 1 + 1
+	 * when the first closed), then the gzip ones. */
+	ck_assert_uint_eq(atomic_load(&x.frees), chunked ? 6u : 3u);
+	mhdgz_free(gz);
+	free(pb);
+	free(mb);
+	free(x.data);
+}
+END_TEST
+
 struct ck_case
 stream_edge_case(void)
 {
 	return (struct ck_case){ "edge",
 				 CK_CASE_TIMEOUT,
 				 { { known_size_reader_ends_early, 0, 0 },
+				   { sized_reader_ends_early_wire, 0, 2 },
 				   { empty_bodies, 0, 3 },
 				   { etag_policies, 0, 4 },
 				   { trailer_fields_kept, 0, 0 },
