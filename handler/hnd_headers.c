@@ -208,6 +208,7 @@ struct copy_ctx {
 	bool coded;
 	bool undecided; /* HND_REP_UNDECIDED */
 	bool skip_vary; /* the Vary fields are replaced by one merged field */
+	bool framing;   /* the application's Transfer-Encoding is copied */
 	bool failed;
 };
 
@@ -232,6 +233,8 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 		ok = MHD_add_response_footer(c->to, key, value);
 	} else if (kind == MHD_HEADER_KIND) {
 		if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+			return MHD_YES;
+		if (!c->framing && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
 			return MHD_YES;
 		if (c->skip_vary && strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0)
 			return MHD_YES;
@@ -266,7 +269,8 @@ hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *
 	struct copy_ctx c = { .to = v,
 			      .coded = coded,
 			      .undecided = rep == HND_REP_UNDECIDED,
-			      .skip_vary = f->vary_add && f->vary_replace };
+			      .skip_vary = f->vary_add && f->vary_replace,
+			      .framing = rep == HND_REP_IDENTITY };
 	char buf[HND_ETAG_MAX];
 	const char *etag;
 

@@ -539,6 +539,10 @@ enum hnd_rep {
 	HND_REP_GZIP,
 	HND_REP_GZIP_304,
 	HND_REP_IDENTITY,
+	/* The identity fields for a HEAD or 304 (hnd_fields_response): as
+	 * HND_REP_IDENTITY without the application's Transfer-Encoding, as a
+	 * response without content has no framing. */
+	HND_REP_IDENTITY_HEAD,
 	/* HEAD of a stream of unknown size whose coding its first bytes would
 	 * decide (a HEAD never runs the reader), and the 304 that stands for
 	 * such a HEAD's 200: the fields that do not depend
@@ -550,7 +554,9 @@ enum hnd_rep {
 /* Copy the fields (and trailers) of r to v as rep says: for the gzip
  * kinds, Content-Encoding, Content-Length, Accept-Ranges and integrity
  * fields dropped (counted) and the ETag per policy; for identity, all but
- * Content-Length. Returns 0 or MHDGZ_EMHD (v is left for the caller to
+ * Content-Length. The application's Transfer-Encoding (framing, which is
+ * libmicrohttpd's) goes only to an identity response with content
+ * (HND_REP_IDENTITY). Returns 0 or MHDGZ_EMHD (v is left for the caller to
  * destroy). Content-Encoding: gzip itself is the caller's to add. */
 int hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
 		     const struct hnd_facts *f, enum hnd_rep rep);

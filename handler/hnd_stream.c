@@ -112,7 +112,7 @@ hnd_source_read(struct hnd_entry *e, int fd, uint64_t pos, char *buf, size_t max
 
 /* The identity response is the application's own: its reader's return
  * goes to libmicrohttpd unchanged, which ends the response at an early
- * END_OF_STREAM as it would without mhdgz (test_sized_reader_ends_early). */
+ * END_OF_STREAM as it would without mhdgz (sized_reader_ends_early_wire). */
 ssize_t
 hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max)
 {

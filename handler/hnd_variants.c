@@ -88,7 +88,7 @@ hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_f
 
 	if (!v)
 		return NULL;
-	if (rep_headers(gz, r, v, f, rep) < 0)
+	if (rep_headers(gz, r, v, f, rep == HND_REP_IDENTITY ? HND_REP_IDENTITY_HEAD : rep) < 0)
 		goto fail;
 	/* rep_headers set the application's flags, which replace the
 	 * response's: head-only again, before any Content-Length. */
@@ -132,7 +132,7 @@ hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_f
 
 	if (!v)
 		return NULL;
-	if (rep_headers(gz, r, v, f, rep) < 0)
+	if (rep_headers(gz, r, v, f, rep == HND_REP_IDENTITY ? HND_REP_IDENTITY_HEAD : rep) < 0)
 		goto fail;
 	/* Unknown length: libmicrohttpd 0.9.75 frames it as chunked and
 	 * writes the last chunk after the HEAD headers, which a kept-alive
