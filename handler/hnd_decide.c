@@ -60,9 +60,11 @@ type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_
  * only the header checks apply to it.
  *
  * sniff/sniff_len are the first bytes of the body for the content sniff of
- * an untyped response (NULL when they cannot be known in advance, as for a
- * content reader: then an untyped response is not compressed). body_len is
- * MHD_SIZE_UNKNOWN for a stream of unknown length (never small or empty).
+ * an untyped response (NULL when they cannot be known without running the
+ * application's reader, as for a content reader or a pipe: the queue call
+ * never runs it, so an untyped stream is not compressed). body_len is
+ * MHD_SIZE_UNKNOWN for a stream of unknown length: never small or empty,
+ * whatever it turns out to be (min_nbytes does not apply to it).
  */
 void
 hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const struct hnd_facts *f,
@@ -101,8 +103,9 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 		return;
 	}
 	if (is_304) {
-		if (f->content_type &&
-		    !type_compressible(gz, f->content_type, (const uint8_t *)"", 0)) {
+		/* An untyped body is sniffed as for its 200 (a stream, which
+		 * cannot be, is not coded: neither is its 304). */
+		if (!type_compressible(gz, f->content_type, sniff, sniff_len)) {
 			d->reason = MHDGZ_SKIP_STATUS;
 			return;
 		}

@@ -28,39 +28,6 @@ no_content(unsigned int status)
 }
 
 /*
- * The identity response of a stream of unknown size whose first bytes were
- * read to decide it: a buffer response with its exact length when the
- * stream ended within them, else a stream sending them first. For HEAD the
- * same framing without content. NULL on failure (the prefix then stays
- * with the caller, and the error is counted there).
- */
-static struct MHD_Response *
-identity_of_prefix(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
-		   struct hnd_prefix *pre, bool head)
-{
-	struct hnd_body *b;
-	struct MHD_Response *v;
-
-	if (!pre->eof || pre->failed) {
-		if (head)
-			return hnd_fields_response(gz, e->response, f, MHD_SIZE_UNKNOWN,
-						   HND_REP_IDENTITY);
-		v = hnd_identity_stream_new(gz, e, pre);
-		if (v && hnd_copy_headers(gz, e->response, v, f, HND_REP_IDENTITY) < 0) {
-			MHD_destroy_response(v);
-			v = NULL;
-		}
-		return v;
-	}
-	if (head)
-		return hnd_fields_response(gz, e->response, f, pre->len, HND_REP_IDENTITY);
-	b = hnd_body_new(pre->buf, pre->len);
-	if (!b)
-		return NULL;
-	return hnd_build_response(gz, e->response, f, b, HND_REP_IDENTITY, &v) == 0 ? v : NULL;
-}
-
-/*
  * The whole selection: decide, then build or reuse what is queued in the
  * response's place. *queue_ret is the response itself or a response of
  * ours; the return value is HND_RELEASE when the caller owns a reference
@@ -77,8 +44,6 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	struct hnd_facts_ctx fc;
 	struct hnd_decision d;
 	struct MHD_Response *v = NULL;
-	struct hnd_prefix pre = { .buf = NULL };
-	bool peeked = false, undecided;
 	uint64_t decide_len;
 	uint8_t sniff_buf[HND_SNIFF_NBYTES];
 	const uint8_t *sniff = NULL;
@@ -125,39 +90,6 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	hnd_decide(gz, e->opt_out, status, &f, sniff, sniff_len, e->body_len, &rq->acc, &d);
 	f.coding = d.coding;
 	decide_len = e->body_len;
-	undecided = (e->kind == HND_CALLBACK || e->kind == HND_PIPE) &&
-		    e->body_len == MHD_SIZE_UNKNOWN &&
-		    (d.reason == MHDGZ_COMPRESSED || (status == 304 && d.gzip_304) ||
-		     (d.reason == MHDGZ_SKIP_TYPE && !f.content_type &&
-		      hnd_accept_choose(&rq->acc, gz->order, gz->norder, &f.coding)));
-	if (undecided && !rq->head && (status == 304 || !no_content(status))) {
-		/* A stream of unknown size is decided on its first bytes: empty
-		 * or ending below min_nbytes goes out identity, an untyped one
-		 * is sniffed; a 304 stands for the 200 they decide. The prefix
-		 * is sent first by whatever is queued (a 304 sends nothing).
-		 * Not for HEAD: a HEAD never runs the application's reader. */
-		size_t want = gz->min_nbytes > HND_SNIFF_NBYTES ? gz->min_nbytes : HND_SNIFF_NBYTES;
-
-		if (want > HND_PREFIX_MAX)
-			want = HND_PREFIX_MAX;
-		if (hnd_prefix_read(e, want, hnd_low_latency(e, &f), &pre) == 0) {
-			peeked = true;
-			undecided = false;
-			sniff = pre.buf;
-			sniff_len = pre.len;
-			decide_len = pre.eof ? pre.len : MHD_SIZE_UNKNOWN;
-			if (status != 304) {
-				hnd_decide(gz, e->opt_out, status, &f, pre.buf, pre.len, decide_len,
-					   &rq->acc, &d);
-				f.coding = d.coding;
-			}
-		}
-	}
-	/* A HEAD (or its 304) still undecided: the coding would depend on
-	 * Accept-Encoding for some content, so say so even where an untyped
-	 * body might be sniffed binary and go out identity. */
-	if (undecided && rq->head)
-		d.vary = true;
 	/* Variants get Vary: Accept-Encoding as they are built; the response
 	 * itself only when it is queued itself (below), so a response that is
 	 * only ever sent compressed is not modified at all. */
@@ -225,10 +157,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 
 		if (hnd_gzip_stream_length(gz, e, f.etag, ll, f.coding, &len) != 0)
 			len = MHD_SIZE_UNKNOWN;
-		/* A stream of unknown size: its first bytes would decide the
-		 * coding, and a HEAD does not read them. */
-		v = hnd_fields_response(gz, response, &f, len,
-					undecided ? HND_REP_UNDECIDED : HND_REP_GZIP);
+		v = hnd_fields_response(gz, response, &f, len, HND_REP_GZIP);
 		in_len = out_len = 0;
 		if (v) {
 			*queue_ret = v;
@@ -245,8 +174,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		/* Streams: a fresh gzip stream per queue (per connection); the
 		 * bytes are counted as they are produced. */
 		v = hnd_gzip_stream_new(gz, e, response, &f, hnd_low_latency(e, &f),
-					gz->content_digest && f.content_digest,
-					peeked ? &pre : NULL);
+					gz->content_digest && f.content_digest, NULL);
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		if (v) {
 			*queue_ret = v;
@@ -258,23 +186,6 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		} else {
 			hnd_count(gz, HND_C_FAILURES, 1);
 			d.reason = MHDGZ_SKIP_ERROR;
-			if (peeked) /* identity after all, the bytes read first */
-				v = identity_of_prefix(gz, e, &f, &pre, rq->head);
-			if (v) {
-				*queue_ret = v;
-				release = HND_RELEASE;
-			}
-		}
-	} else if (status == 304 && undecided && rq->head) {
-		/* A 304 for a HEAD of a stream its first bytes would decide:
-		 * it stands for that HEAD's 200, which omits what the coding
-		 * determines (ETag, length; RFC 9110 section 15.4.5). */
-		v = hnd_fields_response(gz, response, &f, MHD_SIZE_UNKNOWN, HND_REP_UNDECIDED);
-		if (v) {
-			*queue_ret = v;
-			release = HND_RELEASE;
-		} else {
-			hnd_count(gz, HND_C_FAILURES, 1);
 		}
 	} else if (status == 304) {
 		bool fresh;
@@ -285,18 +196,6 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 			*queue_ret = v;
 			if (fresh)
 				release = HND_RELEASE;
-		}
-	} else if (peeked) {
-		/* Identity after all: what was read is sent first. */
-		v = identity_of_prefix(gz, e, &f, &pre, rq->head);
-		if (v) {
-			*queue_ret = v;
-			release = HND_RELEASE;
-			if (pre.eof)
-				in_len = out_len = pre.len;
-		} else {
-			hnd_count(gz, HND_C_FAILURES, 1);
-			d.reason = MHDGZ_SKIP_ERROR;
 		}
 	}
 	if (*queue_ret == response && e->kind == HND_FD) {
@@ -312,10 +211,8 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	if (*queue_ret == response && rq->head && e->body_len == MHD_SIZE_UNKNOWN &&
 	    !no_content(status)) {
 		/* HEAD of an identity stream of unknown length: libmicrohttpd
-		 * 0.9.75 would follow the headers with a last chunk. An
-		 * untyped one would be sniffed: its coding is not known. */
-		v = hnd_fields_response(gz, response, &f, MHD_SIZE_UNKNOWN,
-					undecided ? HND_REP_UNDECIDED : HND_REP_IDENTITY);
+		 * 0.9.75 would follow the headers with a last chunk. */
+		v = hnd_fields_response(gz, response, &f, MHD_SIZE_UNKNOWN, HND_REP_IDENTITY);
 		if (v) {
 			*queue_ret = v;
 			release = HND_RELEASE;
@@ -338,11 +235,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	}
 	if (no_content(status))
 		res->coded_nbytes = 0; /* whatever the 200 it stands for */
-	if (peeked && pre.eof && !pre.failed && d.reason != MHDGZ_COMPRESSED) {
-		res->body_nbytes = res->coded_nbytes = pre.len;
-	}
 	pthread_mutex_unlock(&e->lock);
-	hnd_prefix_fini(&pre); /* unless it moved into what was queued */
 	gz_free(vary_heap);
 	hnd_count_in(st, HND_C_BYTES_IN, in_len);
 	hnd_count_in(st, HND_C_BYTES_OUT, out_len);

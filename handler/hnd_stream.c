@@ -384,8 +384,14 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 	}
 	if (st->pad_on && pad_prepare(st) < 0)
 		goto fail;
+	/* An application's reader or pipe may block or always be ready: paced
+	 * (one call per libmicrohttpd read, bytes out after each); a file is
+	 * read as fast as it compresses, and its coded bytes stay those its
+	 * computed length says (hnd_stream_len.c). */
 	if (gz_pump_init(&st->pump, hnd_stream_pool(gz, coding, low_latency),
-			 e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency) < 0)
+			 e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK,
+			 (low_latency ? GZ_PUMP_LOW_LATENCY : 0) |
+				 (e->kind == HND_FD ? 0 : GZ_PUMP_PACED)) < 0)
 		goto fail;
 	atomic_fetch_add(&e->refs, 1);
 	v = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, HND_FD_BLOCK, stream_read, st,

@@ -54,7 +54,8 @@ stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_
 		return MHDGZ_ENOTSUP;
 	/* The pool the stream itself would use: same settings, same bytes. */
 	rc = gz_pump_init(&pump, hnd_stream_pool(gz, coding, low_latency),
-			  e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK, low_latency);
+			  e->kind == HND_CALLBACK ? e->block_size : HND_FD_BLOCK,
+			  low_latency ? GZ_PUMP_LOW_LATENCY : 0);
 	if (rc < 0)
 		return rc;
 	if (hnd_padded(gz, e, coding)) { /* a file: keyed on its first bytes, as a GET's stream */

@@ -1,17 +1,28 @@
-/* gz_stream.c: the stream pump: one gzip member from a pull source, with stall and low-latency sync flushes. */
+/* gz_stream.c: the stream pump: one gzip member from a pull source, with stall, low-latency and paced sync flushes. */
 #include "config.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "gz_alloc.h"
 #include "gz_error.h"
 #include "gz_stream.h"
 
+/* Monotonic microseconds, for the paced pump's flush bound. */
+static uint64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 int
-gz_pump_init(struct gz_pump *p, struct gz_pool *pool, size_t in_cap, bool low_latency)
+gz_pump_init(struct gz_pump *p, struct gz_pool *pool, size_t in_cap, unsigned int flags)
 {
 	int rc;
 
@@ -21,7 +32,10 @@ gz_pump_init(struct gz_pump *p, struct gz_pool *pool, size_t in_cap, bool low_la
 	if (!(gz_pool_backend(pool)->caps & GZ_CAP_STREAM))
 		return GZ_EINVAL;
 	p->pool = pool;
-	p->low_latency = low_latency;
+	p->low_latency = flags & GZ_PUMP_LOW_LATENCY;
+	p->paced = flags & GZ_PUMP_PACED;
+	if (p->paced)
+		p->last_out_us = now_us();
 	p->in_cap = in_cap;
 	p->in = gz_malloc(in_cap);
 	if (!p->in)
@@ -65,10 +79,11 @@ pump_fail(struct gz_pump *p, int err)
 
 /*
  * The state machine. Each round either pulls a source chunk (when the
- * input is used up, the source has not ended and no sync flush is pending)
- * or advances the compressor with the flush the state calls for: FINISH
- * after the end, SYNC while a flush is pending (a stall, or every chunk in
- * low-latency mode), NONE otherwise. A sync flush is complete when the
+ * input is used up, the source has not ended and no sync flush is pending;
+ * for a paced pump only once per read, after which it returns or, held past
+ * GZ_PUMP_FLUSH_US, flushes) or advances the compressor with the flush the
+ * state calls for: FINISH after the end, SYNC while a flush is pending (a
+ * stall, every chunk in low-latency mode, the paced bound), NONE otherwise. A sync flush is complete when the
  * compressor has consumed all input and still has output space
  * (gz_backend.h).
  */
@@ -77,6 +92,7 @@ gz_pump_read(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_
 	     bool *end_ret)
 {
 	size_t n = 0;
+	bool pulled = false; /* the source was called in this read */
 
 	*end_ret = false;
 	if (p->done) {
@@ -93,12 +109,19 @@ gz_pump_read(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_
 		size_t in_before, out_before;
 		int rc;
 
-		if (p->in_len == 0 && !p->eof && !p->flushing) {
+		if (p->in_len == 0 && !p->eof && !p->flushing && pulled && p->paced) {
+			/* One source call per read: hand over what there is, or
+			 * flush what has been held too long. */
+			if (n > 0 || !p->unflushed || now_us() - p->last_out_us < GZ_PUMP_FLUSH_US)
+				break;
+			p->flushing = true;
+		} else if (p->in_len == 0 && !p->eof && !p->flushing) {
 			ssize_t r;
 
 			/* A low-latency chunk goes out before the next is asked for. */
 			if (n > 0 && p->low_latency)
 				break;
+			pulled = true;
 			r = src(cls, p->in, p->in_cap);
 			if (r == GZ_SOURCE_END) {
 				p->eof = true;
@@ -151,5 +174,7 @@ gz_pump_read(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_
 			return pump_fail(p, GZ_EBACKEND);
 	}
 	p->out_total += n;
+	if (p->paced && n > 0)
+		p->last_out_us = now_us();
 	return (ssize_t)n;
 }

@@ -35,6 +35,17 @@ typedef ssize_t (*gz_source_fn)(void *cls, uint8_t *buf, size_t max);
  * compressed and sync-flushed before the source is asked for more, and a
  * read returns as soon as one chunk's output is complete.
  *
+ * A paced pump (GZ_PUMP_PACED: an application's reader, which may block or
+ * always be ready) calls its source at most once per gz_pump_read and
+ * returns what the compressor has after it; when the compressor has held
+ * everything for GZ_PUMP_FLUSH_US since the pump's last output, that call
+ * sync-flushes it. So the first byte of each stretch of input goes out
+ * within one source call plus GZ_PUMP_FLUSH_US, however slowly or quickly
+ * the source produces, and the caller (libmicrohttpd) sees the connection
+ * between any two source calls. An unpaced pump (a file: reads never
+ * block) fills the whole window per read, and its bytes depend only on the
+ * input, so a length computed once holds for every stream of the file.
+ *
  * Not thread-safe: one pump per connection; different pumps may run on
  * different threads at once (the pool is thread-safe).
  */
@@ -47,6 +58,8 @@ struct gz_pump {
 	uint64_t in_total;       /* source bytes read so far */
 	uint64_t out_total;      /* compressed bytes produced so far */
 	bool low_latency;        /* sync-flush every source chunk */
+	bool paced;              /* one source call per read, flushed after GZ_PUMP_FLUSH_US */
+	uint64_t last_out_us;    /* paced: when the pump last produced bytes (monotonic) */
 	bool flushing;           /* a sync flush is not complete yet */
 	bool unflushed;          /* input given since the last complete sync flush */
 	bool eof;                /* the source ended: finish the member */
@@ -54,13 +67,22 @@ struct gz_pump {
 	int err;                 /* 0, or the error that ended the pump */
 };
 
+/* gz_pump_init flags. */
+#define GZ_PUMP_LOW_LATENCY 0x1u /* sync-flush every source chunk */
+#define GZ_PUMP_PACED 0x2u       /* one source call per read (see above) */
+/* A paced pump sync-flushes what it has held this long without output. */
+#ifndef GZ_PUMP_FLUSH_US
+#define GZ_PUMP_FLUSH_US 20000u
+#endif
+
 /*
  * Start a pump: take a compressor from pool (which must hold a streaming
- * backend) and allocate an input buffer of in_cap bytes (> 0). Returns 0,
- * GZ_EINVAL (NULL, in_cap 0, a pool whose backend does not stream),
- * GZ_ENOMEM or GZ_EBACKEND; on error nothing is held.
+ * backend) and allocate an input buffer of in_cap bytes (> 0); flags is a
+ * set of GZ_PUMP_*. Returns 0, GZ_EINVAL (NULL, in_cap 0, a pool whose
+ * backend does not stream), GZ_ENOMEM or GZ_EBACKEND; on error nothing is
+ * held.
  */
-int gz_pump_init(struct gz_pump *p, struct gz_pool *pool, size_t in_cap, bool low_latency);
+int gz_pump_init(struct gz_pump *p, struct gz_pool *pool, size_t in_cap, unsigned int flags);
 /* Release the input buffer and, if still held (an abandoned stream), the
  * compressor. Safe on a zeroed or failed-init pump. */
 void gz_pump_fini(struct gz_pump *p);
@@ -69,8 +91,10 @@ void gz_pump_fini(struct gz_pump *p);
  * Fill out[0 .. out_cap) (out_cap >= 1) with the next bytes of the member.
  * Returns the number of bytes written, >= 0, and sets *end_ret when the
  * member is complete (the bytes returned by this call, if any, are its
- * last); 0 bytes without *end_ret means the source has no data now and
- * everything it gave has been flushed out (call again later). Returns
+ * last); 0 bytes without *end_ret means nothing is to be handed over now:
+ * the source has no data and everything it gave has been flushed out, or
+ * (paced) the one source call's bytes are held until the flush bound; call
+ * again later. Returns
  * GZ_EBACKEND if the compressor failed or made no progress with room to
  * write, GZ_ESOURCE if the source reported an error; after an error every
  * call returns the same error and no trailer is ever written (a truncated

@@ -588,7 +588,8 @@ START_TEST(test_pump)
 		bool end = false;
 		int guard = 0;
 
-		ck_assert_int_eq(gz_pump_init(&p, str, 4096, low_latency), 0);
+		ck_assert_int_eq(gz_pump_init(&p, str, 4096, low_latency ? GZ_PUMP_LOW_LATENCY : 0),
+				 0);
 		while (!end) {
 			ssize_t n = gz_pump_read(&p, src_read, &s, out + out_len,
 						 1 + (size_t)guard % 700, &end);

@@ -46,17 +46,17 @@ END_TEST
  * at it gzip; an unknown size is compressed however short it turns out. */
 START_TEST(min_size_known_and_unknown)
 {
-	/* An unknown size is decided on its first bytes (up to min_nbytes):
-	 * one that ends below it goes out identity with its exact length,
-	 * read while deciding (issue 12, kind 6); one that reaches it is
-	 * compressed. */
+	/* A known size below min_nbytes goes identity. An unknown size is
+	 * decided from the header fields alone (the queue call never runs the
+	 * application's reader): a compressible type is compressed, however
+	 * short the body turns out to be. */
 	static const struct {
 		size_t len;
 		bool known;
 		bool gzip;
 	} c[] = {
 		{ 1000, true, false }, { 1023, true, false }, { 1024, true, true },
-		{ 100, false, false }, { 1, false, false },   { 1023, false, false },
+		{ 100, false, true },  { 1, false, true },    { 1023, false, true },
 		{ 1024, false, true }, { 5000, false, true },
 	};
 	size_t i;
@@ -74,7 +74,7 @@ START_TEST(min_size_known_and_unknown)
 		st_get(&t, TH_GZIP);
 		if (c[i].gzip)
 			expect_gzip(&t.r, data, c[i].len, NULL);
-		else /* a Content-Length either way: known, or ended while read */
+		else /* known, so a Content-Length */
 			expect_identity(&t.r, data, c[i].len, true, true, NULL);
 		expect_released(&t.s, &f);
 		st = th_stats(t.gz);
@@ -86,12 +86,12 @@ START_TEST(min_size_known_and_unknown)
 END_TEST
 
 /*
- * One unknown-size stream, decided without the size: by type (the skip
- * list: identity, counted as a type skip) or, untyped, sniffed from the
- * first bytes read while deciding: text is compressed, binary is identity
- * (a type skip, no compressor taken), and either way the client gets every
- * byte, the sniffed ones first. An empty untyped stream is identity,
- * counted as empty, with Content-Length: 0.
+ * One unknown-size stream, decided without the size and without its bytes
+ * (the queue call never runs the application's reader): by type (the skip
+ * list: identity, counted as a type skip); untyped, whatever its bytes
+ * (text, binary, none), identity as a type skip with no compressor taken,
+ * since there is no type to go by and nothing is read to sniff. The client
+ * gets every byte, chunked as from the application's own response.
  */
 enum body_kind { BK_TEXT, BK_BINARY, BK_EMPTY };
 
@@ -105,9 +105,9 @@ static const struct {
 	{ "image/png", BK_TEXT, MHDGZ_SKIP_TYPE, false },
 	{ "application/zip", BK_TEXT, MHDGZ_SKIP_TYPE, false },
 	{ "video/mp4", BK_TEXT, MHDGZ_SKIP_TYPE, false },
-	{ NULL, BK_TEXT, MHDGZ_COMPRESSED, true },
+	{ NULL, BK_TEXT, MHDGZ_SKIP_TYPE, false },
 	{ NULL, BK_BINARY, MHDGZ_SKIP_TYPE, false },
-	{ NULL, BK_EMPTY, MHDGZ_SKIP_EMPTY, false },
+	{ NULL, BK_EMPTY, MHDGZ_SKIP_TYPE, false },
 };
 
 static void
@@ -129,8 +129,8 @@ decide_unknown_size(size_t ci)
 	st_get(&t, TH_GZIP);
 	if (decide_cases[ci].gzip)
 		expect_gzip(&t.r, data, len, NULL);
-	else /* known: an empty stream is read to its end while deciding */
-		expect_identity(&t.r, data, len, len == 0, false, NULL);
+	else /* the application's own response: chunked, no Vary */
+		expect_identity(&t.r, data, len, false, false, NULL);
 	expect_released(&t.s, &f);
 	st = th_stats(t.gz);
 	ck_assert_uint_eq(st.reasons[decide_cases[ci].reason], 1);
@@ -146,7 +146,7 @@ START_TEST(untyped_or_skipped_type_identity)
 }
 END_TEST
 
-START_TEST(untyped_stream_sniffed)
+START_TEST(untyped_stream_identity)
 {
 	decide_unknown_size(3 + (size_t)_i);
 }
@@ -279,7 +279,7 @@ stream_decision_case(void)
 				     (int)(2 * N_ELEMS(not_accepting)) },
 				   { min_size_known_and_unknown, 0, 0 },
 				   { untyped_or_skipped_type_identity, 0, 3 },
-				   { untyped_stream_sniffed, 0, 3 },
+				   { untyped_stream_identity, 0, 3 },
 				   { header_rules, 0, 7 },
 				   { stream_stats, 0, 0 } } };
 }

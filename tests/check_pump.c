@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "gz_error.h"
@@ -32,6 +33,8 @@ struct src {
 	size_t nscript, step;
 	size_t fail_at; /* 0: never */
 	unsigned int calls, stalls;
+	bool last_stall;       /* the last call returned 0 */
+	unsigned int sleep_at; /* nonzero: the call of this number sleeps first */
 };
 
 static ssize_t
@@ -41,12 +44,16 @@ src_read(void *cls, uint8_t *buf, size_t max)
 	size_t want = s->script[s->step++ % s->nscript];
 
 	s->calls++;
+	s->last_stall = false;
+	if (s->sleep_at && s->calls == s->sleep_at)
+		usleep(GZ_PUMP_FLUSH_US + 5000); /* a source that blocks past the bound */
 	if (s->fail_at && s->pos >= s->fail_at)
 		return GZ_SOURCE_ERROR;
 	if (s->pos == s->len)
 		return GZ_SOURCE_END;
 	if (want == 0) {
 		s->stalls++;
+		s->last_stall = true;
 		return 0;
 	}
 	if (want > max)
@@ -109,20 +116,24 @@ static const size_t script_ll[] = { 300, 0, 120, 0, 7000 };
 static const struct {
 	const size_t *script;
 	size_t n;
-	bool low_latency;
-	size_t out_cap; /* the reader's window, bytes */
+	unsigned int flags; /* GZ_PUMP_* */
+	size_t out_cap;     /* the reader's window, bytes */
 } cases[] = {
-	{ script_bulk, 8, false, 16384 },
-	{ script_bulk, 8, false, 1 },
-	{ script_ll, 5, true, 16384 },
-	{ script_ll, 5, true, 7 },
+	{ script_bulk, 8, 0, 16384 },
+	{ script_bulk, 8, 0, 1 },
+	{ script_ll, 5, GZ_PUMP_LOW_LATENCY, 16384 },
+	{ script_ll, 5, GZ_PUMP_LOW_LATENCY, 7 },
+	{ script_bulk, 8, GZ_PUMP_PACED, 16384 },
+	{ script_bulk, 8, GZ_PUMP_PACED, 1 },
+	{ script_ll, 5, GZ_PUMP_PACED | GZ_PUMP_LOW_LATENCY, 7 },
 };
 
 /* Every streaming backend at its default level, each scripted source and
  * window: the member decodes to the body; after every stall the output so
  * far decodes to everything given; in low-latency mode a read returns
- * after each chunk's output with all of it decodable; the compressor goes
- * back to the pool the moment the trailer is written. */
+ * after each chunk's output with all of it decodable; a paced pump calls
+ * its source at most once per read; the compressor goes back to the pool
+ * the moment the trailer is written. */
 START_TEST(test_pump_scripts)
 {
 	const struct gz_backend *be = gz_backends[_i / (int)(sizeof cases / sizeof cases[0])];
@@ -148,9 +159,10 @@ START_TEST(test_pump_scripts)
 	}
 	ck_assert_ptr_nonnull(out);
 	ck_assert_int_eq(gz_pool_new(be, be->level_default, 1, &pool), 0);
-	ck_assert_int_eq(gz_pump_init(&p, pool, 4096, cases[ci].low_latency), 0);
+	ck_assert_int_eq(gz_pump_init(&p, pool, 4096, cases[ci].flags), 0);
 	follow_init(&f, PUMP_BODY_LEN + 1);
 	while (!end) {
+		unsigned int calls0 = s.calls;
 		ssize_t n = gz_pump_read(&p, src_read, &s, out, cases[ci].out_cap, &end);
 
 		ck_assert_msg(n >= 0, "%s: gz_pump_read %zd", be->name, n);
@@ -164,11 +176,14 @@ START_TEST(test_pump_scripts)
 		memcpy(all + all_len, out, (size_t)n);
 		all_len += (size_t)n;
 		ck_assert_int_ge(follow_feed(&f, out, (size_t)n), 0);
-		if (n == 0 && !end) { /* stalled, flushed: all given decodes */
+		if (cases[ci].flags & GZ_PUMP_PACED)
+			ck_assert_uint_le(s.calls - calls0, 1);
+		if (n == 0 && !end && s.last_stall) { /* stalled, flushed: all given decodes */
 			ck_assert_uint_eq(f.dec_len, s.pos);
 			ck_assert_int_eq(memcmp(f.dec, body, s.pos), 0);
 		}
-		if (cases[ci].low_latency && n > 0 && !end && p.in_len == 0 && !p.flushing) {
+		if ((cases[ci].flags & GZ_PUMP_LOW_LATENCY) && n > 0 && !end && p.in_len == 0 &&
+		    !p.flushing) {
 			/* a chunk's output is complete when the read returns */
 			ck_assert_uint_eq(f.dec_len, (size_t)p.in_total);
 		}
@@ -203,6 +218,63 @@ START_TEST(test_pump_scripts)
 }
 END_TEST
 
+/* A paced pump over a source of 1-byte chunks of one repeated letter (a
+ * ratio no block fills soon): reads return 0 while the compressor holds the
+ * bytes, one source call each; the call after a source call that blocked
+ * past GZ_PUMP_FLUSH_US returns output, and everything the source gave
+ * decodes from it (a sync flush), without a stall. An unpaced pump over the
+ * same source fills its window from many calls in one read. */
+START_TEST(test_pump_paced_bound)
+{
+	static const size_t one[] = { 1 };
+	uint8_t body[4096];
+	struct src s = { .body = body, .len = sizeof body, .script = one, .nscript = 1 };
+	struct gz_pool *pool;
+	struct gz_pump p;
+	struct follow f;
+	uint8_t out[1024];
+	bool end = false;
+	ssize_t n = 0;
+	unsigned int reads = 0;
+
+	memset(body, 'a', sizeof body);
+	ck_assert_int_eq(gz_pool_new(&gz_backend_zlib, gz_backend_zlib.level_default, 1, &pool), 0);
+	ck_assert_int_eq(gz_pump_init(&p, pool, 4096, GZ_PUMP_PACED), 0);
+	follow_init(&f, sizeof body + 1);
+	/* The gzip header may come with the first bytes; after it, output
+	 * waits while the calls are quick. */
+	for (reads = 0; reads < 8; reads++) {
+		n = gz_pump_read(&p, src_read, &s, out, sizeof out, &end);
+		ck_assert_int_ge(n, 0);
+		ck_assert_uint_eq(s.calls, reads + 1);
+		ck_assert_int_ge(follow_feed(&f, out, (size_t)n), 0);
+	}
+	ck_assert_int_eq(n, 0);
+	ck_assert_uint_lt(f.dec_len, s.pos);
+	/* The next call blocks past the bound: its read flushes. */
+	s.sleep_at = s.calls + 1;
+	n = gz_pump_read(&p, src_read, &s, out, sizeof out, &end);
+	ck_assert_int_gt(n, 0);
+	ck_assert(!end);
+	ck_assert_uint_eq(s.stalls, 0);
+	ck_assert_int_ge(follow_feed(&f, out, (size_t)n), 0);
+	ck_assert_uint_eq(f.dec_len, s.pos);
+	ck_assert_int_eq(memcmp(f.dec, body, s.pos), 0);
+	gz_pump_fini(&p);
+	follow_fini(&f);
+	/* Unpaced: one read takes many calls. */
+	s.pos = 0;
+	s.calls = 0;
+	s.sleep_at = 0;
+	ck_assert_int_eq(gz_pump_init(&p, pool, 4096, 0), 0);
+	n = gz_pump_read(&p, src_read, &s, out, sizeof out, &end);
+	ck_assert_int_ge(n, 0);
+	ck_assert_uint_gt(s.calls, 1);
+	gz_pump_fini(&p);
+	gz_pool_free(pool);
+}
+END_TEST
+
 /* A source that fails midway: GZ_ESOURCE, then the same on every call,
  * never a trailer (no read ever reports the end), and the compressor back
  * in the pool at once. */
@@ -223,7 +295,7 @@ START_TEST(test_pump_source_error)
 	unsigned int reads = 0;
 
 	ck_assert_int_eq(gz_pool_new(be, be->level_default, 1, &pool), 0);
-	ck_assert_int_eq(gz_pump_init(&p, pool, 4096, false), 0);
+	ck_assert_int_eq(gz_pump_init(&p, pool, 4096, 0), 0);
 	while ((n = gz_pump_read(&p, src_read, &s, out, sizeof out, &end)) >= 0) {
 		ck_assert(!end);
 		ck_assert_uint_lt(++reads, PUMP_MAX_READS);
@@ -257,7 +329,7 @@ START_TEST(test_pump_init)
 		ck_assert_int_eq(gz_pool_new(gz_backends[i], gz_backends[i]->level_default, 1,
 					     &pool),
 				 0);
-		ck_assert_int_eq(gz_pump_init(&p, pool, 4096, false), GZ_EINVAL);
+		ck_assert_int_eq(gz_pump_init(&p, pool, 4096, 0), GZ_EINVAL);
 		gz_pump_fini(&p);
 		gz_pool_free(pool);
 	}
@@ -265,7 +337,7 @@ START_TEST(test_pump_init)
 	ck_assert_int_eq(gz_pump_init(&p, pool, 0, false), GZ_EINVAL);
 	for (k = 1; k < 100; k++) {
 		tu_alloc_install(k);
-		rc = gz_pump_init(&p, pool, 4096, false);
+		rc = gz_pump_init(&p, pool, 4096, 0);
 		if (rc == 0) {
 			ck_assert(!tu_alloc_failed());
 			gz_pump_fini(&p);
@@ -280,7 +352,7 @@ START_TEST(test_pump_init)
 	}
 	ck_assert_uint_lt(k, 100);
 	/* Abandoned mid-member (a client gone): fini returns the compressor. */
-	ck_assert_int_eq(gz_pump_init(&p, pool, 4096, false), 0);
+	ck_assert_int_eq(gz_pump_init(&p, pool, 4096, 0), 0);
 	gz_pool_get_stats(pool, &ps);
 	ck_assert_uint_eq(ps.gets - ps.puts, 1);
 	gz_pump_fini(&p);
@@ -299,6 +371,7 @@ pump_suite(void)
 		  { { test_pump_scripts, 0,
 		      (int)(tu_backend_count() * (sizeof cases / sizeof cases[0])) },
 		    { test_pump_source_error, 0, 0 },
+		    { test_pump_paced_bound, 0, 0 },
 		    { test_pump_init, 0, 0 } } }
 	};
 

@@ -365,7 +365,8 @@ pump_pass(struct gz_pool *pool, const uint8_t *p, size_t n, const uint8_t *scrip
 
 	if (!out || !d)
 		abort();
-	FZ_CHECK(gz_pump_init(&pump, pool, 1024, low_latency) == 0, "gz_pump_init failed");
+	FZ_CHECK(gz_pump_init(&pump, pool, 1024, low_latency ? GZ_PUMP_LOW_LATENCY : 0) == 0,
+		 "gz_pump_init failed");
 	while (!end) {
 		ssize_t k = gz_pump_read(&pump, pump_src_read, &s, out, win, &end);
 
