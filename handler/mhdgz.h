@@ -1555,17 +1555,25 @@ struct mhdgz_allocator {
 /**
  * Install an allocator process-wide, or restore malloc/free with NULL.
  *
- * libdeflate 1.14 has one allocator for the whole process
- * (libdeflate_set_memory_allocator), shared with any other libdeflate user
- * in the program. mhdgz leaves it alone until the first call of this
- * function with a non-NULL allocator; from then on, for the rest of the
- * process, every libdeflate compressor (also the application's own) is
- * allocated through mhdgz's allocator, and therefore through @a alloc while
- * it is installed and malloc/free after NULL restores the default. So call
- * it at start-up, before the program or mhdgz has created any libdeflate
- * compressor, and do not free a libdeflate compressor made before that
- * call after it. zlib and ISA-L state is per compressor and always follows
- * the allocator installed when it was created.
+ * Everything mhdgz allocates goes through it, including the state of the
+ * compression libraries, each reached per compressor where the library
+ * allows it: zlib (zalloc/zfree), libzstd (ZSTD_customMem), libbrotli
+ * (brotli_alloc_func), ISA-L (allocates nothing itself), and libdeflate
+ * 1.19 and later (libdeflate_alloc_compressor_ex, found by configure).
+ * Each compressor follows the allocator installed when it was created;
+ * the application's own use of those libraries is not affected.
+ *
+ * Older libdeflate (1.14, Debian 12) has only one allocator for the whole
+ * process (libdeflate_set_memory_allocator), shared with any other
+ * libdeflate user in the program. There mhdgz leaves it alone until the
+ * first call of this function with a non-NULL allocator; from then on, for
+ * the rest of the process, every libdeflate compressor (also the
+ * application's own) is allocated through mhdgz's allocator, and therefore
+ * through @a alloc while it is installed and malloc/free after NULL
+ * restores the default. With such a libdeflate, call it at start-up,
+ * before the program or mhdgz has created any libdeflate compressor, do
+ * not free a libdeflate compressor made before that call after it, and do
+ * not call libdeflate_set_memory_allocator() yourself afterwards.
  *
  * @param alloc the allocator; copied. NULL restores the default.
  * @return 0; MHDGZ_EINVAL for an unknown size or a NULL function;

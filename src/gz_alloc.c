@@ -191,11 +191,13 @@ gz_alloc_live(void)
 	return n;
 }
 
-/* Backends whose library has a process-wide allocator (libdeflate 1.14)
- * are routed through gz_malloc/gz_free once, the first time a hook other
- * than malloc/free is installed, and never by default: an application
- * that uses such a library itself keeps its own allocator unless it asks
- * for ours. */
+/* Backends whose library has only a process-wide allocator (libdeflate
+ * before 1.19, without libdeflate_alloc_compressor_ex) are routed through
+ * gz_malloc/gz_free once, the first time a hook other than malloc/free is
+ * installed, and never by default: an application that uses such a
+ * library itself keeps its own allocator unless it asks for ours. A
+ * library with a per-object allocator is given gz_malloc/gz_free per
+ * object by its backend, and has no global_alloc_init. */
 static void
 gz_alloc_route_backends(void)
 {

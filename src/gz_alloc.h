@@ -6,9 +6,10 @@
 #include <stdint.h>
 
 /*
- * Every allocation made by mhdgz (and, through zalloc and
- * libdeflate_set_memory_allocator, by the compression libraries on our behalf)
- * goes through gz_malloc/gz_free. gz_alloc_set_hook (the public
+ * Every allocation made by mhdgz (and, through zalloc, libdeflate's
+ * per-compressor options or, on libdeflate older than 1.19, its
+ * process-wide libdeflate_set_memory_allocator, by the compression
+ * libraries on our behalf) goes through gz_malloc/gz_free. gz_alloc_set_hook (the public
  * mhdgz_set_allocator) replaces the underlying functions process-wide;
  * tests use it to count allocations and to make the k-th one fail.
  *
@@ -43,8 +44,9 @@ int64_t gz_alloc_live(void);
 /*
  * Replace the underlying functions process-wide; malloc_fn and free_fn
  * both NULL restores malloc/free. The first non-NULL hook also routes the
- * process-wide allocator of any backend library that has one (libdeflate)
- * through gz_malloc/gz_free, for the rest of the process. Returns GZ_OK,
+ * process-wide allocator of any backend library that has no per-object one
+ * (libdeflate older than 1.19) through gz_malloc/gz_free, for the rest of
+ * the process. Returns GZ_OK,
  * GZ_EINVAL if exactly one function is NULL, GZ_EBUSY while a block made
  * through the current functions is live. Not thread-safe with any other
  * core call.

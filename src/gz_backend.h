@@ -112,8 +112,10 @@ struct gz_backend {
 	size_t inst_nbytes; /* sizeof the backend's instance struct */
 
 	/* Per-backend global set-up, or NULL: route the library's process-wide
-	 * allocator (libdeflate's) through the given functions. Run once per
-	 * process by gz_alloc_set_hook, the first time a hook is installed. */
+	 * allocator through the given functions, for a library that cannot
+	 * take one per object (libdeflate without
+	 * libdeflate_alloc_compressor_ex). Run once per process by
+	 * gz_alloc_set_hook, the first time a hook is installed. */
 	void (*global_alloc_init)(void *(*malloc_fn)(size_t nbytes), void (*free_fn)(void *ptr));
 
 	/* Set up a zero-filled instance of inst_nbytes (base already filled in).

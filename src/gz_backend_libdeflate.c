@@ -12,16 +12,28 @@
  * Memory: the instance plus one libdeflate block whose size depends on the
  * level (hash tables and match finder): 2 allocations, 198 KiB at level 1,
  * 653 KiB at 2-9, 8.6 MiB at 10-12 (libdeflate 1.14, x86-64). Compressing
- * allocates nothing. libdeflate 1.14's allocator is process-wide
- * (libdeflate_set_memory_allocator), shared with any other libdeflate user
- * in the process: it is routed through gz_malloc only once the application
- * installs an allocator of its own (global_alloc_init below).
+ * allocates nothing.
+ *
+ * Allocator: with libdeflate_alloc_compressor_ex (libdeflate 1.19 and later;
+ * configure's link test defines HAVE_LIBDEFLATE_ALLOC_COMPRESSOR_EX), each
+ * compressor is given gz_malloc/gz_free in its struct libdeflate_options,
+ * and libdeflate's process-wide allocator is never touched: the
+ * application's own libdeflate compressors keep whatever allocator it
+ * chose, and ours follow the core's hook from the first one on. Older
+ * libdeflate (1.14) has only the process-wide
+ * libdeflate_set_memory_allocator, shared with any other libdeflate user in
+ * the process: it is routed through gz_malloc only once the application
+ * installs an allocator of its own (global_alloc_init below), and from
+ * then on serves the application's compressors too (mhdgz_set_allocator
+ * says so). test_set_allocator_libdeflate_own (check_negotiate.c) pins the
+ * first; check_alloc.c's fault injection covers both.
  */
 #include "config.h"
 
 #ifdef HAVE_LIBDEFLATE
 
 #include <stddef.h>
+#include <string.h>
 
 #include <libdeflate.h>
 
@@ -46,10 +58,19 @@ static int
 gz_libdeflate_init(struct gz_compressor *c)
 {
 	struct gz_libdeflate *d = (struct gz_libdeflate *)c;
+#ifdef HAVE_LIBDEFLATE_ALLOC_COMPRESSOR_EX
+	struct libdeflate_options opts;
 
+	memset(&opts, 0, sizeof opts);
+	opts.sizeof_options = sizeof opts;
+	opts.malloc_func = gz_malloc;
+	opts.free_func = gz_free; /* kept in the compressor, which frees itself with it */
+	d->ld = libdeflate_alloc_compressor_ex(c->level, &opts);
+#else
+	d->ld = libdeflate_alloc_compressor(c->level);
+#endif
 	/* The level was checked by gz_compressor_new, so NULL can only mean
 	 * the allocation failed. */
-	d->ld = libdeflate_alloc_compressor(c->level);
 	if (!d->ld)
 		return GZ_ENOMEM;
 	return 0;
@@ -88,14 +109,20 @@ gz_libdeflate_compress(struct gz_compressor *c, const void *in, size_t in_len, v
 	return 0;
 }
 
-/* libdeflate's allocator must not change while one of its compressors
- * exists; gz_malloc/gz_free read the core's hook on every call, so
+#ifndef HAVE_LIBDEFLATE_ALLOC_COMPRESSOR_EX
+/* Only without libdeflate_alloc_compressor_ex. libdeflate 1.14's allocator
+ * must not change while one of its compressors exists (it frees with the
+ * current one); gz_malloc/gz_free read the core's hook on every call, so
  * libdeflate is pointed at them once and never again. */
 static void
 gz_libdeflate_global_alloc_init(void *(*malloc_fn)(size_t nbytes), void (*free_fn)(void *ptr))
 {
 	libdeflate_set_memory_allocator(malloc_fn, free_fn);
 }
+#define GZ_LIBDEFLATE_GLOBAL_ALLOC_INIT gz_libdeflate_global_alloc_init
+#else
+#define GZ_LIBDEFLATE_GLOBAL_ALLOC_INIT NULL /* the allocator is per compressor */
+#endif
 
 const struct gz_backend gz_backend_libdeflate = {
 	.id = GZ_ID_LIBDEFLATE,
@@ -105,7 +132,7 @@ const struct gz_backend gz_backend_libdeflate = {
 	.level_max = GZ_LIBDEFLATE_LEVEL_MAX,
 	.level_default = GZ_LIBDEFLATE_LEVEL_DEFAULT,
 	.inst_nbytes = sizeof(struct gz_libdeflate),
-	.global_alloc_init = gz_libdeflate_global_alloc_init,
+	.global_alloc_init = GZ_LIBDEFLATE_GLOBAL_ALLOC_INIT,
 	.init = gz_libdeflate_init,
 	.fini = gz_libdeflate_fini,
 	.bound = gz_libdeflate_bound,

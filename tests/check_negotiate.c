@@ -14,6 +14,11 @@
 #include "check_suites.h"
 #include "testutil.h"
 
+#if defined(HAVE_LIBDEFLATE) && defined(HAVE_LIBDEFLATE_ALLOC_COMPRESSOR_EX)
+#include <libdeflate.h>
+#define TEST_LIBDEFLATE_OWN 1
+#endif
+
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ===================================================================== */
@@ -1535,6 +1540,161 @@ START_TEST(test_select_pool_stats)
 }
 END_TEST
 
+#ifdef TEST_LIBDEFLATE_OWN
+/* The application's process-wide libdeflate allocator, and mhdgz's
+ * (mhdgz_set_allocator), each counted apart. ld_gz_big counts mhdgz's
+ * blocks of LD_BIG_NBYTES or more: at 20 kB bodies only a libdeflate
+ * compressor's state is that big (hundreds of KiB at level 5). */
+#define LD_BIG_NBYTES (64u * 1024)
+static _Atomic uint64_t ld_app_mallocs, ld_app_frees;
+static _Atomic uint64_t ld_gz_mallocs, ld_gz_frees, ld_gz_big;
+
+static void *
+ld_app_malloc(size_t n)
+{
+	atomic_fetch_add(&ld_app_mallocs, 1);
+	return malloc(n);
+}
+
+static void
+ld_app_free(void *p)
+{
+	if (p)
+		atomic_fetch_add(&ld_app_frees, 1);
+	free(p);
+}
+
+static void *
+ld_gz_malloc(size_t n, void *cls)
+{
+	(void)cls;
+	atomic_fetch_add(&ld_gz_mallocs, 1);
+	if (n >= LD_BIG_NBYTES)
+		atomic_fetch_add(&ld_gz_big, 1);
+	return malloc(n);
+}
+
+static void
+ld_gz_free(void *p, void *cls)
+{
+	(void)cls;
+	atomic_fetch_add(&ld_gz_frees, 1);
+	free(p);
+}
+
+/* A counter's value (a function, so that a failed check prints its name). */
+static uint64_t
+ld_n(_Atomic uint64_t *counter)
+{
+	return atomic_load(counter);
+}
+
+/* The application's compressor at level 6: compresses body exactly as
+ * libdeflate does, checked by an independent decoder. */
+static void
+ld_app_compress(struct libdeflate_compressor *c, const uint8_t *body, size_t len)
+{
+	size_t cap = libdeflate_gzip_compress_bound(c, len), n;
+	uint8_t *out = malloc(cap);
+
+	ck_assert_ptr_nonnull(out);
+	n = libdeflate_gzip_compress(c, body, len, out, cap);
+	ck_assert_uint_gt(n, 0);
+	ck_assert_int_eq(tu_verify_member(out, n, body, len), 0);
+	free(out);
+}
+
+/*
+ * With libdeflate_alloc_compressor_ex, mhdgz's allocator reaches its own
+ * libdeflate compressors only: the application's libdeflate compressors,
+ * made before and after mhdgz_new() with plain libdeflate_alloc_compressor,
+ * keep the process-wide allocator the application chose (counted:
+ * ld_app_*), and mhdgz's allocator sees none of their allocations or
+ * frees; the compressor mhdgz makes for a compression through its pool is
+ * allocated (and freed) through mhdgz's allocator, never the
+ * application's. Global state is restored at the end.
+ */
+START_TEST(test_set_allocator_libdeflate_own)
+{
+	const struct mhdgz_allocator a = { .size = sizeof a,
+					   .malloc_fn = ld_gz_malloc,
+					   .free_fn = ld_gz_free };
+	const size_t len = 20000;
+	uint8_t *body = tu_payload(len, TU_TEXT, 7);
+	struct libdeflate_compressor *before, *after;
+	struct mhdgz_options o;
+	struct mhdgz *gz = NULL;
+	struct sel_req rq = req_of(ae_gzip, 1);
+	struct MHD_Response *r, *q;
+	enum mhdgz_reason why;
+	uint64_t gz_m;
+
+	atomic_store(&ld_app_mallocs, 0);
+	atomic_store(&ld_app_frees, 0);
+	atomic_store(&ld_gz_mallocs, 0);
+	atomic_store(&ld_gz_frees, 0);
+	atomic_store(&ld_gz_big, 0);
+	/* The application's own choice for its libdeflate, then mhdgz's. */
+	libdeflate_set_memory_allocator(ld_app_malloc, ld_app_free);
+	ck_assert_int_eq(mhdgz_set_allocator(&a), 0);
+
+	before = libdeflate_alloc_compressor(6);
+	ck_assert_ptr_nonnull(before);
+	ck_assert_uint_eq(ld_n(&ld_app_mallocs), 1);
+	ck_assert_uint_eq(ld_n(&ld_gz_mallocs), 0);
+
+	memset(&o, 0, sizeof o);
+	o.size = sizeof o;
+	o.backend = MHDGZ_BACKEND_LIBDEFLATE;
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	ck_assert_uint_gt(ld_n(&ld_gz_mallocs), 0); /* the handle */
+	ck_assert_uint_eq(ld_n(&ld_app_mallocs), 1);
+
+	gz_m = ld_n(&ld_gz_mallocs);
+	after = libdeflate_alloc_compressor(6);
+	ck_assert_ptr_nonnull(after);
+	ld_app_compress(before, body, len);
+	ld_app_compress(after, body, len);
+	ck_assert_uint_eq(ld_n(&ld_app_mallocs), 2);
+	ck_assert_uint_eq(ld_n(&ld_gz_mallocs) - gz_m, 0);
+	ck_assert_uint_eq(ld_n(&ld_gz_frees), 0);
+
+	/* mhdgz's own libdeflate compressor: one, made for this compression
+	 * (a pool miss), through mhdgz's allocator alone. */
+	r = mhdgz_response_from_buffer(gz, len, body, MHD_RESPMEM_PERSISTENT);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(MHD_add_response_header(r, "Content-Type", "text/plain"), MHD_YES);
+	ck_assert_int_eq(select_of(gz, &rq, 200, r, &q, &why), 0);
+	ck_assert_int_eq(why, MHDGZ_COMPRESSED);
+	ck_assert_uint_eq(stats_of(gz).pool_misses, 1);
+	ck_assert_uint_eq(ld_n(&ld_gz_big), 1);
+	ck_assert_uint_gt(ld_n(&ld_gz_mallocs), gz_m);
+	ck_assert_uint_eq(ld_n(&ld_app_mallocs), 2);
+	MHD_destroy_response(r);
+	mhdgz_free(gz);
+	/* Every block of mhdgz's, libdeflate's state among them, went back
+	 * through mhdgz's free; none through the application's. */
+	ck_assert_uint_eq(ld_n(&ld_gz_frees), ld_n(&ld_gz_mallocs));
+	ck_assert_uint_eq(ld_n(&ld_app_frees), 0);
+
+	gz_m = ld_n(&ld_gz_mallocs);
+	libdeflate_free_compressor(before);
+	libdeflate_free_compressor(after);
+	ck_assert_uint_eq(ld_n(&ld_app_frees), 2);
+	ck_assert_uint_eq(ld_n(&ld_gz_mallocs) - gz_m, 0);
+	ck_assert_uint_eq(ld_n(&ld_gz_frees), ld_n(&ld_gz_mallocs));
+
+	ck_assert_int_eq(mhdgz_set_allocator(NULL), 0);
+	libdeflate_set_memory_allocator(malloc, free);
+	free(body);
+}
+END_TEST
+#define TEST_LIBDEFLATE_OWN_FN test_set_allocator_libdeflate_own
+#else
+/* NULL: an empty row, which ends a test case's list (tests/check_suites.h). */
+#define TEST_LIBDEFLATE_OWN_FN NULL
+#endif /* TEST_LIBDEFLATE_OWN */
+
 /* Trimming through the handler: mhdgz_trim() keeps the low watermark (the
  * one idle compressor here), never trims with MHDGZ_POOL_TRIM_NEVER, and
  * NULL is a no-op. The trimming itself: tests/check_pool.c. Loop: default
@@ -1676,7 +1836,8 @@ negotiate_suite(void)
 		    { test_select_backends, 0, 0 },
 		    { test_select_pool_stats, 0, 2 },
 		    { test_select_pool_trim, 0, 3 },
-		    { test_select_faults, 0, 6 } } },
+		    { test_select_faults, 0, 6 },
+		    { TEST_LIBDEFLATE_OWN_FN, 0, 0 } } },
 	};
 
 	return ck_suite("negotiate", cases, sizeof cases / sizeof cases[0]);

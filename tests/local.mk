@@ -32,8 +32,10 @@ tests_check_handler_SOURCES = $(tests_harness) tests/check_negotiate.c \
 	tests/check_hnd_codings.c \
 	tests/check_hnd_upload.c tests/check_hnd_dict.c
 tests_check_handler_CPPFLAGS = $(HND_CPPFLAGS) -DCHECK_BIN_HANDLER
-tests_check_handler_CFLAGS = $(tests_hnd_cflags)
-tests_check_handler_LDADD = $(tests_hnd_ldadd)
+# libdeflate directly too: the application's own compressors of
+# test_set_allocator_libdeflate_own (check_negotiate.c).
+tests_check_handler_CFLAGS = $(tests_hnd_cflags) $(LIBDEFLATE_CFLAGS)
+tests_check_handler_LDADD = $(tests_hnd_ldadd) $(LIBDEFLATE_LIBS)
 # check_streaming: streaming responses (callback and file bodies) end to end.
 TESTS += tests/check_streaming
 check_PROGRAMS += tests/check_streaming
