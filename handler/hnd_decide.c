@@ -48,11 +48,13 @@ type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_
 
 /*
  * The decision. Early-outs in the order of enum mhdgz_reason; the first
- * that applies is the reason. Alongside, whether the representation varies
- * with Accept-Encoding (then both variants carry Vary: Accept-Encoding,
- * RFC 9110 section 12.5.5): it does for every response that would be
- * compressed for some client, i.e. that passes every check that does not
- * look at the request or at the body size.
+ * that applies is the reason (a head-only response's, MHDGZ_SKIP_EMPTY or
+ * for a 304 MHDGZ_SKIP_STATUS, is taken right after the status check).
+ * Alongside, whether the representation varies with Accept-Encoding
+ * (then both variants carry Vary: Accept-Encoding, RFC 9110 section
+ * 12.5.5): it does for every response that would be compressed for some
+ * client, i.e. that passes every check that does not look at the request
+ * or at the body size.
  *
  * A 304 has no content, but it stands for the 200 the client has cached:
  * it carries the Vary and (for a gzip-accepting client) the ETag that 200
@@ -85,6 +87,17 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 		d->reason = MHDGZ_SKIP_STATUS;
 		return;
 	}
+#ifdef HAVE_MHD_HEAD_ONLY
+	/* A head-only response (MHD_RF_HEAD_ONLY_RESPONSE: empty, no automatic
+	 * Content-Length, perhaps the application's own) describes a
+	 * representation mhdgz never sees, coded or not: it goes out as it
+	 * is, with no Vary or coded ETag, whatever the status
+	 * (test_empty_head_only). */
+	if (f->mhd_flags & MHD_RF_HEAD_ONLY_RESPONSE) {
+		d->reason = is_304 ? MHDGZ_SKIP_STATUS : MHDGZ_SKIP_EMPTY;
+		return;
+	}
+#endif
 	encoded = f->content_encoding && strcasecmp(f->content_encoding, "identity") != 0;
 	if (status == 206 || f->content_range) {
 		/* Ranges are of the identity body; but a 206 carries the Vary

@@ -90,6 +90,63 @@ buffer_with_free(struct mhdgz *gz, size_t size, const void *body, void *owned_gz
 	return r;
 }
 
+#if MHD_VERSION >= 0x01000000
+/* mhdgz_response_empty's head-only responses are told apart by the
+ * decision under HAVE_MHD_HEAD_ONLY (configure: microhttpd.h declares
+ * MHD_create_response_empty and MHD_RF_HEAD_ONLY_RESPONSE), so the twins
+ * exist only where it is defined. */
+#ifndef HAVE_MHD_HEAD_ONLY
+#error "microhttpd.h says libmicrohttpd 1.0 but configure found no head-only responses"
+#endif
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_buffer_static(struct mhdgz *gz, size_t size, const void *buffer)
+{
+	/* Borrowed like a MHD_RESPMEM_PERSISTENT body: neither libmicrohttpd
+	 * (a buffer response over it) nor the entry copies or frees it. */
+	return buffer_with_free(gz, size, buffer, NULL, NULL, NULL);
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_from_buffer_copy(struct mhdgz *gz, size_t size, const void *buffer)
+{
+	struct MHD_Response *r;
+	uint8_t *copy = NULL;
+
+	if (!gz || (size > 0 && !buffer))
+		return NULL;
+	if (size > 0) {
+		copy = gz_malloc(size);
+		if (!copy)
+			return NULL;
+		memcpy(copy, buffer, size);
+	}
+	/* The entry owns the copy (owned_gz), freed with it. */
+	r = buffer_with_free(gz, size, copy, copy, NULL, NULL);
+	if (!r)
+		gz_free(copy);
+	return r;
+}
+
+MHDGZ_API struct MHD_Response *
+mhdgz_response_empty(struct mhdgz *gz, enum MHD_ResponseFlags flags)
+{
+	struct MHD_Response *r;
+
+	/* libmicrohttpd documents MHD_create_response_empty(flags) as a
+	 * zero-size buffer response plus MHD_set_response_options(flags): made
+	 * that way here so that the entry's free callback rides on it, and the
+	 * flags go through mhdgz_response_set_options, recorded in the entry
+	 * as for any response (test_empty_flags_recorded). */
+	r = buffer_with_free(gz, 0, NULL, NULL, NULL, NULL);
+	if (r && flags != MHD_RF_NONE && mhdgz_response_set_options(gz, r, flags) != 0) {
+		MHD_destroy_response(r); /* the entry leaves with it */
+		return NULL;
+	}
+	return r;
+}
+#endif /* MHD_VERSION >= 0x01000000 */
+
 MHDGZ_API struct MHD_Response *
 mhdgz_response_from_buffer_with_free_callback(struct mhdgz *gz, size_t size, void *buffer,
 					      MHD_ContentReaderFreeCallback crfc)

@@ -482,6 +482,79 @@ MHDGZ_API struct MHD_Response *mhdgz_response_from_buffer(struct mhdgz *gz, size
 							  void *buffer,
 							  enum MHD_ResponseMemoryMode mode);
 
+#if MHD_VERSION >= 0x01000000
+/**
+ * Same as MHD_create_response_from_buffer_static() (libmicrohttpd 1.0):
+ * the @a size bytes at @a buffer are the body, borrowed, never copied and
+ * never freed, by libmicrohttpd or by mhdgz; as
+ * mhdgz_response_from_buffer() with MHD_RESPMEM_PERSISTENT. The coded
+ * representations mhdgz makes of it are its own memory.
+ *
+ * @param gz the handler; a response keeps it alive (see mhdgz_free()).
+ * @param size body size in bytes (0 allowed).
+ * @param buffer the body; NULL only if @a size is 0. It must stay valid
+ *        and unchanged for the lifetime of the response, which libmicrohttpd
+ *        and mhdgz extend while a connection still sends it or a response
+ *        queued in its place (a static buffer is simplest).
+ * @return a response owned by the caller (MHD_destroy_response()), or NULL
+ *         if @a gz is NULL, @a buffer is NULL with a size, or an allocation
+ *         failed.
+ * @note Thread-safe. Only when built against libmicrohttpd 1.0 or later
+ *       (MHD_VERSION >= 0x01000000).
+ */
+MHDGZ_API struct MHD_Response *mhdgz_response_from_buffer_static(struct mhdgz *gz, size_t size,
+								 const void *buffer);
+
+/**
+ * Same as MHD_create_response_from_buffer_copy() (libmicrohttpd 1.0): the
+ * @a size bytes at @a buffer are copied when the response is made (with
+ * the allocator of mhdgz_set_allocator(), freed with the response); as
+ * mhdgz_response_from_buffer() with MHD_RESPMEM_MUST_COPY.
+ *
+ * @param gz the handler; a response keeps it alive (see mhdgz_free()).
+ * @param size body size in bytes (0 allowed).
+ * @param buffer the body; NULL only if @a size is 0. Borrowed for the
+ *        call only: the caller may overwrite or free it once it returns.
+ * @return a response owned by the caller (MHD_destroy_response()), or NULL
+ *         if @a gz is NULL, @a buffer is NULL with a size, or an allocation
+ *         failed.
+ * @note Thread-safe. Only when built against libmicrohttpd 1.0 or later
+ *       (MHD_VERSION >= 0x01000000).
+ */
+MHDGZ_API struct MHD_Response *mhdgz_response_from_buffer_copy(struct mhdgz *gz, size_t size,
+							       const void *buffer);
+
+/**
+ * Same as MHD_create_response_empty() (libmicrohttpd 1.0): a response with
+ * an empty body and @a flags, which are set and recorded exactly as
+ * mhdgz_response_set_options() sets and records them (so every response
+ * mhdgz queues in this one's place, a 304 with the coded ETag say, gets
+ * them too).
+ *
+ * An empty body is never compressed: a GET gets "Content-Length: 0" and
+ * the fields as they are (MHDGZ_SKIP_EMPTY). With
+ * MHD_RF_HEAD_ONLY_RESPONSE, for a HEAD or a 304 (RFC 9110 sections 9.3.2
+ * and 15.4.5), libmicrohttpd sends no Content-Length or Transfer-Encoding
+ * of its own, and the application may add its own Content-Length field,
+ * the length of the representation a GET would send. mhdgz cannot know
+ * which representation such a response describes, so it is always queued
+ * itself, whatever the status and Accept-Encoding: never compressed,
+ * nothing added, nothing rewritten (no Vary, no coded ETag), its
+ * Content-Length the application's (MHDGZ_SKIP_EMPTY; MHDGZ_SKIP_STATUS
+ * with 1xx, 204 or 304). libmicrohttpd 1.0 refuses to queue it for a
+ * request that needs a body (a GET answered 200).
+ *
+ * @param gz the handler; a response keeps it alive (see mhdgz_free()).
+ * @param flags as for MHD_create_response_empty(); MHD_RF_NONE for none.
+ * @return a response owned by the caller (MHD_destroy_response()), or NULL
+ *         if @a gz is NULL, an allocation failed or libmicrohttpd refused
+ *         @a flags.
+ * @note Thread-safe. Only when built against libmicrohttpd 1.0 or later
+ *       (MHD_VERSION >= 0x01000000).
+ */
+MHDGZ_API struct MHD_Response *mhdgz_response_empty(struct mhdgz *gz, enum MHD_ResponseFlags flags);
+#endif /* MHD_VERSION >= 0x01000000 */
+
 /**
  * Same as MHD_queue_response(), choosing the content coding first.
  *
@@ -537,12 +610,25 @@ MHDGZ_API enum MHD_Result mhdgz_queue_response(struct mhdgz *gz, struct MHD_Conn
  * Same as MHD_set_response_options(response, flags, MHD_RO_END), and
  * remembered so that every response mhdgz queues in this response's place
  * (the gzip representation, a gzip stream, a 304 or HEAD response, the
- * identity response of a file) gets the same flags: libmicrohttpd 0.9.75
- * cannot read a response's flags back, so flags set with
+ * identity response of a file) gets the same flags: libmicrohttpd cannot
+ * read a response's flags back, so flags set with
  * MHD_set_response_options() directly reach only the response itself.
  * Every flag of libmicrohttpd 0.9.75 is carried
  * (MHD_RF_HTTP_1_0_COMPATIBLE_STRICT, MHD_RF_HTTP_1_0_SERVER,
  * MHD_RF_INSANITY_HEADER_CONTENT_LENGTH, MHD_RF_SEND_KEEP_ALIVE_HEADER).
+ *
+ * libmicrohttpd 1.0 adds MHD_RF_HEAD_ONLY_RESPONSE, which it accepts on an
+ * empty response only (MHDGZ_EMHD on another): such a response frames a
+ * representation mhdgz never sees, so it is always queued itself, never
+ * compressed, its fields untouched (see mhdgz_response_empty(), which
+ * takes the flags at creation).
+ *
+ * As with libmicrohttpd (0.9.75 and 1.0 alike), @a flags replace the
+ * response's flags: pass every flag wanted. libmicrohttpd 1.0 also refuses
+ * to drop MHD_RF_INSANITY_HEADER_CONTENT_LENGTH, or (without it)
+ * MHD_RF_HEAD_ONLY_RESPONSE, from a response that has an application
+ * Content-Length field; whatever libmicrohttpd refuses leaves the flags
+ * mhdgz carries unchanged.
  *
  * @param gz the handler that created @a response.
  * @param response a response created through @a gz.
@@ -647,7 +733,7 @@ enum mhdgz_reason {
 	MHDGZ_SKIP_RANGE,        /**< 206 or a Content-Range header */
 	MHDGZ_SKIP_ENCODED,      /**< already has a Content-Encoding */
 	MHDGZ_SKIP_NO_TRANSFORM, /**< Cache-Control: no-transform (RFC 9111 5.2.2.6) */
-	MHDGZ_SKIP_EMPTY,        /**< empty body */
+	MHDGZ_SKIP_EMPTY,        /**< empty body (also a head-only response, libmicrohttpd 1.0) */
 	MHDGZ_SKIP_TYPE,         /**< media type not compressible */
 	MHDGZ_SKIP_NOT_ACCEPTED, /**< client does not accept gzip */
 	MHDGZ_SKIP_SMALL,        /**< body below min_nbytes */
