@@ -206,7 +206,6 @@ struct copy_ctx {
 	struct MHD_Response *to;
 	unsigned int digests; /* integrity fields left out */
 	bool coded;
-	bool undecided; /* HND_REP_UNDECIDED */
 	bool skip_vary; /* the Vary fields are replaced by one merged field */
 	bool framing;   /* the application's Transfer-Encoding is copied */
 	bool failed;
@@ -226,7 +225,7 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 		return MHD_YES;
 	if (kind == MHD_FOOTER_KIND) {
 		/* A digest trailer describes the identity bytes too. */
-		if ((c->coded || c->undecided) && hnd_is_digest_field(key)) {
+		if (c->coded && hnd_is_digest_field(key)) {
 			c->digests += c->coded;
 			return MHD_YES;
 		}
@@ -246,10 +245,6 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 			c->digests++;
 			return MHD_YES;
 		}
-		if (c->undecided && (strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
-				     strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0 ||
-				     hnd_is_digest_field(key)))
-			return MHD_YES;
 		ok = MHD_add_response_header(c->to, key, value);
 	} else {
 		return MHD_YES;
@@ -268,7 +263,6 @@ hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *
 	bool coded = rep == HND_REP_GZIP || rep == HND_REP_GZIP_304;
 	struct copy_ctx c = { .to = v,
 			      .coded = coded,
-			      .undecided = rep == HND_REP_UNDECIDED,
 			      .skip_vary = f->vary_add && f->vary_replace,
 			      .framing = rep == HND_REP_IDENTITY };
 	char buf[HND_ETAG_MAX];

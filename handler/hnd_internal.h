@@ -54,13 +54,6 @@
 #define HND_FD_BLOCK (32 * 1024)
 #endif
 
-/* Most bytes of a stream of unknown size read at queue time to decide it
- * (min_nbytes, at least HND_SNIFF_NBYTES, is what is asked for): a larger
- * min_nbytes then decides on this many. */
-#ifndef HND_PREFIX_MAX
-#define HND_PREFIX_MAX (64 * 1024)
-#endif
-
 /* HEAD of a gzip stream of known source size: up to this many source bytes
  * are compressed to learn the Content-Length GET would send; above it the
  * HEAD response has no length (and, with libmicrohttpd 0.9.75, closes the
@@ -542,14 +535,7 @@ enum hnd_rep {
 	/* The identity fields for a HEAD or 304 (hnd_fields_response): as
 	 * HND_REP_IDENTITY without the application's Transfer-Encoding, as a
 	 * response without content has no framing. */
-	HND_REP_IDENTITY_HEAD,
-	/* HEAD of a stream of unknown size whose coding its first bytes would
-	 * decide (a HEAD never runs the reader), and the 304 that stands for
-	 * such a HEAD's 200: the fields that do not depend
-	 * on the coding, without Content-Encoding, ETag, Accept-Ranges or
-	 * digests (RFC 9110 section 9.3.2 lets a HEAD omit what is determined
-	 * only while generating the content). */
-	HND_REP_UNDECIDED
+	HND_REP_IDENTITY_HEAD
 };
 /* Copy the fields (and trailers) of r to v as rep says: for the gzip
  * kinds, Content-Encoding, Content-Length, Accept-Ranges and integrity
@@ -639,42 +625,30 @@ struct MHD_Response *hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e,
 				      size_t sniff_len, uint64_t body_len,
 				      const struct hnd_accept *acc, bool gzip_client,
 				      bool *fresh_ret);
-/*
- * hnd_stream.c: the first bytes of a stream of unknown size, read at queue
- * time so that it is decided on what it holds (empty, small, its sniffed
- * type), as gzhttp does: up to want bytes, stopping at the end, an error,
- * a reader with no data now, or after one call (one_call: a low-latency
- * stream gets no added latency). 0 or MHDGZ_ENOMEM. e->lock held.
- */
+/* hnd_stream.c: the first bytes of a padded stream, read by its reader
+ * to key the padding (hnd_pad.c) and sent first. */
 struct hnd_prefix {
 	uint8_t *buf;
 	size_t len;  /* bytes at buf */
 	bool eof;    /* the source ended after them */
 	bool failed; /* the source reported an error after them */
 };
-int hnd_prefix_read(struct hnd_entry *e, size_t want, bool one_call, struct hnd_prefix *px);
 void hnd_prefix_fini(struct hnd_prefix *px);
 /* hnd_stream.c: a per-connection stream of a streaming entry in f->coding,
  * as a response of unknown size with the fields of r (the entry's response,
- * facts f) rewritten for the coding, sending pre (may be NULL) first: on
- * success the prefix moves into the stream. A file's stream remembers its
- * coded length under f->etag (may be NULL) when complete. With digest, a
+ * facts f) rewritten for the coding. A file's stream remembers its coded
+ * length under f->etag (may be NULL) when complete. With digest, a
  * complete stream ends with a Content-Digest trailer of its coded bytes
  * (announced by a Trailer field; sent by libmicrohttpd when the response
- * is chunked). Takes a reference on e. NULL on failure (pre is still the
- * caller's). */
+ * is chunked). Takes a reference on e. NULL on failure. */
 struct MHD_Response *hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e,
 					 struct MHD_Response *r, const struct hnd_facts *f,
-					 bool low_latency, bool digest, struct hnd_prefix *pre);
+					 bool low_latency, bool digest);
 
 /* hnd_variants.c: the RFC 9530 Content-Digest value "sha-256=:<base64>:"
  * of what ctx has hashed, NUL-terminated in field (ctx is reset). */
 #define HND_CONTENT_DIGEST_MAX (sizeof "sha-256=::" + BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE))
 void hnd_content_digest_value(struct sha256_ctx *ctx, char field[HND_CONTENT_DIGEST_MAX]);
-/* An identity stream of unknown size sending pre first, then the source;
- * pre moves in on success. NULL on failure. */
-struct MHD_Response *hnd_identity_stream_new(struct mhdgz *gz, struct hnd_entry *e,
-					     struct hnd_prefix *pre);
 /* hnd_stream_len.c: the length in bytes of the gzip stream of a file entry
  * (for HEAD and 304), remembered under its strong etag (may be NULL) or
  * found by compressing the file (counted as a compression). 0, or MHDGZ_E*

@@ -174,7 +174,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		/* Streams: a fresh gzip stream per queue (per connection); the
 		 * bytes are counted as they are produced. */
 		v = hnd_gzip_stream_new(gz, e, response, &f, hnd_low_latency(e, &f),
-					gz->content_digest && f.content_digest, NULL);
+					gz->content_digest && f.content_digest);
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		if (v) {
 			*queue_ret = v;

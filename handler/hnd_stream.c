@@ -19,7 +19,7 @@ struct hnd_stream {
 	struct hnd_entry *e;   /* holds a reference */
 	int fd;                /* HND_FD: our own duplicate; else -1 */
 	bool failed;           /* counted once */
-	struct hnd_prefix pre; /* bytes read at queue time, sent first */
+	struct hnd_prefix pre; /* padded: bytes read to key the padding, sent first */
 	size_t pre_off;        /* of them, bytes given to the pump */
 	struct gz_pump pump;
 	enum gz_coding coding; /* of the pump's pool */
@@ -351,8 +351,7 @@ stream_free(void *cls)
 
 struct MHD_Response *
 hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *r,
-		    const struct hnd_facts *f, bool low_latency, bool digest,
-		    struct hnd_prefix *pre)
+		    const struct hnd_facts *f, bool low_latency, bool digest)
 {
 	const char *etag = f->etag;
 	enum gz_coding coding = f->coding;
@@ -373,10 +372,6 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 	st->pad_on = hnd_padded(gz, e, coding);
 	if (st->pad_on)
 		hnd_pad_begin(gz, HND_PAD_STREAM, etag, HND_PAD_KEY_NBYTES, &st->pc);
-	if (pre) { /* the prefix moves into the stream */
-		st->pre = *pre;
-		memset(pre, 0, sizeof *pre);
-	}
 	if (e->kind == HND_FD) {
 		st->fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0); /* not inherited by children */
 		if (st->fd < 0)
@@ -397,10 +392,6 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 	v = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, HND_FD_BLOCK, stream_read, st,
 					      stream_free);
 	if (!v) {
-		if (pre) { /* back to the caller, as below */
-			*pre = st->pre;
-			memset(&st->pre, 0, sizeof st->pre);
-		}
 		stream_free(st); /* drops the reference just taken */
 		return NULL;
 	}
@@ -418,64 +409,16 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 	}
 	return v;
 fail_v:
-	/* Nothing was read yet: the prefix goes back to the caller, who
-	 * still owns it on failure, before the response frees st. */
-	if (pre) {
-		*pre = st->pre;
-		memset(&st->pre, 0, sizeof st->pre);
-	}
-	MHD_destroy_response(v);
+	MHD_destroy_response(v); /* frees st */
 	return NULL;
 fail:
 	gz_pump_fini(&st->pump);
 	gz_free(st->padhdr);
-	if (pre) /* back to the caller, who still owns it on failure */
-		*pre = st->pre;
-	else
-		hnd_prefix_fini(&st->pre);
+	hnd_prefix_fini(&st->pre);
 	if (st->fd >= 0)
 		close(st->fd);
 	gz_free(st);
 	return NULL;
-}
-
-/* ------------------------------------------------------------------------ */
-/* The first bytes of a stream of unknown size                              */
-
-int
-hnd_prefix_read(struct hnd_entry *e, size_t want, bool one_call, struct hnd_prefix *px)
-{
-	size_t cap;
-
-	memset(px, 0, sizeof *px);
-	if (want == 0)
-		return 0;
-	/* The reader is called with block_size bytes of room, as
-	 * libmicrohttpd calls it (a reader may need that much for one item). */
-	cap = want - 1 + e->block_size;
-	px->buf = gz_malloc(cap);
-	if (!px->buf)
-		return MHDGZ_ENOMEM;
-	/* Bounded: every round either adds bytes or ends (end, error, no data
-	 * now, or the one call of a low-latency stream), and stops once want
-	 * bytes are held. */
-	while (px->len < want) {
-		ssize_t n = hnd_source_read(e, e->fd, px->len, (char *)px->buf + px->len,
-					    e->block_size);
-
-		if (n == MHD_CONTENT_READER_END_OF_STREAM) {
-			px->eof = true;
-			break;
-		}
-		if (n < 0) {
-			px->failed = true;
-			break;
-		}
-		px->len += (size_t)n;
-		if (n == 0 || one_call)
-			break;
-	}
-	return 0;
 }
 
 void
@@ -483,45 +426,4 @@ hnd_prefix_fini(struct hnd_prefix *px)
 {
 	gz_free(px->buf);
 	memset(px, 0, sizeof *px);
-}
-
-/* An identity stream replaying a prefix, then reading on. */
-static ssize_t
-identity_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	return prefix_then_source(cls, pos, (uint8_t *)buf, max);
-}
-
-static void
-identity_free(void *cls)
-{
-	struct hnd_stream *st = cls;
-
-	hnd_prefix_fini(&st->pre);
-	hnd_entry_unref(st->e);
-	gz_free(st);
-}
-
-struct MHD_Response *
-hnd_identity_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct hnd_prefix *pre)
-{
-	struct hnd_stream *st = gz_calloc(1, sizeof *st);
-	struct MHD_Response *v;
-
-	if (!st)
-		return NULL;
-	st->gz = gz;
-	st->e = e;
-	st->fd = -1;
-	atomic_fetch_add(&e->refs, 1);
-	v = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, e->block_size, identity_read, st,
-					      identity_free);
-	if (!v) {
-		hnd_entry_unref(e);
-		gz_free(st);
-		return NULL;
-	}
-	st->pre = *pre; /* moves in only on success */
-	memset(pre, 0, sizeof *pre);
-	return v;
 }

@@ -793,11 +793,8 @@ struct mhdgz_outcome {
  * connection is closed after the header block (0.9.75 cannot frame a HEAD
  * response of unknown length on a kept-alive connection: it writes a last
  * chunk after the header block). The same holds for the identity response
- * of a stream of unknown length. A stream of unknown
- * size is decided on its first bytes, which a HEAD does not read: for a
- * client that accepts gzip its HEAD omits the fields the coding
- * determines (Content-Encoding, ETag, integrity fields; RFC 9110 section
- * 9.3.2 allows it) and carries the others.
+ * of a stream of unknown length. A stream of unknown size is decided from
+ * its header fields, so its HEAD carries the fields its GET carries.
  *
  * @param gz the handler that created the response (NULL: queued as it is).
  * @param connection as for mhdgz_queue_response().
@@ -1006,14 +1003,13 @@ mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, co
  * connections stream it.
  *
  * A response of known size below min_nbytes is served identity, and so is
- * one of known size without Content-Type. One of unknown size
- * (MHD_SIZE_UNKNOWN) is decided on its first bytes, read when it is
- * queued (up to min_nbytes, at most 64 KiB; only one reader call for a
- * low-latency stream, so it gains no latency; never for HEAD): empty or
- * ending below min_nbytes, it is served identity with its exact
- * Content-Length; without Content-Type it is sniffed. The bytes read are
- * sent first, whatever is queued.
- * Bulk streams are not flushed per chunk (ratio matters); use
+ * one without Content-Type (a reader's bytes cannot be sniffed: the queue
+ * call never runs it). One of unknown size (MHD_SIZE_UNKNOWN) with a
+ * compressible type is coded whatever its length (min_nbytes needs one).
+ * The reader is called as libmicrohttpd calls it: at most once per
+ * libmicrohttpd reader call, never inside the queue call, and what it gave
+ * goes out after each call or, when the compressor holds it, within 20 ms
+ * (a sync flush). Bulk streams are not flushed per chunk (ratio matters); use
  * mhdgz_response_set_low_latency() for streams whose every chunk must
  * reach the client at once (text/event-stream responses are treated so
  * automatically).
@@ -1082,10 +1078,9 @@ MHDGZ_API struct MHD_Response *mhdgz_response_from_fd64(struct mhdgz *gz, uint64
 
 /**
  * Same as MHD_create_response_from_pipe(): a body read from @a fd until
- * end of file, of unknown size. It is decided on its first bytes like any
- * stream of unknown size (empty or below min_nbytes: identity with its
- * exact length; untyped: sniffed) and, when compressed, sent as a gzip
- * stream (chunked). A pipe can be read only once: queue the response once,
+ * end of file, of unknown size. It is decided from its header fields like
+ * any stream of unknown size (a compressible type: coded; untyped:
+ * identity) and, when compressed, sent as a gzip stream (chunked). A pipe can be read only once: queue the response once,
  * as with libmicrohttpd.
  *
  * @param gz the handler.
