@@ -53,8 +53,7 @@ type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_
  * Alongside, whether the representation varies with Accept-Encoding
  * (then both variants carry Vary: Accept-Encoding, RFC 9110 section
  * 12.5.5): it does for every response that would be compressed for some
- * client, i.e. that passes every check that does not look at the request
- * or at the body size.
+ * client, i.e. that passes every check that does not look at the request.
  *
  * A 304 has no content, but it stands for the 200 the client has cached:
  * it carries the Vary and (for a gzip-accepting client) the ETag that 200
@@ -118,7 +117,10 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 	if (is_304) {
 		/* An untyped body is sniffed as for its 200 (a stream, which
 		 * cannot be, is not coded: neither is its 304). */
-		if (!type_compressible(gz, f->content_type, sniff, sniff_len)) {
+		/* Nor is the 304 of a 200 below min_nbytes (an empty response
+		 * queued for a 304 stands for a 200 of any length). */
+		if (!type_compressible(gz, f->content_type, sniff, sniff_len) ||
+		    (body_len != 0 && body_len != MHD_SIZE_UNKNOWN && body_len < gz->min_nbytes)) {
 			d->reason = MHDGZ_SKIP_STATUS;
 			return;
 		}
@@ -135,7 +137,10 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 		d->reason = MHDGZ_SKIP_TYPE;
 		return;
 	}
-	d->vary = true;
+	/* A body of known length below min_nbytes is identity for every
+	 * client: it does not vary with Accept-Encoding (RFC 9110 section
+	 * 12.5.5), and carries no Vary. */
+	d->vary = body_len == MHD_SIZE_UNKNOWN || body_len >= gz->min_nbytes;
 	if (!hnd_accept_choose(acc, gz->order, gz->norder, &d->coding)) {
 		d->reason = MHDGZ_SKIP_NOT_ACCEPTED;
 		return;

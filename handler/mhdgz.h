@@ -310,9 +310,11 @@ struct mhdgz_options {
 	int level;
 	/** MHDGZ_F_* flags. */
 	unsigned int flags;
-	/** Bodies smaller than this many bytes are served identity (with
-	 * Vary); 0 = MHDGZ_DEFAULT_MIN_NBYTES. Use 1 to compress every
-	 * non-empty body. */
+	/** Bodies of known length smaller than this many bytes are served
+	 * identity, without Vary: they are identity for every client (RFC
+	 * 9110 section 12.5.5), and so are their 304s; a stream of unknown
+	 * length is not held to it. 0 = MHDGZ_DEFAULT_MIN_NBYTES. Use 1 to
+	 * compress every non-empty body. */
 	size_t min_nbytes;
 	/** NULL-terminated list of media types to compress, replacing the
 	 * default list; NULL = default. An entry is an exact "type/subtype"
