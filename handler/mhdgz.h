@@ -1146,7 +1146,11 @@ mhdgz_response_from_iovec(struct mhdgz *gz, const struct MHD_IoVec *iov, unsigne
  * Mark a streaming response low-latency: every chunk its reader produces is
  * compressed and sync-flushed (gzip: an RFC 1951 empty stored block; zstd:
  * the block closed, ZSTD_e_flush; br: BROTLI_OPERATION_FLUSH) before the
- * reader is asked for more, so it reaches the client at once.
+ * reader is asked for more, so it reaches the client at once. Without it a
+ * stream's bytes still reach the client within 20 ms of the reader call
+ * that produced them (a sync flush of what the compressor has held that
+ * long), so this is for streams whose every chunk must go at once, such
+ * as interactive events, at the cost of ratio (a flush per chunk).
  *
  * @return 0, MHDGZ_EINVAL if @a response is not a streaming response of
  *         @a gz. Call before the response is first queued.
