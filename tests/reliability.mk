@@ -54,3 +54,25 @@ EXTRA_DIST += tests/soak_streams.sh tests/stream_load.py
 .PHONY: soak-streams
 soak-streams: examples/gzserve/gzserve$(EXEEXT)
 	bash $(srcdir)/tests/soak_streams.sh --streams $(SOAK_STREAMS_N) examples/gzserve/gzserve$(EXEEXT)
+
+# --- make check-upstream: libmicrohttpd's own tests through mhdgz (tests/upstream.sh) --
+# The installed libmicrohttpd's source package (apt-get source; root may
+# enable deb-src from this machine's apt sources), its src/testcurl
+# programs compiled with tests/upstream/mhdgz_twins.h force-included
+# (constructors and MHD_queue_response through mhdgz), linked against the
+# system libmicrohttpd and this tree's libmhdgz, with this tree's CC,
+# CFLAGS and LDFLAGS (a sanitizer build gives sanitized programs). Each
+# runs plain, through mhdgz (a), through mhdgz with libcurl asking for
+# gzip (b), and asking for gzip without mhdgz (ctl-b), in a network
+# namespace of its own. Cached (source, configure, programs) in
+# tests/upstream-build/. UPSTREAM_FLAGS adds options (tests/upstream.sh:
+# --only ERE, --timeout SEC, --jobs N, --equivalents, --light).
+UPSTREAM_FLAGS =
+EXTRA_DIST += tests/upstream.sh tests/upstream/mhdgz_twins.h
+.PHONY: check-upstream clean-upstream
+check-upstream: handler/libmhdgz.la
+	bash $(srcdir)/tests/upstream.sh --top-srcdir $(top_srcdir) --top-builddir $(top_builddir) \
+	  --cc '$(CC)' --cflags '$(CFLAGS)' --ldflags '$(LDFLAGS)' $(UPSTREAM_FLAGS)
+distclean-local: clean-upstream
+clean-upstream:
+	-rm -rf tests/upstream-build
