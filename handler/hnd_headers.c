@@ -207,7 +207,7 @@ struct copy_ctx {
 	unsigned int digests; /* integrity fields left out */
 	bool coded;
 	bool skip_vary; /* the Vary fields are replaced by one merged field */
-	bool framing;   /* the application's Transfer-Encoding is copied */
+	bool framing;   /* v has content: the application's Transfer-Encoding is copied */
 	bool failed;
 };
 
@@ -258,13 +258,13 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 
 int
 hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
-		 const struct hnd_facts *f, enum hnd_rep rep)
+		 const struct hnd_facts *f, enum hnd_rep rep, bool body)
 {
 	bool coded = rep == HND_REP_GZIP || rep == HND_REP_GZIP_304;
 	struct copy_ctx c = { .to = v,
 			      .coded = coded,
 			      .skip_vary = f->vary_add && f->vary_replace,
-			      .framing = rep == HND_REP_IDENTITY };
+			      .framing = body };
 	char buf[HND_ETAG_MAX];
 	const char *etag;
 

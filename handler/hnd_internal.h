@@ -528,24 +528,18 @@ void hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, ch
  * coding, gzip, zstd or br), a 304 for it (the same fields without Content-Encoding), the
  * identity representation (the fields as they are), or a HEAD whose coding
  * is not known. */
-enum hnd_rep {
-	HND_REP_GZIP,
-	HND_REP_GZIP_304,
-	HND_REP_IDENTITY,
-	/* The identity fields for a HEAD or 304 (hnd_fields_response): as
-	 * HND_REP_IDENTITY without the application's Transfer-Encoding, as a
-	 * response without content has no framing. */
-	HND_REP_IDENTITY_HEAD
-};
+enum hnd_rep { HND_REP_GZIP, HND_REP_GZIP_304, HND_REP_IDENTITY };
 /* Copy the fields (and trailers) of r to v as rep says: for the gzip
  * kinds, Content-Encoding, Content-Length, Accept-Ranges and integrity
  * fields dropped (counted) and the ETag per policy; for identity, all but
- * Content-Length. The application's Transfer-Encoding (framing, which is
- * libmicrohttpd's) goes only to an identity response with content
- * (HND_REP_IDENTITY). Returns 0 or MHDGZ_EMHD (v is left for the caller to
- * destroy). Content-Encoding: gzip itself is the caller's to add. */
+ * Content-Length. The application's Transfer-Encoding: chunked goes to a v
+ * with content (body), so that libmicrohttpd frames it as it frames the
+ * application's own (chunked, with its trailer), never to one without (a
+ * HEAD or 304: no framing). Returns 0 or MHDGZ_EMHD (v is left for the
+ * caller to destroy). Content-Encoding: gzip itself is the caller's to
+ * add. */
 int hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
-		     const struct hnd_facts *f, enum hnd_rep rep);
+		     const struct hnd_facts *f, enum hnd_rep rep, bool body);
 
 /* ------------------------------------------------------------------------ */
 /* Representations (hnd_variants.c, hnd_conditional.c, hnd_stream*.c)       */

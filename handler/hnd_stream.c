@@ -395,7 +395,7 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 		stream_free(st); /* drops the reference just taken */
 		return NULL;
 	}
-	if (hnd_copy_headers(gz, r, v, f, HND_REP_GZIP) < 0 ||
+	if (hnd_copy_headers(gz, r, v, f, HND_REP_GZIP, true) < 0 ||
 	    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, gz_coding_name(coding)) !=
 		    MHD_YES)
 		goto fail_v;

@@ -30,12 +30,12 @@ hnd_body_unref(void *cls)
 		gz_free(b);
 }
 
-/* r's fields on v as rep says. 0 or MHDGZ_EMHD. */
+/* r's fields on v as rep says; body: v has content. 0 or MHDGZ_EMHD. */
 static int
 rep_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
-	    const struct hnd_facts *f, enum hnd_rep rep)
+	    const struct hnd_facts *f, enum hnd_rep rep, bool body)
 {
-	if (hnd_copy_headers(gz, r, v, f, rep) < 0)
+	if (hnd_copy_headers(gz, r, v, f, rep, body) < 0)
 		return MHDGZ_EMHD;
 	if (rep == HND_REP_GZIP && MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING,
 							   gz_coding_name(f->coding)) != MHD_YES)
@@ -57,7 +57,7 @@ hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_fa
 			hnd_body_unref(b);
 		return MHDGZ_ENOMEM;
 	}
-	if (rep_headers(gz, r, v, f, rep) < 0) {
+	if (rep_headers(gz, r, v, f, rep, rep != HND_REP_GZIP_304) < 0) {
 		MHD_destroy_response(v); /* drops the body reference */
 		return MHDGZ_EMHD;
 	}
@@ -88,7 +88,7 @@ hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_f
 
 	if (!v)
 		return NULL;
-	if (rep_headers(gz, r, v, f, rep == HND_REP_IDENTITY ? HND_REP_IDENTITY_HEAD : rep) < 0)
+	if (rep_headers(gz, r, v, f, rep, false) < 0)
 		goto fail;
 	/* rep_headers set the application's flags, which replace the
 	 * response's: head-only again, before any Content-Length. */
@@ -132,7 +132,7 @@ hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_f
 
 	if (!v)
 		return NULL;
-	if (rep_headers(gz, r, v, f, rep == HND_REP_IDENTITY ? HND_REP_IDENTITY_HEAD : rep) < 0)
+	if (rep_headers(gz, r, v, f, rep, false) < 0)
 		goto fail;
 	/* Unknown length: libmicrohttpd 0.9.75 frames it as chunked and
 	 * writes the last chunk after the HEAD headers, which a kept-alive
@@ -398,7 +398,7 @@ inline_identity(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f
 		gz_free(buf);
 		return NULL;
 	}
-	if (hnd_copy_headers(gz, e->response, v, f, HND_REP_IDENTITY) < 0) {
+	if (hnd_copy_headers(gz, e->response, v, f, HND_REP_IDENTITY, true) < 0) {
 		MHD_destroy_response(v); /* frees buf */
 		return NULL;
 	}
@@ -437,7 +437,7 @@ hnd_file_identity(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts 
 		close(fd);
 		return NULL;
 	}
-	if (hnd_copy_headers(gz, e->response, v, f, HND_REP_IDENTITY) < 0) {
+	if (hnd_copy_headers(gz, e->response, v, f, HND_REP_IDENTITY, true) < 0) {
 		MHD_destroy_response(v);
 		return NULL;
 	}
