@@ -34,7 +34,7 @@
  *               hiding, the default length_hiding_max): the HMAC-SHA256 of
  *               the body and the padded copy, against GzipHandler; out-B/op
  *               includes the padding (mean about half the maximum).
- *  Stream       One request through a real daemon on 127.0.0.1 and a
+ *  Stream       (--full) One request through a real daemon on 127.0.0.1 and a
  *               keep-alive client, socket included (a stream's body is
  *               produced only as libmicrohttpd sends it):
  *               mhdgz_response_from_callback(MHD_SIZE_UNKNOWN, 4 KiB
@@ -257,10 +257,11 @@ nginx_params(size_t len, int *wbits_ret, int *memlevel_ret)
 /*
  * The row set. Default (make bench): every backend at its default level
  * plus zlib 6 and libdeflate 6, for the Handler and Raw families, S and P;
- * Cached and Stream, S and P, for the default backend; Padded S for it;
- * Unpooled S for each backend's default.
+ * Cached for the default backend; Padded S for it; Unpooled S for each
+ * backend's default.
  * Full (make bench-full): every backend x full_levels for Handler and Raw,
- * S and P; Cached, Stream and Unpooled as in the default set. RawSmallWindow S for
+ * S and P; Cached and Unpooled as in the default set; Stream S and P for
+ * the default backend. RawSmallWindow S for
  * zlib where nginx_params() shrinks the window (the 2k rows).
  */
 static void
@@ -303,8 +304,10 @@ build_rows(void)
 			/* What length hiding costs, beside GzipHandler S. */
 			add_rows(K_PADDED, dflt, dflt->level_default, s, false);
 			/* A bulk stream of unknown size, chunked (libdeflate's
-			 * streams are zlib's at the same level). */
-			add_rows(K_STREAM, dflt, dflt->level_default, s, true);
+			 * streams are zlib's at the same level). Full set only:
+			 * its six rows add about 12 s at make bench's flags. */
+			if (bh_opt.full)
+				add_rows(K_STREAM, dflt, dflt->level_default, s, true);
 		}
 		for (b = 0; gz_backends[b]; b++) {
 			be = gz_backends[b];
