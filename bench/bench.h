@@ -25,7 +25,8 @@
 /* K_IDENTITY: a fresh mhdgz response queued for a client without gzip (the
  * pass-through cost); K_PLAIN: the same with libmicrohttpd alone. */
 /* K_PADDED: K_HANDLER with MHDGZ_F_LENGTH_HIDING (BREACH padding, default
- * length_hiding_max). */
+ * length_hiding_max). K_STREAM: a bulk stream of unknown size through a
+ * real daemon and a keep-alive client (bh_stream.c). */
 enum bh_kind {
 	K_HANDLER,
 	K_RAW,
@@ -35,6 +36,7 @@ enum bh_kind {
 	K_IDENTITY,
 	K_PLAIN,
 	K_PADDED,
+	K_STREAM,
 	K_COUNT
 };
 
@@ -50,7 +52,7 @@ extern size_t bh_body_len[BH_NSIZES];
 /* One handler per (kind, backend, level), shared by its sizes and S/P rows
  * and kept for the whole run (its pool stays warm, as in a server). */
 struct bh_handler {
-	enum bh_kind kind; /* K_HANDLER, K_CACHED or K_UNPOOLED */
+	enum bh_kind kind; /* K_HANDLER, K_CACHED, K_UNPOOLED, K_PADDED or K_STREAM */
 	const struct gz_backend *be;
 	int level;
 	struct mhdgz *gz;
@@ -59,8 +61,9 @@ struct bh_handler {
 
 /* Metrics of one sample (one timed run). M_CPU: process CPU time per op
  * (all threads), which other load on the machine inflates far less than
- * wall time. M_OWN_*: the share that went through mhdgz's allocator. */
-enum { M_NS, M_MBS, M_OUTB, M_BOP, M_ALLOCS, M_OWN_ALLOCS, M_OWN_BOP, M_CPU, M_NMETRICS };
+ * wall time. M_OWN_*: the share that went through mhdgz's allocator.
+ * M_CHUNKS: chunks per response (K_STREAM only). */
+enum { M_NS, M_MBS, M_OUTB, M_BOP, M_ALLOCS, M_OWN_ALLOCS, M_OWN_BOP, M_CPU, M_CHUNKS, M_NMETRICS };
 
 /* One row: a configuration at one size, S or P. */
 struct bh_cfg {
@@ -109,8 +112,14 @@ struct bh_worker {
 	struct MHD_Response *cached; /* K_CACHED */
 	z_stream zs;                 /* K_SMALLWIN */
 	bool zs_live;
-	uint64_t out_bytes; /* compressed bytes produced (Raw) */
-	int bad;            /* an op did not compress */
+	int fd;                    /* K_STREAM: the client's connection */
+	uint8_t *rbuf;             /* K_STREAM: the response as received */
+	size_t hdr_len;            /* K_STREAM: of it, the header block */
+	uint8_t *body;             /* K_STREAM: the chunks' data */
+	size_t body_cap, body_len; /* K_STREAM */
+	uint64_t chunks;           /* K_STREAM: chunks received */
+	uint64_t out_bytes;        /* compressed bytes produced (Raw, Stream) */
+	int bad;                   /* an op did not compress */
 };
 
 /* bench_handler.c: the rows. */
@@ -127,6 +136,16 @@ void bh_run_all(void); /* every pass, then the median rows */
 void bh_verify_all(void);
 /* bh_dict.c: the dcz rows (after the others; "DictRows" for --filter). */
 void bh_dict_rows(void);
+
+/* bh_stream.c: the Stream rows. One daemon per run (start before the
+ * workers connect, stop after they close; stop returns nonzero if a queue
+ * went wrong); one connection per worker; bh_stream_op: one request, 0 if
+ * a complete chunked 200 came back. */
+void bh_stream_start(const struct bh_cfg *c, int nthreads);
+int bh_stream_stop(void);
+void bh_stream_connect(struct bh_worker *w);
+void bh_stream_close(struct bh_worker *w);
+int bh_stream_op(struct bh_worker *w);
 
 /* bh_events.c: the event-stream rows, after the S/P rows. */
 void bh_events_all(void);

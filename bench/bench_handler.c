@@ -34,6 +34,15 @@
  *               hiding, the default length_hiding_max): the HMAC-SHA256 of
  *               the body and the padded copy, against GzipHandler; out-B/op
  *               includes the padding (mean about half the maximum).
+ *  Stream       (--full) One request through a real daemon on 127.0.0.1 and a
+ *               keep-alive client, socket included (a stream's body is
+ *               produced only as libmicrohttpd sends it):
+ *               mhdgz_response_from_callback(MHD_SIZE_UNKNOWN, 4 KiB
+ *               blocks) with Content-Type application/json and a reader
+ *               that fills every buffer from the payload, queued with
+ *               mhdgz_queue_response_ex(), read to its last chunk.
+ *               out-B/op is the gzip member (chunk framing excluded);
+ *               chunks/op how many chunks carried it (bh_stream.c).
  *  RawSmallWindow  zlib only, 2k: the raw call on a stream whose windowBits
  *               and memLevel are sized to the body as nginx does
  *               (nginx_params()); the small-body proposal, against Raw.
@@ -90,6 +99,7 @@ const char *const bh_kind_name[K_COUNT] = {
 	[K_CACHED] = "Cached",           [K_UNPOOLED] = "Unpooled",
 	[K_SMALLWIN] = "RawSmallWindow", [K_IDENTITY] = "Identity",
 	[K_PLAIN] = "PlainMHD",          [K_PADDED] = "Padded",
+	[K_STREAM] = "Stream",
 };
 
 const size_t bh_size[BH_NSIZES] = { PAYLOAD_JSON_2K, PAYLOAD_JSON_20K, PAYLOAD_JSON_100K };
@@ -250,7 +260,8 @@ nginx_params(size_t len, int *wbits_ret, int *memlevel_ret)
  * Cached for the default backend; Padded S for it; Unpooled S for each
  * backend's default.
  * Full (make bench-full): every backend x full_levels for Handler and Raw,
- * S and P; Cached and Unpooled as in the default set. RawSmallWindow S for
+ * S and P; Cached and Unpooled as in the default set; Stream S and P for
+ * the default backend. RawSmallWindow S for
  * zlib where nginx_params() shrinks the window (the 2k rows).
  */
 static void
@@ -292,6 +303,11 @@ build_rows(void)
 			add_rows(K_PLAIN, dflt, dflt->level_default, s, true);
 			/* What length hiding costs, beside GzipHandler S. */
 			add_rows(K_PADDED, dflt, dflt->level_default, s, false);
+			/* A bulk stream of unknown size, chunked (libdeflate's
+			 * streams are zlib's at the same level). Full set only:
+			 * its six rows add about 12 s at make bench's flags. */
+			if (bh_opt.full)
+				add_rows(K_STREAM, dflt, dflt->level_default, s, true);
 		}
 		for (b = 0; gz_backends[b]; b++) {
 			be = gz_backends[b];

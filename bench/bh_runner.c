@@ -196,6 +196,15 @@ worker_setup(struct bh_worker *w)
 		if (bh_select_gzip(c->h->gz, w->cached) != MHDGZ_COMPRESSED)
 			w->bad = 1;
 		break;
+	case K_STREAM:
+		bh_stream_connect(w);
+		/* Warm the pool and the connection, as for the handler rows. */
+		for (i = 0; i < 2; i++)
+			if (bh_stream_op(w) < 0)
+				w->bad = 1;
+		w->out_bytes = 0;
+		w->chunks = 0;
+		break;
 	case K_HANDLER:
 	case K_UNPOOLED:
 	case K_PADDED:
@@ -258,6 +267,10 @@ worker_run(struct bh_worker *w)
 			bad |= op_plain(body, len);
 		w->out_bytes = (uint64_t)len * n;
 		break;
+	case K_STREAM:
+		for (i = 0; i < n; i++)
+			bad |= bh_stream_op(w) < 0;
+		break;
 	default: {
 		struct mhdgz *gz = c->h->gz;
 		for (i = 0; i < n; i++)
@@ -279,6 +292,7 @@ worker_teardown(struct bh_worker *w)
 		MHD_destroy_response(w->cached);
 	if (w->zs_live)
 		deflateEnd(&w->zs);
+	bh_stream_close(w);
 	w->zs_live = false;
 	w->z = NULL;
 	w->zout = NULL;
@@ -308,7 +322,7 @@ run_once(struct bh_cfg *c, uint64_t n, double *m)
 	int t, nt = c->threads ? c->threads : 1;
 	struct ba_counts a0, a1;
 	struct mhdgz_stats st0 = { .size = sizeof st0 }, st1 = { .size = sizeof st1 };
-	uint64_t out_bytes = 0;
+	uint64_t out_bytes = 0, chunks = 0;
 	pthread_barrier_t bar;
 	double t0, t1, c0, c1, secs;
 	int bad = 0;
@@ -323,6 +337,8 @@ run_once(struct bh_cfg *c, uint64_t n, double *m)
 		ws[t].n = n / (uint64_t)nt + ((uint64_t)t < n % (uint64_t)nt);
 		ws[t].bar = &bar;
 	}
+	if (c->kind == K_STREAM)
+		bh_stream_start(c, nt);
 	if (c->threads == 0) {
 		worker_setup(&ws[0]);
 		if (c->h)
@@ -359,9 +375,12 @@ run_once(struct bh_cfg *c, uint64_t n, double *m)
 			pthread_join(ws[t].tid, NULL);
 		pthread_barrier_destroy(&bar);
 	}
+	if (c->kind == K_STREAM)
+		bad |= bh_stream_stop();
 	for (t = 0; t < nt; t++) {
 		bad |= ws[t].bad;
 		out_bytes += ws[t].out_bytes;
+		chunks += ws[t].chunks;
 	}
 	if (bad)
 		die("%s: an op was not compressed", c->name);
@@ -374,7 +393,11 @@ run_once(struct bh_cfg *c, uint64_t n, double *m)
 			    (unsigned long long)(st1.compressions - st0.compressions),
 			    (unsigned long long)(st1.compressed - st0.compressed),
 			    (unsigned long long)n);
-		out_bytes = st1.bytes_out - st0.bytes_out;
+		/* A stream's bytes are counted when libmicrohttpd frees it,
+		 * which may come after the client has its last byte: the
+		 * client's count stands. */
+		if (c->kind != K_STREAM)
+			out_bytes = st1.bytes_out - st0.bytes_out;
 	}
 	secs = t1 - t0;
 	m[M_NS] = secs * 1e9 / (double)n;
@@ -385,6 +408,7 @@ run_once(struct bh_cfg *c, uint64_t n, double *m)
 	m[M_OWN_ALLOCS] = (double)(a1.own_allocs - a0.own_allocs) / (double)n;
 	m[M_OWN_BOP] = (double)(a1.own_bytes - a0.own_bytes) / (double)n;
 	m[M_CPU] = (c1 - c0) * 1e9 / (double)n;
+	m[M_CHUNKS] = (double)chunks / (double)n;
 	return secs;
 }
 
@@ -447,10 +471,13 @@ print_row(const struct bh_cfg *c)
 
 	snprintf(name, sizeof name, "%s-%d", c->name, c->threads ? c->threads : bh_online_cpus);
 	out("%-52s %8llu %12.0f ns/op %9.2f MB/s %8.0f out-B/op %8.0f B/op %6.0f allocs/op"
-	    " %12.0f cpu-ns/op %4.1f mhdgz-allocs/op %8.0f mhdgz-B/op\n",
+	    " %12.0f cpu-ns/op %4.1f mhdgz-allocs/op %8.0f mhdgz-B/op",
 	    name, (unsigned long long)c->n, c->med[M_NS], c->med[M_MBS], c->med[M_OUTB],
 	    c->med[M_BOP], c->med[M_ALLOCS], c->med[M_CPU], c->med[M_OWN_ALLOCS],
 	    c->med[M_OWN_BOP]);
+	if (c->kind == K_STREAM)
+		out(" %6.1f chunks/op", c->med[M_CHUNKS]);
+	out("\n");
 }
 
 static double

@@ -186,6 +186,44 @@ verify_raw(const struct bh_cfg *c)
 	worker_teardown(&w);
 }
 
+/* Stream rows: one request through the row's own daemon and client, as
+ * the timed loop makes it: a 200 with Content-Encoding gzip, Vary,
+ * Transfer-Encoding chunked and no Content-Length, whose chunks' data is
+ * one gzip member that decodes to the payload. */
+static void
+verify_stream(const struct bh_cfg *c)
+{
+	struct mhdgz_stats st0 = { .size = sizeof st0 }, st1 = { .size = sizeof st1 };
+	struct bh_worker w;
+	const char *hdr;
+	bool ok;
+
+	memset(&w, 0, sizeof w);
+	w.cfg = c;
+	bh_stream_start(c, 1);
+	bh_stream_connect(&w);
+	mhdgz_get_stats(c->h->gz, &st0);
+	if (bh_stream_op(&w) < 0)
+		die("verify %s: no complete chunked 200", c->name);
+	mhdgz_get_stats(c->h->gz, &st1);
+	hdr = (const char *)w.rbuf;
+	if (!has_header(hdr, w.hdr_len, "Content-Encoding", "gzip") ||
+	    !has_header(hdr, w.hdr_len, "Vary", "Accept-Encoding") ||
+	    !has_header(hdr, w.hdr_len, "Transfer-Encoding", "chunked") ||
+	    has_header(hdr, w.hdr_len, "Content-Length", ""))
+		die("verify %s: headers wrong:\n%.*s", c->name, (int)w.hdr_len, hdr);
+	ok = gunzip_equal("gzip", w.body, w.body_len, bh_body[c->size_idx],
+			  bh_body_len[c->size_idx]);
+	bh_stream_close(&w);
+	if (bh_stream_stop())
+		die("verify %s: the stream was not queued compressed", c->name);
+	if (!ok)
+		die("verify %s: the chunks do not inflate to the payload", c->name);
+	if (st1.compressions - st0.compressions != 1)
+		die("verify %s: %llu compressions for one request", c->name,
+		    (unsigned long long)(st1.compressions - st0.compressions));
+}
+
 /* Verify every configuration once: each (handler, size) through a daemon,
  * each raw (backend, level, size) directly. */
 void
@@ -223,6 +261,11 @@ bh_verify_all(void)
 		 * chosen, for a client without gzip (bh_runner.c). */
 		if (c->kind == K_IDENTITY || c->kind == K_PLAIN)
 			continue;
+		if (c->kind == K_STREAM) {
+			verify_stream(c);
+			nverified++;
+			continue;
+		}
 		if (c->kind == K_RAW || c->kind == K_SMALLWIN) {
 			verify_raw(c);
 			nverified++;

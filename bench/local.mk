@@ -6,7 +6,8 @@
 # with the tests' independent decoder (tests/testutil.c, zlib).
 noinst_PROGRAMS += bench/bench_handler
 bench_bench_handler_SOURCES = bench/bench.h bench/bench_handler.c bench/bh_alloc.c \
-	bench/bh_runner.c bench/bh_verify.c bench/bh_events.c bench/bh_dict.c tests/testutil.c \
+	bench/bh_runner.c bench/bh_verify.c bench/bh_stream.c bench/bh_events.c bench/bh_dict.c \
+	tests/testutil.c \
 	tests/testutil.h
 bench_bench_handler_CPPFLAGS = $(HND_CPPFLAGS) -I$(top_srcdir)/examples/payload \
 	-I$(top_srcdir)/tests -DBH_DICT_DIR='"$(top_srcdir)/tests/dict"'
