@@ -77,32 +77,17 @@ pump_fail(struct gz_pump *p, int err)
 	return err;
 }
 
-/*
- * The state machine. Each round either pulls a source chunk (when the
- * input is used up, the source has not ended and no sync flush is pending;
- * for a paced pump only once per read, after which it returns or, held past
- * GZ_PUMP_FLUSH_US, flushes) or advances the compressor with the flush the
- * state calls for: FINISH after the end, SYNC while a flush is pending (a
- * stall, every chunk in low-latency mode, the paced bound), NONE otherwise. A sync flush is complete when the
- * compressor has consumed all input and still has output space
- * (gz_backend.h).
- */
-ssize_t
-gz_pump_read(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_t out_cap,
-	     bool *end_ret)
+/* The loop of gz_pump_read over out[0 .. out_cap): returns the bytes
+ * written or an error; *flushed when a sync flush completed. Output that
+ * is the member's header alone does not count as output for the paced
+ * flush bound (the data is still held). */
+static ssize_t
+pump_fill(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_t out_cap,
+	  bool *end_ret, bool *flushed)
 {
 	size_t n = 0;
 	bool pulled = false; /* the source was called in this read */
 
-	*end_ret = false;
-	if (p->done) {
-		*end_ret = true;
-		return 0;
-	}
-	if (p->err)
-		return p->err;
-	if (!p->c)
-		return GZ_EINVAL;
 	while (n < out_cap) {
 		struct gz_io io;
 		enum gz_flush flush;
@@ -112,7 +97,8 @@ gz_pump_read(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_
 		if (p->in_len == 0 && !p->eof && !p->flushing && pulled && p->paced) {
 			/* One source call per read: hand over what there is, or
 			 * flush what has been held too long. */
-			if (n > 0 || !p->unflushed || now_us() - p->last_out_us < GZ_PUMP_FLUSH_US)
+			if ((n > 0 && !(p->out_total == 0 && n <= sizeof p->held)) ||
+			    !p->unflushed || now_us() - p->last_out_us < GZ_PUMP_FLUSH_US)
 				break;
 			p->flushing = true;
 		} else if (p->in_len == 0 && !p->eof && !p->flushing) {
@@ -164,6 +150,7 @@ gz_pump_read(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_
 		}
 		if (p->flushing && io.in_len == 0 && io.out_cap > 0) {
 			p->flushing = false; /* flush complete */
+			*flushed = true;
 			p->unflushed = false;
 			continue;
 		}
@@ -173,8 +160,66 @@ gz_pump_read(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_
 		    flush == GZ_FLUSH_NONE && io.in_len > 0)
 			return pump_fail(p, GZ_EBACKEND);
 	}
-	p->out_total += n;
+	return (ssize_t)n;
+}
+
+/*
+ * The state machine. Each round either pulls a source chunk (when the
+ * input is used up, the source has not ended and no sync flush is pending;
+ * for a paced pump only once per read, after which it returns or, held past
+ * GZ_PUMP_FLUSH_US, flushes) or advances the compressor with the flush the
+ * state calls for: FINISH after the end, SYNC while a flush is pending (a
+ * stall, every chunk in low-latency mode, the paced bound), NONE otherwise.
+ * A sync flush is complete when the compressor has consumed all input and
+ * still has output space (gz_backend.h). The loop is pump_fill; around it,
+ * a paced member's header alone is held back for the read with more.
+ */
+ssize_t
+gz_pump_read(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_t out_cap,
+	     bool *end_ret)
+{
+	size_t hl = p->held_len - p->held_off; /* a paced member's header, held */
+	bool flushed = false;
+	ssize_t n;
+
+	*end_ret = false;
+	if (p->done) {
+		*end_ret = true;
+		return 0;
+	}
+	if (p->err)
+		return p->err;
+	if (!p->c)
+		return GZ_EINVAL;
+	if (hl > 0 && out_cap <= hl) { /* no room for more: part of it */
+		memcpy(out, p->held + p->held_off, out_cap);
+		p->held_off += out_cap;
+		n = (ssize_t)out_cap;
+		goto out;
+	}
+	n = pump_fill(p, src, cls, out + hl, out_cap - hl, end_ret, &flushed);
+	if (n < 0)
+		return n;
+	if (hl > 0 && n == 0 && !*end_ret)
+		return 0; /* still nothing past the header: it waits on */
+	if (hl == 0 && p->paced && p->out_total == 0 && n > 0 && (size_t)n <= sizeof p->held &&
+	    !flushed && !p->flushing && !*end_ret) {
+		/* The member's header alone (the compressor holds the data):
+		 * not worth a chunk of its own; the read with more sends it
+		 * first. */
+		memcpy(p->held, out, (size_t)n);
+		p->held_len = (size_t)n;
+		p->held_off = 0;
+		return 0;
+	}
+	memcpy(out, p->held + p->held_off, hl);
+	p->held_off += hl;
+	n += (ssize_t)hl;
+out:
+	if (p->held_off == p->held_len)
+		p->held_len = p->held_off = 0;
+	p->out_total += (uint64_t)n;
 	if (p->paced && n > 0)
 		p->last_out_us = now_us();
-	return (ssize_t)n;
+	return n;
 }

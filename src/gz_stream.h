@@ -42,7 +42,8 @@ typedef ssize_t (*gz_source_fn)(void *cls, uint8_t *buf, size_t max);
  * sync-flushes it. So the first byte of each stretch of input goes out
  * within one source call plus GZ_PUMP_FLUSH_US, however slowly or quickly
  * the source produces, and the caller (libmicrohttpd) sees the connection
- * between any two source calls. An unpaced pump (a file: reads never
+ * between any two source calls. Its first bytes, when a read yields the
+ * member's header alone, wait for the read that has more. An unpaced pump (a file: reads never
  * block) fills the whole window per read, and its bytes depend only on the
  * input, so a length computed once holds for every stream of the file.
  *
@@ -60,11 +61,15 @@ struct gz_pump {
 	bool low_latency;        /* sync-flush every source chunk */
 	bool paced;              /* one source call per read, flushed after GZ_PUMP_FLUSH_US */
 	uint64_t last_out_us;    /* paced: when the pump last produced bytes (monotonic) */
-	bool flushing;           /* a sync flush is not complete yet */
-	bool unflushed;          /* input given since the last complete sync flush */
-	bool eof;                /* the source ended: finish the member */
-	bool done;               /* the trailer has been written */
-	int err;                 /* 0, or the error that ended the pump */
+	/* Paced: the member's first bytes when they are its header alone,
+	 * held for the read that has more (one chunk fewer per stream). */
+	uint8_t held[32];
+	size_t held_len, held_off;
+	bool flushing;  /* a sync flush is not complete yet */
+	bool unflushed; /* input given since the last complete sync flush */
+	bool eof;       /* the source ended: finish the member */
+	bool done;      /* the trailer has been written */
+	int err;        /* 0, or the error that ended the pump */
 };
 
 /* gz_pump_init flags. */

@@ -241,11 +241,11 @@ START_TEST(test_pump_paced_bound)
 	ck_assert_int_eq(gz_pool_new(&gz_backend_zlib, gz_backend_zlib.level_default, 1, &pool), 0);
 	ck_assert_int_eq(gz_pump_init(&p, pool, 4096, GZ_PUMP_PACED), 0);
 	follow_init(&f, sizeof body + 1);
-	/* The gzip header may come with the first bytes; after it, output
-	 * waits while the calls are quick. */
+	/* Output waits while the calls are quick; the gzip header alone is
+	 * not sent either (held for the read with more). */
 	for (reads = 0; reads < 8; reads++) {
 		n = gz_pump_read(&p, src_read, &s, out, sizeof out, &end);
-		ck_assert_int_ge(n, 0);
+		ck_assert_int_eq(n, 0);
 		ck_assert_uint_eq(s.calls, reads + 1);
 		ck_assert_int_ge(follow_feed(&f, out, (size_t)n), 0);
 	}
