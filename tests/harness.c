@@ -970,7 +970,7 @@ th_raw_expect_closed(int fd, unsigned int timeout_ms, const char *ctx)
 /*                     Checks of buffer responses                        */
 /* ===================================================================== */
 
-static int
+__attribute__((format(printf, 3, 4))) static int
 v_fail(char *err, size_t errcap, const char *fmt, ...)
 {
 	va_list ap;

@@ -165,7 +165,9 @@ uint64_t now_us(void);
 void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn);
 void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 		  enum MHD_RequestTerminationCode toe);
-void on_mhd_log(void *cls, const char *fmt, va_list ap);
+/* libmicrohttpd's printf format and its arguments: the attribute lets
+ * -Wformat-nonliteral accept the vsnprintf of a caller's format. */
+__attribute__((format(printf, 2, 0))) void on_mhd_log(void *cls, const char *fmt, va_list ap);
 
 /* respond.c: queueing through the handler. */
 /* 0, or -1 when out of memory (then treat the request as identity-only). */
