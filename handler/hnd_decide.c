@@ -115,10 +115,11 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 		return;
 	}
 	if (is_304) {
-		/* An untyped body is sniffed as for its 200 (a stream, which
-		 * cannot be, is not coded: neither is its 304). */
-		/* Nor is the 304 of a 200 below min_nbytes (an empty response
-		 * queued for a 304 stands for a 200 of any length). */
+		/* The 304 of a 200 that is identity for every client carries
+		 * no Vary either: an untyped body sniffed as for its 200 (a
+		 * stream, which cannot be, is not coded), or a 200 below
+		 * min_nbytes (an empty response queued for a 304 stands for a
+		 * 200 of any length). */
 		if (!type_compressible(gz, f->content_type, sniff, sniff_len) ||
 		    (body_len != 0 && body_len != MHD_SIZE_UNKNOWN && body_len < gz->min_nbytes)) {
 			d->reason = MHDGZ_SKIP_STATUS;
