@@ -37,9 +37,10 @@ done
 cd "$1" || exit 2
 
 # The sources, without what an in-tree make fuzz puts under tests/fuzz/
-# (a build and a copy of the tree) or npm under tests/interop/.
+# (a build and a copy of the tree), npm under tests/interop/, or make
+# check-upstream's libmicrohttpd sources under tests/upstream-build/.
 mapfile -t files < <(find src handler examples tests bench \
-	\( -path tests/fuzz/build -o -path tests/fuzz/tree -o -path tests/interop-out -o -name node_modules \) -prune -o \
+	\( -path tests/fuzz/build -o -path tests/fuzz/tree -o -path tests/interop-out -o -path tests/upstream-build -o -name node_modules \) -prune -o \
 	-type f \( -name '*.c' -o -name '*.h' \) -print | LC_ALL=C sort)
 [ "${#files[@]}" -gt 0 ] || { echo "style.sh: no C sources under $1" >&2; exit 2; }
 
