@@ -199,16 +199,20 @@ ref_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 	if (f->no_transform)
 		return MHDGZ_SKIP_NO_TRANSFORM;
 	if (status == 304) {
-		/* Stands for the 200: Vary unless its type is not compressible
-		 * (its body is not known, so no sniff). */
-		*vary = !f->ct || ref_compressible(gz, f->ct, (const uint8_t *)"", 0);
+		/* Stands for the 200: Vary unless that 200 is identity for
+		 * every client (a type not compressible, an untyped body that
+		 * sniffs binary, a length below min_nbytes; an empty response
+		 * stands for a 200 of any length). */
+		*vary = ref_compressible(gz, f->ct, body, len) &&
+			!(len != 0 && len < gz->min_nbytes);
 		return MHDGZ_SKIP_STATUS;
 	}
 	if (len == 0)
 		return MHDGZ_SKIP_EMPTY;
 	if (!ref_compressible(gz, f->ct, body, len))
 		return MHDGZ_SKIP_TYPE;
-	*vary = true;
+	/* Below min_nbytes it is identity for every client: no Vary. */
+	*vary = len >= gz->min_nbytes;
 	if (!wants)
 		return MHDGZ_SKIP_NOT_ACCEPTED;
 	if (len < gz->min_nbytes)
