@@ -599,7 +599,7 @@ bool hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const stru
  * one sendmsg, and no descriptor is duplicated (hnd_file_identity). Served
  * by gzserve on loopback, 2k and 20k gain 30 % and 10-20 % requests/s;
  * at 100k the two copies cost what the second segment saves (bench/README.md,
- * issue 16), and the buffer is held while the response is sent. */
+ * make bench-e2e), and the buffer is held while the response is sent. */
 #ifndef HND_FD_INLINE_MAX
 #define HND_FD_INLINE_MAX (64u * 1024u)
 #endif

@@ -46,7 +46,7 @@
 /* 5, not libdeflate's own 6: on the benchmark payload it takes 0.70x of
  * level 6's time at 20 KiB and 100 KiB for 0.9-1.1 % more bytes, and its
  * output is still smaller than Go gzhttp's default (klauspost level 5)
- * at 2k, 20k and 100k (bench/README.md, issue 16). */
+ * at 2k, 20k and 100k (bench/README.md, make bench-compare). */
 #define GZ_LIBDEFLATE_LEVEL_DEFAULT 5
 
 struct gz_libdeflate {

@@ -19,7 +19,7 @@
  * deflateReset clears the hash head (64 KiB at memLevel 8, 8 KiB at 5) and
  * a 2 KiB body then touches 16 KiB of tables instead of 256 KiB: at 2 KiB,
  * 17-23 % fewer instructions and 8-19 % less time than the full-size
- * stream (bench/README.md, issue 16). The window holds the whole body with
+ * stream (bench/README.md, make bench). The window holds the whole body with
  * zlib's lookahead to spare, so every match distance stays reachable; the
  * bytes are zlib's own for those parameters (nginx's, for a body of
  * 1,786-3,833 bytes, to which nginx gives the same parameters; smaller

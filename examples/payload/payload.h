@@ -30,7 +30,7 @@
 /** Size of the whole document in bytes (128 KiB). */
 #define PAYLOAD_JSON_NBYTES ((size_t)128 * 1024)
 
-/** The benchmark sizes (issue 6, Go gziphandler's 2k/20k/100k), in bytes. */
+/** The benchmark sizes (Go gziphandler's 2k/20k/100k), in bytes. */
 #define PAYLOAD_JSON_2K ((size_t)2048)
 #define PAYLOAD_JSON_20K ((size_t)20480)
 #define PAYLOAD_JSON_100K ((size_t)102400)
