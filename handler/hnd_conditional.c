@@ -48,13 +48,13 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 			if (len == HND_MEMO_NOT_SMALLER) {
 				gzip = false;
 			} else if (e->uncached) {
-				v = hnd_fields_response(gz, e->response, f, len, HND_REP_GZIP_304);
+				v = hnd_fields_response(gz, hnd_identity_fields(e), f, len, HND_REP_GZIP_304);
 				if (!v)
 					hnd_count(gz, HND_C_FAILURES, 1);
 				*fresh_ret = v != NULL;
 				return v;
 			} else {
-				k->rep_304 = hnd_fields_response(gz, e->response, f, len,
+				k->rep_304 = hnd_fields_response(gz, hnd_identity_fields(e), f, len,
 								 HND_REP_GZIP_304);
 				if (!k->rep_304)
 					hnd_count(gz, HND_C_FAILURES, 1);
@@ -72,7 +72,7 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 				uint64_t coded_len = k->rep_len;
 
 				MHD_destroy_response(v);
-				v = hnd_fields_response(gz, e->response, f, coded_len,
+				v = hnd_fields_response(gz, hnd_identity_fields(e), f, coded_len,
 							HND_REP_GZIP_304);
 				if (!v)
 					hnd_count(gz, HND_C_FAILURES, 1);
@@ -81,7 +81,7 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 			} else {
 				if (!k->rep_304) {
 					atomic_fetch_add(&k->body->refs, 1);
-					if (hnd_build_response(gz, e->response, f, k->body,
+					if (hnd_build_response(gz, hnd_identity_fields(e), f, k->body,
 							       HND_REP_GZIP_304, &k->rep_304) < 0)
 						hnd_count(gz, HND_C_FAILURES, 1);
 				}
@@ -94,7 +94,7 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 		if (gz->etag_policy == MHDGZ_ETAG_KEEP || !f->etag)
 			return e->response;
 		if (!k->rep_304 &&
-		    hnd_build_response(gz, e->response, f, NULL, HND_REP_GZIP_304, &k->rep_304) < 0)
+		    hnd_build_response(gz, hnd_identity_fields(e), f, NULL, HND_REP_GZIP_304, &k->rep_304) < 0)
 			hnd_count(gz, HND_C_FAILURES, 1);
 		return k->rep_304;
 	}
@@ -103,7 +103,7 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 			if (hnd_gzip_stream_length(gz, e, f->etag, hnd_low_latency(e, f), f->coding,
 						   &len) != 0)
 				len = MHD_SIZE_UNKNOWN;
-			k->rep_304 = hnd_fields_response(gz, e->response, f, len, HND_REP_GZIP_304);
+			k->rep_304 = hnd_fields_response(gz, hnd_identity_fields(e), f, len, HND_REP_GZIP_304);
 			if (!k->rep_304)
 				hnd_count(gz, HND_C_FAILURES, 1);
 		}
@@ -112,7 +112,7 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	if (e->body_len != MHD_SIZE_UNKNOWN)
 		return e->response;
 	if (!e->rep_304_identity) {
-		e->rep_304_identity = hnd_fields_response(gz, e->response, f, MHD_SIZE_UNKNOWN,
+		e->rep_304_identity = hnd_fields_response(gz, hnd_identity_fields(e), f, MHD_SIZE_UNKNOWN,
 							  HND_REP_IDENTITY);
 		if (!e->rep_304_identity)
 			hnd_count(gz, HND_C_FAILURES, 1);

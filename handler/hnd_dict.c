@@ -445,7 +445,7 @@ build(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, struct h
 	rc = MHDGZ_EMHD;
 	vf.coding = GZ_CODING_ZSTD;
 	vf.etag = NULL; /* ours below */
-	if (hnd_copy_headers(gz, e->response, v, &vf, HND_REP_GZIP, true) < 0 ||
+	if (hnd_copy_headers(gz, hnd_identity_fields(e), v, &vf, HND_REP_GZIP, true) < 0 ||
 	    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "dcz") != MHD_YES)
 		goto out;
 	etag = dcz_etag(gz->etag_policy, f->etag, k->dict->hash, ebuf, sizeof ebuf);
@@ -548,7 +548,7 @@ hnd_dcz_select(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_request *
 
 		vf.etag = NULL;
 		vf.coding = GZ_CODING_ZSTD;
-		v = hnd_fields_response(gz, e->response, &vf, k->rep_len, HND_REP_GZIP_304);
+		v = hnd_fields_response(gz, hnd_identity_fields(e), &vf, k->rep_len, HND_REP_GZIP_304);
 		if (v && etag &&
 		    MHD_add_response_header(v, MHD_HTTP_HEADER_ETAG, etag) != MHD_YES) {
 			MHD_destroy_response(v);

@@ -289,6 +289,97 @@ hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *
 	return 0;
 }
 
+int
+hnd_copy_fields(struct MHD_Response *r, struct MHD_Response *v)
+{
+	struct copy_ctx c = { .to = v, .framing = true };
+
+	MHD_get_response_headers(r, copy_iter, &c);
+	return c.failed ? MHDGZ_EMHD : 0;
+}
+
+struct drop_ctx {
+	struct MHD_Response *r;
+	unsigned int digests;
+	bool skip_vary;
+};
+
+/* Delete from r each field of the original that the coded representation
+ * leaves out: the ones copy_iter does not copy to a coded variant. */
+static enum MHD_Result
+drop_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct drop_ctx *c = cls;
+	bool drop;
+
+	if (!value)
+		return MHD_YES;
+	if (kind == MHD_FOOTER_KIND) {
+		drop = hnd_is_digest_field(key);
+	} else if (kind == MHD_HEADER_KIND) {
+		drop = strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0 ||
+		       strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
+		       strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
+		       strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0 ||
+		       hnd_is_digest_field(key) ||
+		       (c->skip_vary && strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0);
+	} else {
+		return MHD_YES;
+	}
+	if (drop) {
+		c->digests += hnd_is_digest_field(key);
+		MHD_del_response_header(c->r, key, value);
+	}
+	return MHD_YES;
+}
+
+/* The fields a coded representation adds: Vary, the ETag per policy,
+ * Content-Encoding, the Trailer of the digest. Values point into f or buf. */
+struct added {
+	const char *key[4], *value[4];
+	size_t n;
+};
+
+int
+hnd_rewrite_coded(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *orig,
+		  const struct hnd_facts *f, bool digest)
+{
+	struct drop_ctx c = { .r = r, .skip_vary = f->vary_add && f->vary_replace };
+	struct added a = { .n = 0 };
+	char buf[HND_ETAG_MAX];
+	const char *etag = hnd_etag_for_coding(gz->etag_policy, f->etag, f->coding, buf, sizeof buf);
+	size_t i;
+
+	if (f->vary_add) {
+		a.key[a.n] = MHD_HTTP_HEADER_VARY;
+		a.value[a.n++] = f->vary_add;
+	}
+	if (etag) {
+		a.key[a.n] = MHD_HTTP_HEADER_ETAG;
+		a.value[a.n++] = etag;
+	}
+	a.key[a.n] = MHD_HTTP_HEADER_CONTENT_ENCODING;
+	a.value[a.n++] = gz_coding_name(f->coding);
+	if (digest) {
+		a.key[a.n] = MHD_HTTP_HEADER_TRAILER;
+		a.value[a.n++] = "Content-Digest";
+	}
+	/* Add first, so that a failure can be undone; then delete the
+	 * originals, which cannot fail (an added value equal to an original
+	 * one leaves one of the two, as the variant would carry). */
+	for (i = 0; i < a.n; i++) {
+		if (MHD_add_response_header(r, a.key[i], a.value[i]) != MHD_YES) {
+			while (i-- > 0)
+				MHD_del_response_header(r, a.key[i], a.value[i]);
+			return MHDGZ_EMHD;
+		}
+	}
+	MHD_get_response_headers(orig, drop_iter, &c);
+	if (c.digests)
+		hnd_count(gz, HND_C_DIGESTS_DROPPED, c.digests);
+	return 0;
+}
+
 const char *
 hnd_etag_for_gzip(enum mhdgz_etag_policy policy, const char *etag, char *buf, size_t cap)
 {

@@ -492,7 +492,22 @@ struct hnd_entry {
 	struct MHD_Response *rep_304_identity;   /* the 304 of an unknown-size identity 200 */
 	struct MHD_Response *sendfile_rep;       /* HND_FD: the sendfile identity response */
 	struct hnd_dcz *dcz; /* dcz representations, one per dictionary used (hnd_dict.c) */
+	/* HND_CALLBACK of unknown size whose first queue was coded: the
+	 * response itself carries that coded stream (hnd_stream_in_place), so
+	 * its reader may use it as long as libmicrohttpd keeps it, as without
+	 * mhdgz. fields: its header fields and trailers as the application
+	 * made them, which every later queue reads (hnd_identity_fields). */
+	struct hnd_stream *in_place;
+	struct MHD_Response *fields;
 };
+
+/* The header fields of e's identity representation: its response's, or,
+ * once the response carries a coded stream in place, the copy made then. */
+static inline struct MHD_Response *
+hnd_identity_fields(const struct hnd_entry *e)
+{
+	return e->fields ? e->fields : e->response;
+}
 
 /* hnd_table.c: a new entry holding one reference (its response's), or
  * NULL; free it with hnd_entry_free while it has no response yet. */
@@ -540,6 +555,16 @@ enum hnd_rep { HND_REP_GZIP, HND_REP_GZIP_304, HND_REP_IDENTITY };
  * add. */
 int hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *v,
 		     const struct hnd_facts *f, enum hnd_rep rep, bool body);
+/* A copy of r's fields and trailers on v as they are (Content-Length
+ * aside: libmicrohttpd's). 0 or MHDGZ_EMHD. */
+int hnd_copy_fields(struct MHD_Response *r, struct MHD_Response *v);
+/* Rewrite r's own fields into those of the coded representation that
+ * hnd_copy_headers gives a variant (orig: a copy of them as they were, see
+ * hnd_copy_fields), Content-Encoding set, and, with digest, a Trailer
+ * field announcing Content-Digest. Only before libmicrohttpd first has r.
+ * 0, or MHDGZ_EMHD with r's fields as they were. */
+int hnd_rewrite_coded(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *orig,
+		      const struct hnd_facts *f, bool digest);
 
 /* ------------------------------------------------------------------------ */
 /* Representations (hnd_variants.c, hnd_conditional.c, hnd_stream*.c)       */
@@ -638,6 +663,20 @@ void hnd_prefix_fini(struct hnd_prefix *px);
 struct MHD_Response *hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e,
 					 struct MHD_Response *r, const struct hnd_facts *f,
 					 bool low_latency, bool digest);
+/* The coded stream in e's own response r (an application's reader of
+ * unknown size, never queued yet): its fields rewritten (hnd_rewrite_coded,
+ * the originals kept in e->fields) and its reader, hnd_entry_read, now
+ * reading the stream (e->in_place), which hnd_entry_release frees with r.
+ * 0, or a negative error with r as it was. e->lock held. */
+int hnd_stream_in_place(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *r,
+			const struct hnd_facts *f, bool low_latency, bool digest);
+/* The identity stream of e's reader in a response of its own, with e's
+ * identity fields: for a queue after e's response carries a coded stream
+ * in place. NULL on failure. e->lock held. */
+struct MHD_Response *hnd_identity_stream(struct mhdgz *gz, struct hnd_entry *e,
+					 const struct hnd_facts *f);
+/* Free e's in-place stream (its response is gone: no reader call follows). */
+void hnd_stream_in_place_fini(struct hnd_entry *e);
 
 /* hnd_variants.c: the RFC 9530 Content-Digest value "sha-256=:<base64>:"
  * of what ctx has hashed, NUL-terminated in field (ctx is reset). */

@@ -32,8 +32,10 @@ no_content(unsigned int status)
  * response's place. *queue_ret is the response itself or a response of
  * ours; the return value is HND_RELEASE when the caller owns a reference
  * to it (a per-request response: a gzip stream, a HEAD response), else 0.
- * res receives the outcome. Never fails: on any failure the identity
- * response is queued and the reason is MHDGZ_SKIP_ERROR.
+ * res receives the outcome. On a failure the identity response is queued
+ * and the reason is MHDGZ_SKIP_ERROR; *queue_ret is NULL (nothing can be
+ * queued) only where that identity response is one of ours and could not
+ * be built, after the response itself took a coded stream in place.
  */
 int
 hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
@@ -55,6 +57,8 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	bool dcz_release; /* hnd_dcz_select made a per-request response */
 	char vary_buf[256], *vary_heap = NULL;
 	struct hnd_stripe *st = hnd_stripe_of(gz);
+	struct MHD_Response *fields;
+	bool in_place = false; /* the response itself carries the coded stream */
 
 	*queue_ret = response;
 	res->body_nbytes = res->coded_nbytes = MHDGZ_NBYTES_UNKNOWN;
@@ -77,7 +81,8 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		rq_padded.acc.zstd = rq_padded.acc.br = rq_padded.acc.dcz = 0;
 		rq = &rq_padded;
 	}
-	hnd_read_facts(response, &f, &fc);
+	fields = hnd_identity_fields(e);
+	hnd_read_facts(fields, &f, &fc);
 	f.mhd_flags = e->mhd_flags;
 	atomic_store(&e->te_chunked, f.te_chunked);
 	f.dict_vary = hnd_dict_url_matches(gz, rq->url);
@@ -123,7 +128,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 			d.reason = MHDGZ_SKIP_NOT_SMALLER;
 			coded_len = MHDGZ_NBYTES_UNKNOWN;
 		} else {
-			v = hnd_fields_response(gz, response, &f, coded_len, HND_REP_GZIP);
+			v = hnd_fields_response(gz, fields, &f, coded_len, HND_REP_GZIP);
 			if (v) {
 				*queue_ret = v;
 				release = HND_RELEASE;
@@ -157,7 +162,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 
 		if (hnd_gzip_stream_length(gz, e, f.etag, ll, f.coding, &len) != 0)
 			len = MHD_SIZE_UNKNOWN;
-		v = hnd_fields_response(gz, response, &f, len, HND_REP_GZIP);
+		v = hnd_fields_response(gz, fields, &f, len, HND_REP_GZIP);
 		in_len = out_len = 0;
 		if (v) {
 			*queue_ret = v;
@@ -170,10 +175,25 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 			hnd_count(gz, HND_C_FAILURES, 1);
 			d.reason = MHDGZ_SKIP_ERROR;
 		}
+	} else if (d.reason == MHDGZ_COMPRESSED && e->kind == HND_CALLBACK &&
+		   e->body_len == MHD_SIZE_UNKNOWN && !e->response_queued && !e->fields) {
+		/* The first queue of an application's reader of unknown size:
+		 * the coded stream in its own response (hnd_stream.c); on a
+		 * failure the response as it is. */
+		hnd_count(gz, HND_C_COMPRESSIONS, 1);
+		in_len = out_len = 0;
+		if (hnd_stream_in_place(gz, e, response, &f, hnd_low_latency(e, &f),
+					gz->content_digest && f.content_digest) == 0) {
+			padded = hnd_padded(gz, e, f.coding);
+			in_place = true;
+		} else {
+			hnd_count(gz, HND_C_FAILURES, 1);
+			d.reason = MHDGZ_SKIP_ERROR;
+		}
 	} else if (d.reason == MHDGZ_COMPRESSED) {
 		/* Streams: a fresh gzip stream per queue (per connection); the
 		 * bytes are counted as they are produced. */
-		v = hnd_gzip_stream_new(gz, e, response, &f, hnd_low_latency(e, &f),
+		v = hnd_gzip_stream_new(gz, e, fields, &f, hnd_low_latency(e, &f),
 					gz->content_digest && f.content_digest);
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		if (v) {
@@ -212,20 +232,34 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	    !no_content(status)) {
 		/* HEAD of an identity stream of unknown length: libmicrohttpd
 		 * 0.9.75 would follow the headers with a last chunk. */
-		v = hnd_fields_response(gz, response, &f, MHD_SIZE_UNKNOWN, HND_REP_IDENTITY);
+		v = hnd_fields_response(gz, fields, &f, MHD_SIZE_UNKNOWN, HND_REP_IDENTITY);
 		if (v) {
 			*queue_ret = v;
 			release = HND_RELEASE;
 		}
 	}
-	if (*queue_ret == response) {
+	if (*queue_ret == response && e->fields && !in_place) {
+		/* Identity after the response took a coded stream in place:
+		 * never the response a second time, a stream of its own. */
+		v = no_content(status) ? hnd_fields_response(gz, fields, &f, MHD_SIZE_UNKNOWN,
+							      HND_REP_IDENTITY)
+				       : hnd_identity_stream(gz, e, &f);
+		*queue_ret = v; /* NULL: nothing can be queued (MHD_NO) */
+		release = v ? HND_RELEASE : 0;
+		if (!v) {
+			hnd_count(gz, HND_C_FAILURES, 1);
+			d.reason = MHDGZ_SKIP_ERROR;
+		}
+	}
+	if (*queue_ret == response && !in_place) {
 		/* Merge Vary into the response only before libmicrohttpd first
 		 * has it: afterwards another thread may be reading its fields. */
 		if (f.vary_add && !e->vary_done && !e->response_queued &&
 		    hnd_merge_vary(response, &f, &fc) == 0)
 			e->vary_done = true;
-		e->response_queued = true;
 	}
+	if (*queue_ret == response)
+		e->response_queued = true;
 	if (e->body_len != MHD_SIZE_UNKNOWN) {
 		res->body_nbytes = e->body_len;
 		if (d.reason != MHDGZ_COMPRESSED)
@@ -288,7 +322,8 @@ mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, co
 		}
 		release = hnd_select(gz, &rq, status_code, response, &q, &res);
 	}
-	ret = MHD_queue_response(connection, status_code, q);
+	/* No response at all only where memory ran out building one. */
+	ret = q ? MHD_queue_response(connection, status_code, q) : MHD_NO;
 	if (release == HND_RELEASE)
 		MHD_destroy_response(q);
 	if (outcome) {

@@ -30,6 +30,7 @@ struct hnd_stream {
 	bool digest;
 	struct sha256_ctx sha;
 	struct MHD_Response *v; /* the stream's response, for the trailer */
+	bool in_place;          /* v is the entry's own response: no reference */
 	/* Length hiding (hnd_pad.c): the backend's gzip header is held until
 	 * the key's bytes are in the prefix, then sent rewritten with the
 	 * padding. pad_on: wanted; pad: its bytes once known (0 if the
@@ -113,14 +114,51 @@ hnd_source_read(struct hnd_entry *e, int fd, uint64_t pos, char *buf, size_t max
 /* The identity response is the application's own: its reader's return
  * goes to libmicrohttpd unchanged, which ends the response at an early
  * END_OF_STREAM as it would without mhdgz (sized_reader_ends_early_wire). */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max);
+
 ssize_t
 hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct hnd_entry *e = cls;
 
+	/* Set before libmicrohttpd first had the response, never changed. */
+	if (e->in_place)
+		return stream_read(e->in_place, pos, buf, max);
 	if (e->kind == HND_CALLBACK)
 		return callback_read(e, pos, buf, max);
 	return hnd_source_read(e, e->fd, pos, buf, max);
+}
+
+/* The reader of an identity stream in a response of its own. */
+static ssize_t
+identity_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	return callback_read(cls, pos, buf, max);
+}
+
+static void
+identity_free(void *cls)
+{
+	hnd_entry_unref(cls);
+}
+
+struct MHD_Response *
+hnd_identity_stream(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f)
+{
+	struct MHD_Response *v;
+
+	atomic_fetch_add(&e->refs, 1);
+	v = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, e->block_size, identity_read, e,
+					      identity_free);
+	if (!v) {
+		hnd_entry_unref(e);
+		return NULL;
+	}
+	if (hnd_copy_headers(gz, hnd_identity_fields(e), v, f, HND_REP_IDENTITY, true) < 0) {
+		MHD_destroy_response(v); /* drops the reference */
+		return NULL;
+	}
+	return v;
 }
 
 /* The prefix first, then the source from where the prefix ended. Returns
@@ -329,6 +367,8 @@ static void
 stream_free(void *cls)
 {
 	struct hnd_stream *st = cls;
+	struct hnd_entry *e = st->e;
+	bool in_place = st->in_place;
 	uint64_t out_total = st->pump.out_total + (st->hdr_done ? st->pad : 0);
 
 	/* Abandoned (client gone) or finished: the compressor goes back now. */
@@ -345,18 +385,28 @@ stream_free(void *cls)
 	hnd_prefix_fini(&st->pre);
 	if (st->fd >= 0)
 		close(st->fd);
-	hnd_entry_unref(st->e);
 	gz_free(st);
+	if (!in_place)
+		hnd_entry_unref(e);
 }
 
-struct MHD_Response *
-hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *r,
-		    const struct hnd_facts *f, bool low_latency, bool digest)
+void
+hnd_stream_in_place_fini(struct hnd_entry *e)
+{
+	struct hnd_stream *st = e->in_place;
+
+	e->in_place = NULL;
+	if (st)
+		stream_free(st);
+}
+
+/* A stream of e coded as f says, not yet in a response; NULL on failure. */
+static struct hnd_stream *
+stream_new(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, bool low_latency)
 {
 	const char *etag = f->etag;
 	enum gz_coding coding = f->coding;
 	struct hnd_stream *st;
-	struct MHD_Response *v;
 
 	st = gz_calloc(1, sizeof *st);
 	if (!st)
@@ -388,29 +438,7 @@ hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 			 (low_latency ? GZ_PUMP_LOW_LATENCY : 0) |
 				 (e->kind == HND_FD ? 0 : GZ_PUMP_PACED)) < 0)
 		goto fail;
-	atomic_fetch_add(&e->refs, 1);
-	v = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, HND_FD_BLOCK, stream_read, st,
-					      stream_free);
-	if (!v) {
-		stream_free(st); /* drops the reference just taken */
-		return NULL;
-	}
-	if (hnd_copy_headers(gz, r, v, f, HND_REP_GZIP, true) < 0 ||
-	    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, gz_coding_name(coding)) !=
-		    MHD_YES)
-		goto fail_v;
-	if (digest) {
-		st->digest = true;
-		st->v = v;
-		sha256_init(&st->sha);
-		if (MHD_add_response_header(v, MHD_HTTP_HEADER_TRAILER, "Content-Digest") !=
-		    MHD_YES)
-			goto fail_v;
-	}
-	return v;
-fail_v:
-	MHD_destroy_response(v); /* frees st */
-	return NULL;
+	return st;
 fail:
 	gz_pump_fini(&st->pump);
 	gz_free(st->padhdr);
@@ -419,6 +447,79 @@ fail:
 		close(st->fd);
 	gz_free(st);
 	return NULL;
+}
+
+static void
+stream_digest(struct hnd_stream *st, struct MHD_Response *v)
+{
+	st->digest = true;
+	st->v = v;
+	sha256_init(&st->sha);
+}
+
+struct MHD_Response *
+hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *r,
+		    const struct hnd_facts *f, bool low_latency, bool digest)
+{
+	struct hnd_stream *st = stream_new(gz, e, f, low_latency);
+	struct MHD_Response *v;
+
+	if (!st)
+		return NULL;
+	atomic_fetch_add(&e->refs, 1);
+	v = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, HND_FD_BLOCK, stream_read, st,
+					      stream_free);
+	if (!v) {
+		stream_free(st); /* drops the reference just taken */
+		return NULL;
+	}
+	if (hnd_copy_headers(gz, r, v, f, HND_REP_GZIP, true) < 0 ||
+	    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING,
+				    gz_coding_name(f->coding)) != MHD_YES)
+		goto fail_v;
+	if (digest) {
+		stream_digest(st, v);
+		if (MHD_add_response_header(v, MHD_HTTP_HEADER_TRAILER, "Content-Digest") !=
+		    MHD_YES)
+			goto fail_v;
+	}
+	return v;
+fail_v:
+	MHD_destroy_response(v); /* frees st */
+	return NULL;
+}
+
+/*
+ * The application's response carries the stream itself: libmicrohttpd
+ * keeps it, and with it everything its reader may touch (a footer added to
+ * it, say), for as long as it reads, whenever the application drops its
+ * own reference; its footers go out in the coded stream's trailer
+ * (test_in_place_footers, check_hnd_stream_lifetime.c). Queued again, it
+ * is never given out a second time: later queues get responses of their
+ * own built from the fields kept here.
+ */
+int
+hnd_stream_in_place(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *r,
+		    const struct hnd_facts *f, bool low_latency, bool digest)
+{
+	struct hnd_stream *st = stream_new(gz, e, f, low_latency);
+	struct MHD_Response *orig;
+
+	if (!st)
+		return MHDGZ_ENOMEM;
+	st->in_place = true;
+	orig = MHD_create_response_from_buffer_with_free_callback_cls(0, NULL, NULL, NULL);
+	if (!orig || hnd_copy_fields(r, orig) < 0 || hnd_rewrite_coded(gz, r, orig, f, digest) < 0) {
+		if (orig)
+			MHD_destroy_response(orig);
+		stream_free(st);
+		return MHDGZ_EMHD;
+	}
+	if (digest)
+		stream_digest(st, r);
+	e->fields = orig;
+	e->in_place = st;
+	return 0;
 }
 
 void

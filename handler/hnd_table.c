@@ -184,6 +184,9 @@ hnd_entry_free(struct hnd_entry *e)
 	if (e->rep_304_identity)
 		MHD_destroy_response(e->rep_304_identity);
 	hnd_dcz_free(e);
+	hnd_stream_in_place_fini(e);
+	if (e->fields)
+		MHD_destroy_response(e->fields);
 	if (e->sendfile_rep)
 		MHD_destroy_response(e->sendfile_rep);
 	free(e->owned_libc); /* the caller's MUST_FREE buffer (check-style: libc) */
@@ -218,6 +221,9 @@ hnd_entry_release(void *cls)
 
 	if (e->response) /* NULL if MHD_create_* itself failed */
 		hnd_table_remove(&e->gz->table, e);
+	/* No reader call follows: a coded stream in the response goes now,
+	 * and its compressor with it. */
+	hnd_stream_in_place_fini(e);
 	hnd_entry_unref(e);
 }
 

@@ -317,7 +317,7 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 		return MHDGZ_SKIP_NOT_SMALLER;
 	}
 	if (rc == 0)
-		rc = hnd_build_response(gz, e->response, f, out, HND_REP_GZIP, &v);
+		rc = hnd_build_response(gz, hnd_identity_fields(e), f, out, HND_REP_GZIP, &v);
 	if (rc == 0 && gz->content_digest && f->content_digest) {
 		rc = add_content_digest(v, out);
 		if (rc < 0)
@@ -398,7 +398,7 @@ inline_identity(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f
 		gz_free(buf);
 		return NULL;
 	}
-	if (hnd_copy_headers(gz, e->response, v, f, HND_REP_IDENTITY, true) < 0) {
+	if (hnd_copy_headers(gz, hnd_identity_fields(e), v, f, HND_REP_IDENTITY, true) < 0) {
 		MHD_destroy_response(v); /* frees buf */
 		return NULL;
 	}
@@ -437,7 +437,7 @@ hnd_file_identity(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts 
 		close(fd);
 		return NULL;
 	}
-	if (hnd_copy_headers(gz, e->response, v, f, HND_REP_IDENTITY, true) < 0) {
+	if (hnd_copy_headers(gz, hnd_identity_fields(e), v, f, HND_REP_IDENTITY, true) < 0) {
 		MHD_destroy_response(v);
 		return NULL;
 	}

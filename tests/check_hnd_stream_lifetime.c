@@ -382,6 +382,213 @@ START_TEST(one_gib_bounded_memory)
 END_TEST
 
 
+/* ===================================================================== */
+/*          A reader that adds a footer to its own response              */
+/* ===================================================================== */
+
+/* libmicrohttpd's own test_get_chunked pattern: the reader reaches its
+ * response through a pointer the route set, and adds a trailer field with
+ * the last block, after the route has destroyed its reference. */
+struct self_footer {
+	struct MHD_Response *r; /* set by the route; used by the reader */
+	const uint8_t *data;
+	size_t len;
+	_Atomic unsigned int frees, after_free, footers;
+};
+
+#define SF_BLOCK 1024u
+
+static ssize_t
+sf_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct self_footer *sf = cls;
+	size_t n = sf->len - (size_t)pos < SF_BLOCK ? sf->len - (size_t)pos : SF_BLOCK;
+
+	if (atomic_load(&sf->frees))
+		atomic_fetch_add(&sf->after_free, 1);
+	if (sf->len == 0 || (pos < sf->len && pos + n == sf->len)) {
+		/* with the last block (at once for an empty body) */
+		if (MHD_add_response_footer(sf->r, "X-Footer", "late") != MHD_YES)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		atomic_fetch_add(&sf->footers, 1);
+	}
+	if (pos >= sf->len)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (n > max)
+		n = max;
+	memcpy(buf, sf->data + pos, n);
+	return (ssize_t)n;
+}
+
+static void
+sf_free(void *cls)
+{
+	struct self_footer *sf = cls;
+
+	atomic_fetch_add(&sf->frees, 1);
+}
+
+static enum MHD_Result
+sf_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
+{
+	/* s->cls: two of them, one for "/b", one for every other URL */
+	struct self_footer *sf = (struct self_footer *)s->cls + (strcmp(url, "/b") == 0);
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	(void)method;
+	r = mhdgz_response_from_callback(s->gz, MHD_SIZE_UNKNOWN, SF_BLOCK, sf_read, sf, sf_free);
+	if (!r)
+		return MHD_NO;
+	sf->r = r;
+	if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain") != MHD_YES ||
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_TRAILER, "X-Footer") != MHD_YES ||
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, "\"f1\"") != MHD_YES) {
+		MHD_destroy_response(r);
+		return MHD_NO;
+	}
+	ret = mhdgz_queue_response(s->gz, c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r); /* the reader keeps using it */
+	return ret;
+}
+
+static bool
+sf_freed(void *cls)
+{
+	return atomic_load(&((struct self_footer *)cls)->frees) > 0;
+}
+
+/*
+ * The footer a reader adds to its own response, after the route destroyed
+ * its reference, reaches the client in the trailer, whatever the coding
+ * (_i % 4: identity, gzip, zstd, br), for a body and an empty one (_i / 4);
+ * the body decodes byte for byte; the free callback runs once, after the
+ * reader's last call. The coded stream is carried by the application's own
+ * response, which libmicrohttpd keeps while it reads (hnd_stream_in_place):
+ * a response of mhdgz's beside it left the reader writing into a freed one.
+ */
+START_TEST(in_place_footers)
+{
+	static const char *const coding[] = { NULL, "gzip", "zstd", "br" };
+	const char *want = coding[_i % 4];
+	size_t len = _i / 4 ? 0 : 40 * KIB + 7;
+	struct mhdgz_options o = { .size = sizeof o, .codings = "gzip, zstd, br" };
+	struct self_footer sf = { .len = len }, *pair;
+	struct st_test t;
+	uint8_t *data = tu_payload(len ? len : 1, TU_TEXT, 77), *dec = NULL;
+	size_t dec_len = 0;
+	unsigned int n;
+
+	if (want && strcmp(want, "gzip") != 0 &&
+	    !mhdgz_coding_available(strcmp(want, "zstd") == 0 ? MHDGZ_CODING_ZSTD
+								: MHDGZ_CODING_BR))
+		return;
+	sf.data = data;
+	pair = calloc(2, sizeof *pair);
+	ck_assert(pair != NULL);
+	pair[0] = sf;
+	st_begin(&t, st_gz_from(&o), data, len, sf_route, pair);
+	t.r.accept_encoding = want ? want : "identity";
+	st_get(&t, 0);
+	ck_assert_msg(t.r.rc == CURLE_OK, "%s", curl_easy_strerror(t.r.rc));
+	ck_assert_int_eq(t.r.status, 200);
+	if (want) {
+		ck_assert_str_eq(th_header(&t.r, "Content-Encoding", NULL), want);
+		ck_assert_str_eq(th_header(&t.r, "ETag", NULL), "W/\"f1\"");
+		ck_assert_msg(tu_decode(want, t.r.body, t.r.body_len, &dec, &dec_len) == 0,
+			      "%s body does not decode", want);
+		ck_assert_uint_eq(dec_len, len);
+		ck_assert(len == 0 || memcmp(dec, data, len) == 0);
+		free(dec);
+	} else {
+		ck_assert(th_header(&t.r, "Content-Encoding", NULL) == NULL);
+		ck_assert_str_eq(th_header(&t.r, "ETag", NULL), "\"f1\"");
+		ck_assert_uint_eq(t.r.body_len, len);
+		ck_assert(len == 0 || memcmp(t.r.body, data, len) == 0);
+	}
+	ck_assert_str_eq(th_header(&t.r, "Trailer", &n), "X-Footer");
+	ck_assert_uint_eq(n, 1);
+	ck_assert_msg(th_header(&t.r, "X-Footer", &n) != NULL, "%s: no X-Footer trailer",
+		      want ? want : "identity");
+	ck_assert_str_eq(th_header(&t.r, "X-Footer", NULL), "late");
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(th_hdr_count(&t.r, "Content-Length"), 0);
+	ck_assert(th_wait(sf_freed, pair, RELEASE_WAIT_MS));
+	ck_assert(th_wait(th_pool_back_pred, t.gz, RELEASE_WAIT_MS));
+	th_stop(&t.s);
+	ck_assert_uint_eq(atomic_load(&pair[0].frees), 1);
+	ck_assert_uint_eq(atomic_load(&pair[0].after_free), 0);
+	ck_assert_uint_eq(atomic_load(&pair[0].footers), 1);
+	ck_assert_uint_eq(atomic_load(&pair[1].frees), 0);
+	free(pair);
+	st_end(&t);
+}
+END_TEST
+
+/* The same response pattern, two GETs pipelined in one write on a raw
+ * socket (gzip): each response is chunked, ends with its last chunk and
+ * the X-Footer trailer, and not a byte more; the connection stays open;
+ * each response is freed once, never before its reader's last call. */
+START_TEST(in_place_footers_pipelined)
+{
+	static const char req[] = "GET /a HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n"
+				  "GET /b HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n";
+	size_t len = 10 * KIB + 3;
+	struct self_footer *sf = calloc(2, sizeof *sf);
+	struct st_test t;
+	uint8_t *data = tu_payload(len, TU_TEXT, 78);
+	int fd, i;
+
+	ck_assert(sf != NULL);
+	for (i = 0; i < 2; i++) {
+		sf[i].len = len;
+		sf[i].data = data;
+	}
+	st_begin(&t, th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0), data, len, sf_route, sf);
+	fd = th_raw_connect(t.s.port);
+	th_raw_send(fd, req, sizeof req - 1);
+	for (i = 0; i < 2; i++) {
+		struct th_raw_response resp;
+		uint8_t *body = NULL, *dec = NULL;
+		size_t body_len = 0, dec_len = 0, nchunks = 0;
+		bool early = false;
+		static const char tr[] = "\r\nX-Footer: late\r\n\r\n";
+
+		ck_assert_int_eq(th_raw_read_response(fd, false, 10000, &resp), 0);
+		ck_assert_int_eq(resp.status, 200);
+		ck_assert(resp.chunked);
+		th_raw_expect_field(&resp, "Content-Encoding", "gzip", "pipelined");
+		th_raw_expect_field(&resp, "Trailer", "X-Footer", "pipelined");
+		th_raw_expect_field(&resp, "Content-Length", NULL, "pipelined");
+		ck_assert_int_eq(th_dechunk(resp.bytes + resp.head_len, resp.len - resp.head_len,
+					    &body, &body_len, &nchunks, &early),
+				 0);
+		ck_assert(!early);
+		/* the last chunk, then the footer, then the end */
+		ck_assert(resp.len >= sizeof tr - 1 + 3);
+		ck_assert_msg(memcmp(resp.bytes + resp.len - (sizeof tr - 1), tr, sizeof tr - 1) ==
+				      0,
+			      "response %d does not end with the X-Footer trailer", i);
+		ck_assert_int_eq(tu_gunzip(body, body_len, &dec, &dec_len), 0);
+		ck_assert_uint_eq(dec_len, len);
+		ck_assert(memcmp(dec, data, len) == 0);
+		free(dec);
+		free(body);
+		th_raw_response_free(&resp);
+	}
+	th_raw_expect_idle(fd, 200, "after two pipelined responses");
+	close(fd);
+	th_stop(&t.s);
+	for (i = 0; i < 2; i++) {
+		ck_assert_uint_eq(atomic_load(&sf[i].frees), 1);
+		ck_assert_uint_eq(atomic_load(&sf[i].footers), 1);
+		ck_assert_uint_eq(atomic_load(&sf[i].after_free), 0);
+	}
+	free(sf);
+	st_end(&t);
+}
+END_TEST
+
 struct ck_case
 stream_lifetime_case(void)
 {
@@ -389,7 +596,9 @@ stream_lifetime_case(void)
 				 CK_CASE_TIMEOUT,
 				 { { client_disconnects, 0, (int)(2 * N_ELEMS(dc_backends)) },
 				   { daemon_stops_mid_stream, 0, 0 },
-				   { head_like_get, 0, 2 } } };
+				   { head_like_get, 0, 2 },
+				   { in_place_footers, 0, 8 },
+				   { in_place_footers_pipelined, 0, 0 } } };
 }
 
 struct ck_case
