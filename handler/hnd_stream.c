@@ -205,12 +205,15 @@ read_block(const struct hnd_entry *e)
 
 /*
  * Length hiding: read the bytes the padding is keyed on into the prefix
- * (the pump sends them first, as it does the bytes read at queue time):
- * the first HND_PAD_KEY_NBYTES of the body, or all of it, or what came
- * before an error; for a low-latency reader (not a file, which never
- * stalls) only its first call, so that it gains no latency. The prefix has
- * room for it (pad_prepare). Returns 1 once keyed, 0 when the source has no
- * data now (call again).
+ * (the pump sends them first): the first HND_PAD_KEY_NBYTES of the body,
+ * or all of it, or what came before an error; for a low-latency reader
+ * (not a file, which never stalls) only its first call, so that it gains
+ * no latency. An application's reader or a pipe is called once per call
+ * here, as libmicrohttpd would call it once per read: its connection's
+ * thread serves its other connections between the calls
+ * (blocking_reader_client_leaves, check_hnd_stream_latency.c). The prefix has
+ * room for it (pad_prepare). Returns 1 once keyed, 0 when the source has
+ * no data now or was called once already (call again).
  */
 static int
 pad_key(struct hnd_stream *st)
@@ -218,12 +221,16 @@ pad_key(struct hnd_stream *st)
 	struct hnd_entry *e = st->e;
 	size_t blk = read_block(e);
 	bool one_call = st->pump.low_latency && e->kind != HND_FD;
+	bool paced = e->kind != HND_FD;
+	unsigned int calls = 0;
 
 	while (!st->pre.eof && !st->pre.failed && st->pre.len < HND_PAD_KEY_NBYTES &&
 	       !(one_call && st->pre.len > 0)) {
-		ssize_t n = hnd_source_read(e, st->fd, st->pre.len,
-					    (char *)st->pre.buf + st->pre.len, blk);
+		ssize_t n;
 
+		if (paced && calls++ > 0)
+			return 0;
+		n = hnd_source_read(e, st->fd, st->pre.len, (char *)st->pre.buf + st->pre.len, blk);
 		if (n == MHD_CONTENT_READER_END_OF_STREAM)
 			st->pre.eof = true;
 		else if (n < 0)

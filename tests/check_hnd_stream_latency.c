@@ -597,11 +597,15 @@ END_TEST
 /* A client that leaves a comet stream after two lines: MHD_stop_daemon
  * returns within a second of it (four under sanitizers; the reader blocks
  * 200 ms per call, and is called once per libmicrohttpd read), and the
- * reader's free callback has run once. */
+ * reader's free callback has run once. _i 1: with length hiding, whose
+ * gzip header waits for 64 KiB of body to key the padding (9,000 lines
+ * here): the client leaves after a second without a line, and the key is
+ * read one reader call per libmicrohttpd read too, so the stop is as
+ * quick (pad_key, hnd_stream.c). */
 START_TEST(blocking_reader_client_leaves)
 {
 	struct comet c = { .limit = 0 };
-	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct mhdgz *gz = st_gz_new(MHDGZ_BACKEND_DEFAULT, 0, _i ? MHDGZ_F_LENGTH_HIDING : 0);
 	uint64_t bound = 1000 * COMET_SLOW, t0;
 	struct th_server s;
 	struct th_reply r;
@@ -610,9 +614,12 @@ START_TEST(blocking_reader_client_leaves)
 	th_reply_init(&r);
 	r.on_data = comet_data;
 	r.cls = &c;
-	r.abort_after = strlen("line 0\nline 1\n");
+	if (_i)
+		r.timeout_ms = 1000;
+	else
+		r.abort_after = strlen("line 0\nline 1\n");
 	ck_assert_int_ne(th_fetch(NULL, s.port, "/", TH_DECODE, &r), CURLE_OK);
-	ck_assert_uint_ge(c.seen, 2);
+	ck_assert_uint_ge(c.seen, _i ? 0 : 2);
 	t0 = th_now_ms();
 	th_stop(&s);
 	ck_assert_msg(th_now_ms() - t0 <= bound, "MHD_stop_daemon took %llu ms",
@@ -635,5 +642,5 @@ stream_latency_case(void)
 				   { fd_ownership, 0, 0 },
 				   { events_coded, 0, 6 },
 				   { blocking_reader_lines, 0, 0 },
-				   { blocking_reader_client_leaves, 0, 0 } } };
+				   { blocking_reader_client_leaves, 0, 2 } } };
 }
