@@ -211,7 +211,7 @@ read_block(const struct hnd_entry *e)
  * no latency. An application's reader or a pipe is called once per call
  * here, as libmicrohttpd would call it once per read: its connection's
  * thread serves its other connections between the calls
- * (blocking_reader_client_leaves, check_hnd_stream_latency.c). The prefix has
+ * (pad_key_interleaves, check_hnd_stream_latency.c). The prefix has
  * room for it (pad_prepare). Returns 1 once keyed, 0 when the source has
  * no data now or was called once already (call again).
  */
