@@ -5,7 +5,7 @@
 # defines malloc and friends to count allocations process-wide. It decodes
 # with the tests' independent decoder (tests/testutil.c, zlib).
 noinst_PROGRAMS += bench/bench_handler
-bench_bench_handler_SOURCES = bench/bench.h bench/bench_handler.c bench/bh_alloc.c \
+bench_bench_handler_SOURCES = bench/bench.h bench/bench_handler.c bench/bh_common.c bench/bh_alloc.c \
 	bench/bh_runner.c bench/bh_verify.c bench/bh_stream.c bench/bh_events.c bench/bh_dict.c \
 	tests/testutil.c \
 	tests/testutil.h
