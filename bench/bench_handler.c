@@ -274,7 +274,7 @@ build_rows(void)
 			l = be->level_default;
 			add_rows(K_UNPOOLED, be, l, s, be == dflt);
 		}
-		/* zstd and brotli beside gzip (issue 14): the levels where one
+		/* zstd and brotli beside gzip: the levels where one
 		 * can beat libdeflate 6 on time, on size, or both. */
 		for (b = 0; gz_coding_backends[b]; b++) {
 			static const int zl[] = { 1, 3, 6 }, bl[] = { 1, 4, 5 };

@@ -15,7 +15,7 @@ bench_bench_handler_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(tests_dec_cflags)
 bench_bench_handler_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la $(MHD_LIBS) \
 	$(tests_dec_libs)
 # passthru: one server whose in-memory responses go through libmicrohttpd
-# alone (--plain) or through mhdgz (make bench-passthru, issue 16). Links
+# alone (--plain) or through mhdgz (make bench-passthru). Links
 # the installed library, as an application does.
 noinst_PROGRAMS += bench/passthru
 bench_passthru_SOURCES = bench/passthru.c
