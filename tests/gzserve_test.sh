@@ -254,7 +254,7 @@ fetch e405d "$D/" -X DELETE
 eq "DELETE: 405" "$(status "$T/e405d.h")" 405
 
 # POST /echo: the decoded length and CRC-32 of a request body sent identity
-# or gzip (mhdgz_upload_*), with the README's command; gzip -lv gives the
+# or gzip (mhdgz_upload_*), with mhdgz(3)'s command (REQUEST BODIES); gzip -lv gives the
 # CRC-32 of the file.
 cp "$T/p100k.id.body" "$T/body.json"
 gzip -9 -k -f "$T/body.json"
