@@ -1,4 +1,11 @@
 /* bench.h: what the bench_handler files share: the rows, the options, the per-thread worker and the allocation counters. */
+/*
+ * Calls point one way: bench_handler.c (main) -> bh_runner.c,
+ * bh_verify.c, bh_events.c, bh_dict.c -> bh_stream.c -> bh_common.c,
+ * bh_alloc.c. Nothing calls up into bench_handler.c; the state the files
+ * share (the rows, the options, the payload slices) is defined in
+ * bh_common.c.
+ */
 #ifndef BENCH_H
 #define BENCH_H
 
@@ -41,11 +48,13 @@ enum bh_kind {
 };
 
 #define BH_NSIZES 3
+/* Defined in bh_common.c, as is every extern below. */
 extern const char *const bh_kind_name[K_COUNT];
 extern const size_t bh_size[BH_NSIZES];
 extern const char *const bh_size_name[BH_NSIZES];
 
-/* The payload slices, one per size (length 0: too short a --payload). */
+/* The payload slices, one per size (length 0: too short a --payload);
+ * loaded by bench_handler.c before the rows are built. */
 extern uint8_t *bh_body[BH_NSIZES];
 extern size_t bh_body_len[BH_NSIZES];
 
@@ -95,6 +104,9 @@ struct bh_opts {
 	bool verbose;
 };
 
+/* Set by bench_handler.c's main from the command line; bh_cfgs is the
+ * row list its build_rows() makes, which the runner and the verification
+ * walk. */
 extern struct bh_opts bh_opt;
 extern int bh_online_cpus;
 extern struct bh_cfg *bh_cfgs;
@@ -122,12 +134,14 @@ struct bh_worker {
 	int bad;                   /* an op did not compress */
 };
 
-/* bench_handler.c: the rows. */
-int nginx_params(size_t len, int *wbits_ret, int *memlevel_ret);
-
-/* bh_runner.c: output, setup and timed runs. */
+/* bh_common.c: output to stdout and the --out file; fatal errors; the
+ * zlib windowBits and memLevel nginx sizes to a body of len bytes
+ * (returns 0 when the defaults 15 and 8 stand). */
 void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+int nginx_params(size_t len, int *wbits_ret, int *memlevel_ret);
+
+/* bh_runner.c: setup and timed runs. */
 void worker_setup(struct bh_worker *w); /* also compresses once (Raw rows) */
 void worker_teardown(struct bh_worker *w);
 void bh_run_all(void); /* every pass, then the median rows */

@@ -72,9 +72,11 @@
  * disturbs less than wall time), mhdgz-allocs/op and mhdgz-B/op (the share
  * of the allocations that went through mhdgz's allocator). Comparisons
  * between rows and the pass/fail targets are bench/verdict.sh's, over this
- * output. Files: bench.h (shared types), bh_alloc.c (allocation counting),
- * bh_runner.c (timed runs), bh_verify.c (verification), this file (the
- * rows, options and main).
+ * output. Files: bench.h (shared types, and which file calls which),
+ * bh_common.c (the shared state, out, die, nginx_params), bh_alloc.c
+ * (allocation counting), bh_runner.c (timed runs), bh_verify.c
+ * (verification), bh_stream.c, bh_events.c and bh_dict.c (the Stream,
+ * EventStream and dict rows), this file (the rows, options and main).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -94,24 +96,6 @@
 #define BH_DEFAULT_BENCHTIME 1.0
 #endif
 
-const char *const bh_kind_name[K_COUNT] = {
-	[K_HANDLER] = "GzipHandler",     [K_RAW] = "Raw",
-	[K_CACHED] = "Cached",           [K_UNPOOLED] = "Unpooled",
-	[K_SMALLWIN] = "RawSmallWindow", [K_IDENTITY] = "Identity",
-	[K_PLAIN] = "PlainMHD",          [K_PADDED] = "Padded",
-	[K_STREAM] = "Stream",
-};
-
-const size_t bh_size[BH_NSIZES] = { PAYLOAD_JSON_2K, PAYLOAD_JSON_20K, PAYLOAD_JSON_100K };
-const char *const bh_size_name[BH_NSIZES] = { "2k", "20k", "100k" };
-
-/* The payload slices, one per size. */
-uint8_t *bh_body[BH_NSIZES];
-size_t bh_body_len[BH_NSIZES];
-
-struct bh_opts bh_opt;
-int bh_online_cpus;
-struct bh_cfg *bh_cfgs;
 static struct bh_cfg **bh_cfgs_tail = &bh_cfgs;
 static struct bh_handler *bh_handlers;
 
@@ -231,30 +215,6 @@ backend_named(const char *name)
 }
 
 /*
- * zlib parameters sized to a known body length as nginx's gzip filter does
- * (ngx_http_gzip_filter_module.c): halve the window (and the hash, via
- * memLevel) while the body is smaller than half the window minus zlib's
- * 262-byte lookahead, so every match distance the body can use is still in
- * the window. Returns 0 if the defaults (15, 8) stand. zlib refuses
- * windowBits 8 with the gzip wrapper, hence the floor of 9.
- */
-int
-nginx_params(size_t len, int *wbits_ret, int *memlevel_ret)
-{
-	int wbits = 15, memlevel = 8;
-
-	while (wbits > 9 && len < ((size_t)1 << (wbits - 1)) - 262) {
-		wbits--;
-		memlevel--;
-	}
-	if (memlevel < 1)
-		memlevel = 1;
-	*wbits_ret = wbits;
-	*memlevel_ret = memlevel;
-	return wbits != 15;
-}
-
-/*
  * The row set. Default (make bench): every backend at its default level
  * plus zlib 6 and libdeflate 6, for the Handler and Raw families, S and P;
  * Cached for the default backend; Padded S for it; Unpooled S for each
@@ -314,7 +274,7 @@ build_rows(void)
 			l = be->level_default;
 			add_rows(K_UNPOOLED, be, l, s, be == dflt);
 		}
-		/* zstd and brotli beside gzip (issue 14): the levels where one
+		/* zstd and brotli beside gzip: the levels where one
 		 * can beat libdeflate 6 on time, on size, or both. */
 		for (b = 0; gz_coding_backends[b]; b++) {
 			static const int zl[] = { 1, 3, 6 }, bl[] = { 1, 4, 5 };

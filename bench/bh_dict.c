@@ -156,7 +156,7 @@ bh_dict_rows(void)
 
 	if (bh_opt.have_filter && regexec(&bh_opt.filter, "DictRows", 0, NULL, 0) != 0)
 		return;
-	out("\n# dictionary rows (RFC 9842 dcz, issue 15): one whole-body compression per op\n");
+	out("\n# dictionary rows (RFC 9842 dcz): one whole-body compression per op\n");
 	half = bh_body_len[big] / 2;
 	if (half)
 		rows("payload-2nd-half", bh_body[big], half, bh_body[big] + half,

@@ -4,7 +4,6 @@
 #endif
 #include "config.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,37 +36,6 @@ bh_select(struct mhdgz *gz, struct MHD_Response *r, bool gzip)
 
 #define bh_select_gzip(gz, r) bh_select((gz), (r), true)
 #define bh_select_identity(gz, r) bh_select((gz), (r), false)
-
-FILE *bh_out_file;
-
-void
-out(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	if (bh_out_file) {
-		va_start(ap, fmt);
-		vfprintf(bh_out_file, fmt, ap);
-		va_end(ap);
-	}
-}
-
-void
-die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs("bench_handler: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
 
 static double
 clock_s(clockid_t id)

@@ -41,8 +41,8 @@
 # Per round, for each size (/2k.json, /20k.json, /100k.json) every server
 # is measured in turn, the order rotating from round to round; the report
 # gives each server's median requests/s and, for each comparison, the
-# median of the per-round ratios gzserve / nginx with the target of
-# issue 16. Client and server share the machine: on 2 CPUs the figures
+# median of the per-round ratios gzserve / nginx with its target (the
+# table's target column, set in the awk below). Client and server share the machine: on 2 CPUs the figures
 # measure the pair, not the server alone; only the ratios mean anything.
 set -eu
 . "$(dirname "$0")/benchlib.sh"

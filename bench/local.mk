@@ -5,7 +5,7 @@
 # defines malloc and friends to count allocations process-wide. It decodes
 # with the tests' independent decoder (tests/testutil.c, zlib).
 noinst_PROGRAMS += bench/bench_handler
-bench_bench_handler_SOURCES = bench/bench.h bench/bench_handler.c bench/bh_alloc.c \
+bench_bench_handler_SOURCES = bench/bench.h bench/bench_handler.c bench/bh_common.c bench/bh_alloc.c \
 	bench/bh_runner.c bench/bh_verify.c bench/bh_stream.c bench/bh_events.c bench/bh_dict.c \
 	tests/testutil.c \
 	tests/testutil.h
@@ -15,7 +15,7 @@ bench_bench_handler_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(tests_dec_cflags)
 bench_bench_handler_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la $(MHD_LIBS) \
 	$(tests_dec_libs)
 # passthru: one server whose in-memory responses go through libmicrohttpd
-# alone (--plain) or through mhdgz (make bench-passthru, issue 16). Links
+# alone (--plain) or through mhdgz (make bench-passthru). Links
 # the installed library, as an application does.
 noinst_PROGRAMS += bench/passthru
 bench_passthru_SOURCES = bench/passthru.c

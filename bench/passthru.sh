@@ -17,7 +17,8 @@
 # Content-Encoding, Vary), then in every round runs wrk against each case on
 # both servers, one after the other (which goes first alternates per round),
 # and prints per case the median requests/s of each, the median of the
-# per-round ratios mhdgz/plain against issue 16's target, and each server's
+# per-round ratios mhdgz/plain against its target (>= 0.97, /reused
+# >= 0.95: bench/README.md), and each server's
 # CPU time per request (user + system, from /proc):
 #   /fresh   a 30 KiB JSON body built per request, a client without
 #            Accept-Encoding                                  >= 0.97

@@ -1,5 +1,5 @@
 #!/bin/sh
-# verdict.sh: the comparisons and the targets of issue 6, computed from bench_handler's output (make bench runs it).
+# verdict.sh: the comparisons and the performance targets, computed from bench_handler's output (make bench runs it).
 #
 # Usage: bench/verdict.sh [FILE]   (default: standard input)
 #
@@ -160,7 +160,7 @@ END {
 		pt = 2
 
 	print ""
-	print "# Targets of issue 6, from this run (medians; S rows unless stated):"
+	print "# Targets, from this run (medians; S rows unless stated):"
 	if (have_load && ncpu > 0 && load_end > 0.5 * ncpu)
 		printf "# note: load average %.1f on %d CPUs: other processes competed for the\n" \
 			"# CPUs, so wall-time figures (and P/S above all) are disturbed; see the\n" \

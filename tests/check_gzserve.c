@@ -1048,9 +1048,10 @@ END_TEST
  * files kept (more than the table's 256 buckets, so chains hold several),
  * every other one then rewritten from the last down (so each rewritten
  * entry, kept after the ones behind it in its chain, is ahead of them),
- * each asked for right after its rewrite; then every other file again. Found
- * by a breaker review: the stale entry's reap followed its chain link and
- * freed the entries after it, still listed (a use after free, SIGSEGV). */
+ * each asked for right after its rewrite; then every other file again. The
+ * stale entry's reap must unlink that entry alone: following its chain link
+ * and freeing the entries after it, still listed, is a use after free
+ * (SIGSEGV here). */
 START_TEST(test_kept_stale_in_chain)
 {
 	enum { N = 300 };
@@ -1101,8 +1102,8 @@ END_TEST
 
 /* What inotify does not report is checked after --recheck-ms: a Linux
  * native AIO write (io_submit) raises no event while its writer keeps the
- * file open (found by a breaker review: the old bytes were served for as
- * long). The file is kept and served unchecked, rewritten by AIO with the
+ * file open (without the recheck, the old bytes are served for as long).
+ * The file is kept and served unchecked, rewritten by AIO with the
  * descriptor left open, and after the interval (1 s) the next GET has the
  * new bytes. With --recheck-ms 0 nothing goes unchecked. */
 START_TEST(test_kept_recheck_aio)

@@ -637,7 +637,7 @@ START_TEST(test_backends)
 }
 END_TEST
 
-/* Responses that outlive the handle (issue 12, kind 9): a long-lived
+/* Responses that outlive the handle: a long-lived
  * buffer response with its cached gzip representation and a callback
  * response, both destroyed after MHD_stop_daemon() and mhdgz_free(), in
  * the README's teardown order. On the wire (raw socket, pipelined): gzip,

@@ -1,4 +1,4 @@
-/* check_hnd_fidelity.c: issue 12 on the wire: a variant mhdgz queues differs from the application's response only by its coding (raw sockets, pipelined requests). */
+/* check_hnd_fidelity.c: on the wire, a variant mhdgz queues differs from the application's response only by its coding (raw sockets, pipelined requests). */
 #define _GNU_SOURCE /* pipe2, F_SETPIPE_SZ */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
@@ -40,7 +40,7 @@ enum fx_kind {
 	FX_CB_UNK, /* mhdgz_response_from_callback, MHD_SIZE_UNKNOWN */
 	FX_FD,     /* mhdgz_response_from_fd, below the whole-file limit */
 	FX_FD_BIG, /* mhdgz_response_from_fd, above it: a gzip stream */
-	/* The other constructor twins (issue 12, kind 8). */
+	/* The other constructor twins. */
 	FX_FREE_CB,     /* mhdgz_response_from_buffer_with_free_callback */
 	FX_FREE_CB_CLS, /* mhdgz_response_from_buffer_with_free_callback_cls */
 	FX_IOVEC,       /* mhdgz_response_from_iovec, three pieces, one empty */

@@ -416,7 +416,7 @@ START_TEST(fd_ownership)
 }
 END_TEST
 
-/* zstd and br streams (issue 14): each event through libcurl's zstd or
+/* zstd and br streams: each event through libcurl's zstd or
  * brotli decoder before the next is made (a zstd block flush, a brotli
  * BROTLI_OPERATION_FLUSH per event); then a bulk stream of 2000 chunks
  * through the reference decoder, flushed per chunk only when low-latency.

@@ -364,7 +364,7 @@ END_TEST
  * arena below its trim threshold (raised to twice the largest block
  * freed), so with an arena per burst thread RSS stayed 3 % (zlib), 8 %
  * (ISA-L) and 12-25 % (libdeflate) above its ~2.5-4 MiB baseline: the
- * threads' allocator, not the pool (README, "Why a compressor pool").
+ * threads' allocator, not the pool (DESIGN.md, "Why a compressor pool").
  * Sanitizers bring their own allocator, without malloc_trim.
  */
 #if defined(HAVE_MALLOC_TRIM) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)

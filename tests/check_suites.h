@@ -62,7 +62,8 @@ struct ck_case hnd_breach_attack_case(void); /* check_hnd_breach.c: the attack, 
 struct ck_case hnd_codings_case(void);       /* check_hnd_codings.c: zstd, br: negotiation, rules */
 struct ck_case hnd_upload_case(void);        /* check_hnd_upload.c: gzip request bodies, limits */
 struct ck_case hnd_dict_case(void);          /* check_hnd_dict.c: RFC 9842 dictionaries, dcz */
-/* The "fidelity" suite: issue 12 on the wire (raw socket, pipelined). */
+/* The "fidelity" suite: what mhdgz queues differs from the application's
+ * response only by its coding, on the wire (raw socket, pipelined). */
 Suite *fidelity_suite(void); /* check_hnd_fidelity.c: HEAD, 1xx/204/304, 206, flags, digests */
 
 /* check_streaming: the suite "streaming_body", */

@@ -254,7 +254,7 @@ fetch e405d "$D/" -X DELETE
 eq "DELETE: 405" "$(status "$T/e405d.h")" 405
 
 # POST /echo: the decoded length and CRC-32 of a request body sent identity
-# or gzip (mhdgz_upload_*), with the README's command; gzip -lv gives the
+# or gzip (mhdgz_upload_*), with mhdgz(3)'s command (REQUEST BODIES); gzip -lv gives the
 # CRC-32 of the file.
 cp "$T/p100k.id.body" "$T/body.json"
 gzip -9 -k -f "$T/body.json"
@@ -810,7 +810,7 @@ tl_stop "$STATIC_PID"
 tl_exit_ok "static server: SIGTERM exit 0"
 
 # ---------------------------------------------------------------------------
-# --codings (issue 14): zstd and br beside gzip, on the fly and precompressed
+# --codings: zstd and br beside gzip, on the fly and precompressed
 # FILE.zst / FILE.br siblings; the client's q-values decide, --codings's
 # order breaks ties. Needs a gzserve built with both (configure summary).
 if "$GZSERVE" --codings zstd,br,gzip --help >/dev/null 2>&1 &&
@@ -885,7 +885,7 @@ if "$GZSERVE" --codings zstd,br,gzip --help >/dev/null 2>&1 &&
 else
 	echo "SKIP: --codings (gzserve without zstd/br, or no zstd command)"
 fi
-# --dictionary (issue 15, RFC 9842): a client that holds the dictionary
+# --dictionary (RFC 9842): a client that holds the dictionary
 # (its SHA-256 as Available-Dictionary) and accepts dcz gets dcz: the
 # 40-byte header, then zstd against the dictionary (decoded here with the
 # zstd CLI, -D); any other gets the ordinary coding, with the same Vary.

@@ -16,7 +16,7 @@
 #  - the demo with --length-hiding 512 (BREACH padding in the gzip header
 #    comment): curl --compressed, Python (gzip and zlib) and Chromium (page,
 #    script, stylesheet, fetch, EventSource) decode every padded body.
-#  - zstd and br (issue 14): the demo with --codings zstd,br,gzip, with
+#  - zstd and br: the demo with --codings zstd,br,gzip, with
 #    --codings br,gzip and with gzip alone: Chromium and a second engine,
 #    Firefox ESR (Debian's firefox-esr, driven over WebDriver BiDi by
 #    puppeteer-core, tests/interop/firefox.js), both advertising br and
@@ -465,7 +465,7 @@ if [ "$HAVE_CURL" = 1 ]; then
 		fi
 	fi
 fi
-# --- zstd and br (issue 14) ------------------------------------------------------
+# --- zstd and br ----------------------------------------------------------------
 # The demo offering zstd first, then br first: with every q-value 1 (curl's
 # and Chromium's Accept-Encoding) the server's order picks the coding.
 HAVE_FF=$HAVE_BROWSER
@@ -508,7 +508,7 @@ for order in zstd,br,gzip br,gzip gzip; do
 	kill "$PID" 2>/dev/null
 done
 
-# --- RFC 9842 (issue 15): headless Chromium and dcz ----------------------
+# --- RFC 9842: headless Chromium and dcz ----------------------------------
 # The demo's /dict/ page fetches /dict/app.v1.js (Use-As-Dictionary,
 # max-age), then /dict/app.v2.js: Chromium 156 treats a loopback origin as
 # secure, keeps v1 as a dictionary and asks for v2 with "dcb, dcz" and

@@ -48,7 +48,7 @@ soak: examples/gzserve/gzserve$(EXEEXT)
 # SOAK_STREAMS_N /events streams at once against gzserve, each decoded by
 # tests/stream_load.py (Python asyncio, loopback): every event delivered,
 # no errors, server RSS under 1 GiB, then the pools trimmed back. About
-# 20 s for 1,000 streams; 10,000 took 17 s of load (README, Load test).
+# 20 s for 1,000 streams; 10,000 took 17 s of load (DESIGN.md, Load test).
 SOAK_STREAMS_N = 1000
 EXTRA_DIST += tests/soak_streams.sh tests/stream_load.py
 .PHONY: soak-streams

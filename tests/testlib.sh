@@ -91,8 +91,9 @@ tl_start() {
 # An exit slower than 15 s is reported on stderr ("# slow exit"), and a
 # process still there at 60 s has its threads' states dumped first: under
 # AddressSanitizer on a loaded 2-core CI machine an example once took more
-# than 15 s to exit after SIGTERM, which could not be reproduced (see the
-# closing note of the session that widened this from 15 s).
+# than 15 s to exit after SIGTERM, which could not be reproduced; the 60 s
+# bound and the thread dump are there so that a slow exit is seen and
+# explained rather than failed.
 tl_stop() {
 	local p=$1 i t
 	kill -TERM "$p" 2>/dev/null
