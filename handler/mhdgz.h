@@ -254,14 +254,14 @@ enum mhdgz_etag_policy {
  * gzip header field, so a response with length hiding is sent gzip or
  * identity only: zstd, br and dcz (which would go out unpadded) count as
  * refused for it, whatever the client's q-values and the codings option.
- * README, "BREACH", says when it is needed and what it does and does not
+ * mhdgz(3), LENGTH HIDING, says when it is needed and what it does and does not
  * give. */
 #define MHDGZ_F_LENGTH_HIDING 0x8u
 
 /** Default length_hiding_max in bytes: the mean padding is half of it.
  * With 64 candidate guesses that each gain d bytes when right, an attacker
  * picking the shortest response is right with probability about
- * d / 512 + 1 / 64 (README, "BREACH"). */
+ * d / 512 + 1 / 64 (mhdgz(3), LENGTH HIDING). */
 #define MHDGZ_DEFAULT_LENGTH_HIDING_MAX 512
 /** Largest length_hiding_max accepted, in bytes. */
 #define MHDGZ_LENGTH_HIDING_MAX_LIMIT 65536
@@ -287,7 +287,7 @@ enum mhdgz_etag_policy {
 #define MHDGZ_POOL_TRIM_NEVER 0xffffffffu
 
 /** Default event_window_bits: a 4 KiB history for low-latency streams,
- * whose every chunk is flushed (README, "Memory per stream"). */
+ * whose every chunk is flushed (DESIGN.md, "Memory per stream"). */
 #define MHDGZ_DEFAULT_EVENT_WINDOW_BITS 12
 /** Default event_mem_level: zlib memLevel 5 (a 4 Ki-entry hash table). */
 #define MHDGZ_DEFAULT_EVENT_MEM_LEVEL 5
@@ -331,7 +331,7 @@ struct mhdgz_options {
 	/** ETag policy for gzip responses; 0 = MHDGZ_ETAG_WEAKEN. */
 	enum mhdgz_etag_policy etag_policy;
 	/** Most compressors kept idle in the compressor pool; 0 = default (16).
-	 * Each idle compressor holds the backend's state (README, "Why a
+	 * Each idle compressor holds the backend's state (DESIGN.md, "Why a
 	 * compressor pool", gives the bytes per backend). */
 	size_t pool_idle_cap;
 	/** Length hiding (MHDGZ_F_LENGTH_HIDING, mhdgz_response_set_length_hiding()):
@@ -352,8 +352,8 @@ struct mhdgz_options {
 	 * comma-separated list of "gzip", "zstd" and "br" (case-insensitive,
 	 * optional whitespace, each at most once), e.g. "zstd, br, gzip".
 	 * NULL = "gzip" alone, the default: a handler that does not set this
-	 * behaves exactly as without the other codings (README, "Content
-	 * codings", gives the bench figures behind the default). The string
+	 * behaves exactly as without the other codings (mhdgz(3), "CONTENT
+	 * CODINGS", gives the bench figures behind the default). The string
 	 * is read during mhdgz_new() only. An empty or malformed list, or an
 	 * unknown or repeated coding: mhdgz_new() fails with MHDGZ_EINVAL; a
 	 * coding not compiled in: MHDGZ_ENOTSUP. */
@@ -382,7 +382,7 @@ struct mhdgz_options {
 	 * history, 2^bits bytes, 9-15 (zlib windowBits; ISA-L hist_bits);
 	 * 0 = 15, 32 KiB. With stream_mem_level it sets a stream's memory:
 	 * zlib holds 2^(bits+2) + 2^(mem_level+9) bytes plus 6 KiB, 262 KiB
-	 * at 15 and 8 (README, "Memory per stream", measured per backend).
+	 * at 15 and 8 (DESIGN.md, "Memory per stream", measured per backend).
 	 * Out of range: mhdgz_new() fails with MHDGZ_EINVAL. Streams of
 	 * libdeflate, which has no streaming interface, are zlib's. */
 	int stream_window_bits;
@@ -703,7 +703,7 @@ MHDGZ_API int mhdgz_response_set_uncached(struct mhdgz *gz, struct MHD_Response 
  *    its reader's first call and adds no latency. Content after the first
  *    64 KiB does not change the padding: a page whose secret and
  *    reflected input both lie beyond it gets a constant padding, which
- *    hides nothing (serve it identity, see README, "BREACH"). An ETag
+ *    hides nothing (serve it identity, see mhdgz(3), LENGTH HIDING). An ETag
  *    that changes on every request of the same content would let an
  *    attacker average: give streams no ETag or one derived from the
  *    content.
@@ -1017,7 +1017,7 @@ mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, co
  * automatically).
  *
  * With a whole-buffer-only backend (libdeflate), streams are compressed
- * by zlib at the same level, capped at zlib's 9 (README, Design notes).
+ * by zlib at the same level, capped at zlib's 9 (DESIGN.md, design notes).
  *
  * @param gz the handler; a response keeps it alive (see mhdgz_free()).
  * @param size body size in bytes, or MHD_SIZE_UNKNOWN.

@@ -52,7 +52,7 @@
 #define GZ_BROTLI_STREAM_LGWIN 19
 #endif
 
-/* See README for the bench figures behind the default. */
+/* See bench/README.md for the bench figures behind the default. */
 #ifndef GZ_BROTLI_LEVEL_DEFAULT
 #define GZ_BROTLI_LEVEL_DEFAULT 5
 #endif

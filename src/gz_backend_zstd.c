@@ -46,7 +46,7 @@
 #include "gz_alloc.h"
 #include "gz_backend.h"
 
-/* Level 3 is zstd's own default (ZSTD_CLEVEL_DEFAULT); see README for the
+/* Level 3 is zstd's own default (ZSTD_CLEVEL_DEFAULT); see bench/README.md for the
  * bench figures behind the choice. */
 #ifndef GZ_ZSTD_LEVEL_DEFAULT
 #define GZ_ZSTD_LEVEL_DEFAULT 3

@@ -10,7 +10,7 @@
 /*
  * A thread-safe pool of idle compressors of one backend at one level: the C
  * counterpart of the sync.Pool in Go's gziphandler. Creating a compressor
- * costs hundreds of KiB and tens of microseconds (see README, "Why a pool"),
+ * costs hundreds of KiB and tens of microseconds (see DESIGN.md, "Why a compressor pool"),
  * so a request takes a ready one and gives it back.
  *
  * gz_pool_get returns a compressor ready for a new gzip member (stream state
