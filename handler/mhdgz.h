@@ -1016,6 +1016,18 @@ mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, co
  * reach the client at once (text/event-stream responses are treated so
  * automatically).
  *
+ * The reader may use its own response while it reads, as libmicrohttpd
+ * allows: with MHD_SIZE_UNKNOWN, the first queue of the response, coded
+ * or not, is the response itself (coded: its header fields rewritten for
+ * the coding), so libmicrohttpd keeps it alive while the reader runs even
+ * after the application destroyed it, and a footer the reader adds
+ * (MHD_add_response_footer()) goes out in the trailer of the coded body.
+ * Later queues of the same response, and every coded queue of one of
+ * known size (whose libmicrohttpd framing would announce the identity
+ * length), are sent as responses of mhdgz's: a reader that reaches its
+ * own response must then not outlive the application's reference (keep
+ * the reference until crfc, or announce MHD_SIZE_UNKNOWN).
+ *
  * With a whole-buffer-only backend (libdeflate), streams are compressed
  * by zlib at the same level, capped at zlib's 9 (DESIGN.md, design notes).
  *
