@@ -1024,9 +1024,9 @@ mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, co
  * (MHD_add_response_footer()) goes out in the trailer of the coded body.
  * Later queues of the same response, and every coded queue of one of
  * known size (whose libmicrohttpd framing would announce the identity
- * length), are sent as responses of mhdgz's: a reader that reaches its
- * own response must then not outlive the application's reference (keep
- * the reference until crfc, or announce MHD_SIZE_UNKNOWN).
+ * length), are sent as responses of mhdgz's: there a reader must not use
+ * its response once the application has destroyed it (a reader that adds
+ * footers announces MHD_SIZE_UNKNOWN).
  *
  * With a whole-buffer-only backend (libdeflate), streams are compressed
  * by zlib at the same level, capped at zlib's 9 (DESIGN.md, design notes).
