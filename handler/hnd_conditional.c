@@ -25,10 +25,8 @@
  */
 struct MHD_Response *
 hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
-		 const uint8_t *sniff, size_t sniff_len, uint64_t body_len,
-		 const struct hnd_accept *acc, bool gzip_client, bool *fresh_ret)
+		 const struct hnd_decision *d200, bool gzip_client, bool *fresh_ret)
 {
-	struct hnd_decision d200;
 	struct MHD_Response *v;
 	struct hnd_coded *k = &e->coded[f->coding];
 	bool gzip = gzip_client && !k->not_smaller;
@@ -36,8 +34,7 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 
 	*fresh_ret = false;
 	if (gzip && e->body_len != 0) {
-		hnd_decide(gz, e->opt_out, 200, f, sniff, sniff_len, body_len, acc, &d200);
-		gzip = d200.reason == MHDGZ_COMPRESSED;
+		gzip = d200->reason == MHDGZ_COMPRESSED;
 		/* An uncached entry keeps no 304 either: its length is that of
 		 * this queue's compression (a file may have changed since). */
 		if (gzip && hnd_whole_body(e) && k->rep_304 && !e->uncached) {

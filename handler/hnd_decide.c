@@ -1,4 +1,4 @@
-/* hnd_decide.c: the one decision function: compress or not, and why. */
+/* hnd_decide.c: the decision (compress or not, and why) and the plan built on it: what is sent in a queued response's place. */
 #include <string.h>
 #include <strings.h>
 
@@ -151,6 +151,66 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 		return;
 	}
 	d->reason = MHDGZ_COMPRESSED;
+}
+
+/*
+ * The plan. The decision for the status; a 304 is the 304 of the 200 this
+ * request would get (its decision in d200). Length hiding pads gzip
+ * members only: a padded response plans as if the client accepted
+ * neither zstd, br nor dcz, which would go out unpadded, so the choice is
+ * gzip or identity. A dictionary (RFC 9842) is one more coding choice,
+ * over the ordinary one when the client accepts it at least as much. A
+ * coded body is coded whole (a buffer, a file up to HND_FD_WHOLE_MAX) or
+ * streamed; a HEAD of a stream gets its fields; an application's reader
+ * of unknown size queued for the first time carries its stream itself.
+ */
+void
+hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *p)
+{
+	const struct hnd_accept *acc;
+	bool coded;
+
+	memset(p, 0, sizeof *p);
+	p->d200.reason = MHDGZ_SKIP_STATUS; /* not planned: no 200 coded */
+	/* A copy: read on first use (a response that is never coded never
+	 * reads the request's lines) */
+	p->acc = in->rq->acc;
+	acc = &p->acc;
+	if (in->padded && (hnd_accept_read(acc)->zstd != 0 || acc->br != 0 || acc->dcz != 0))
+		p->acc.zstd = p->acc.br = p->acc.dcz = 0;
+	p->whole = in->kind == HND_BUFFER || (in->kind == HND_FD && in->body_len <= HND_FD_WHOLE_MAX);
+	p->kind = HND_PLAN_IDENTITY;
+	hnd_decide(gz, in->opt_out, in->status, in->f, in->sniff, in->sniff_len, in->body_len, acc,
+		   &p->d);
+	coded = p->d.reason == MHDGZ_COMPRESSED;
+	if (!in->no_dict &&
+	    (coded || p->d.reason == MHDGZ_SKIP_NOT_ACCEPTED ||
+	     (in->status == 304 && p->d.reason == MHDGZ_SKIP_STATUS && p->d.vary))) {
+		p->dict = hnd_dcz_plan(gz, in->rq, acc, &p->d, in->f, p->whole, in->body_len);
+		if (p->dict) {
+			p->kind = HND_PLAN_DCZ;
+			return;
+		}
+	}
+	if (in->status == 304) {
+		p->kind = HND_PLAN_NOT_MODIFIED;
+		if (p->d.gzip_304 && in->body_len != 0)
+			hnd_decide(gz, in->opt_out, 200, in->f, in->sniff, in->sniff_len,
+				   in->body_len, acc, &p->d200);
+		return;
+	}
+	if (!coded)
+		return;
+	p->digest = gz->content_digest && in->f->content_digest;
+	p->low_latency = in->low_latency;
+	if (p->whole)
+		p->kind = HND_PLAN_WHOLE;
+	else if (in->rq->head)
+		p->kind = HND_PLAN_STREAM_FIELDS;
+	else if (in->kind == HND_CALLBACK && in->body_len == MHD_SIZE_UNKNOWN && in->fresh)
+		p->kind = HND_PLAN_STREAM_IN_PLACE;
+	else
+		p->kind = HND_PLAN_STREAM;
 }
 
 /* A file small enough to compress whole: the gzip 200 then has a

@@ -474,35 +474,41 @@ out:
 	return rc;
 }
 
-bool
-hnd_dcz_select(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_request *rq,
-	       const struct hnd_decision *d, const struct hnd_facts *f, struct MHD_Response **v_ret,
-	       uint64_t *len_ret, bool *release_ret)
+const struct mhdgz_dictionary *
+hnd_dcz_plan(const struct mhdgz *gz, const struct hnd_request *rq, const struct hnd_accept *acc,
+	     const struct hnd_decision *d, const struct hnd_facts *f, bool whole,
+	     uint64_t body_len)
 {
-	const struct mhdgz_dictionary *dict;
-	struct hnd_dcz *k;
-	bool fresh = false, is_304 = d->reason == MHDGZ_SKIP_STATUS;
-	int rc;
+	bool is_304 = d->reason == MHDGZ_SKIP_STATUS;
 
-	*release_ret = false;
-	if (!f->dict_vary || !rq->url || !rq->avail_dict || hnd_accept_read(&rq->acc)->dcz <= 0)
-		return false;
+	if (!f->dict_vary || !rq->url || !rq->avail_dict || hnd_accept_read(acc)->dcz <= 0)
+		return NULL;
 	/* An explicitly preferred identity wins, as over any coding. */
-	if (rq->acc.identity > rq->acc.dcz)
-		return false;
+	if (acc->identity > acc->dcz)
+		return NULL;
 	/* A 304 stands for the 200 this client would get: dcz also when it
 	 * accepts no other coding (the decision's vary: the resource is
 	 * compressible at all). */
 	if (is_304 && !d->vary)
-		return false;
+		return NULL;
 	if ((d->reason == MHDGZ_COMPRESSED || is_304) &&
-	    (unsigned int)rq->acc.dcz < hnd_accept_q(&rq->acc, d->coding))
-		return false;
-	if (!hnd_whole_body(e) || e->body_len < gz->min_nbytes || e->body_len == 0)
-		return false;
-	dict = find_dict(gz, rq);
-	if (!dict)
-		return false;
+	    (unsigned int)acc->dcz < hnd_accept_q(acc, d->coding))
+		return NULL;
+	if (!whole || body_len < gz->min_nbytes || body_len == 0)
+		return NULL;
+	return find_dict(gz, rq);
+}
+
+bool
+hnd_dcz_build(struct mhdgz *gz, struct hnd_entry *e, const struct mhdgz_dictionary *dict,
+	      bool is_304, bool no_cache, const struct hnd_facts *f, struct MHD_Response **v_ret,
+	      uint64_t *len_ret, bool *release_ret)
+{
+	struct hnd_dcz *k;
+	bool fresh = false;
+	int rc;
+
+	*release_ret = false;
 	for (k = e->dcz; k && k->dict != dict; k = k->next)
 		;
 	if (!k) {
@@ -517,7 +523,7 @@ hnd_dcz_select(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_request *
 	}
 	if (k->not_smaller)
 		return false;
-	if (!k->rep || (rq->flags & HND_REQ_NO_CACHE) || e->uncached) {
+	if (!k->rep || no_cache || e->uncached) {
 		struct hnd_dcz fresh_k = { .dict = dict };
 
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);

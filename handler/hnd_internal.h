@@ -634,16 +634,14 @@ bool hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const stru
 struct MHD_Response *hnd_file_identity(struct mhdgz *gz, struct hnd_entry *e,
 				       const struct hnd_facts *f, bool head, bool *fresh_ret);
 /* The response to queue for a 304 (hnd_conditional.c); gzip_client: the
- * decision's gzip_304; sniff and body_len: what the 200 is decided on (a
- * stream's first bytes, and its length if it ended within them). NULL on
- * failure. *fresh_ret true: made for this queue alone (an uncached
+ * decision's gzip_304; d200: the plan's decision for the 200 it stands
+ * for. NULL on failure. *fresh_ret true: made for this queue alone (an uncached
  * entry's), the caller releases it; else the entry keeps it. e->lock
  * held. */
+struct hnd_decision;
 struct MHD_Response *hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e,
-				      const struct hnd_facts *f, const uint8_t *sniff,
-				      size_t sniff_len, uint64_t body_len,
-				      const struct hnd_accept *acc, bool gzip_client,
-				      bool *fresh_ret);
+				      const struct hnd_facts *f, const struct hnd_decision *d200,
+				      bool gzip_client, bool *fresh_ret);
 /* hnd_stream.c: the first bytes of a padded stream, read by its reader
  * to key the padding (hnd_pad.c) and sent first. */
 struct hnd_prefix {
@@ -897,6 +895,53 @@ void hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
 		const struct hnd_facts *facts, const uint8_t *sniff, size_t sniff_len,
 		uint64_t body_len, const struct hnd_accept *acc, struct hnd_decision *d);
 
+/* What is sent in a queued response's place (hnd_plan). */
+enum hnd_plan_kind {
+	HND_PLAN_IDENTITY,        /* the identity representation (hnd_queue.c: the response
+				   * itself, a file's identity response, or fields only) */
+	HND_PLAN_DCZ,             /* coded whole against plan.dict (GET, HEAD, 304) */
+	HND_PLAN_WHOLE,           /* coded whole, kept per coding (GET; HEAD: the length
+				   * from what is kept, else coded) */
+	HND_PLAN_STREAM_FIELDS,   /* HEAD of a coded stream: fields, its length if cheap */
+	HND_PLAN_STREAM_IN_PLACE, /* a coded stream in the response itself */
+	HND_PLAN_STREAM,          /* a coded stream in a response of its own */
+	HND_PLAN_NOT_MODIFIED     /* a 304 standing for the 200 of plan.d200 */
+};
+
+/* What the plan is made from: the request, the response's fields and
+ * what its constructor told (the entry), no state of any cache. */
+struct hnd_plan_in {
+	unsigned int status;
+	const struct hnd_request *rq;
+	const struct hnd_facts *f;
+	const uint8_t *sniff; /* first bytes of an untyped body, or NULL */
+	size_t sniff_len;
+	enum hnd_kind kind;
+	uint64_t body_len; /* MHD_SIZE_UNKNOWN for a stream of unknown size */
+	bool opt_out;
+	bool padded;      /* length hiding applies to its gzip body */
+	bool low_latency; /* hnd_low_latency */
+	bool fresh;       /* never queued, no coded stream in it: may carry one in place */
+	bool no_dict;     /* plan without dcz (its build found it not smaller) */
+};
+
+struct hnd_plan {
+	enum hnd_plan_kind kind;
+	struct hnd_decision d;    /* the decision for this status */
+	struct hnd_decision d200; /* HND_PLAN_NOT_MODIFIED: the 200's */
+	struct hnd_accept acc;    /* the client's codings as planned on (length hiding
+				   * leaves gzip alone) */
+	const struct mhdgz_dictionary *dict; /* HND_PLAN_DCZ */
+	bool whole;                          /* the body is coded whole, not streamed */
+	bool digest;                         /* a Content-Digest of the coded body */
+	bool low_latency;
+};
+
+/* The plan for one queue call: a pure function of in and the handle's
+ * options (the request's Accept-Encoding lines are read on first use).
+ * Pinned, table-driven, by test_plan (check_hnd_decision.c). */
+void hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *p);
+
 /* The ETag a gzip response carries under the policy. Writes a NUL-terminated
  * tag to buf (cap bytes) and returns it, returns etag itself when unchanged,
  * or NULL when the ETag is to be dropped (or does not fit: dropping is
@@ -937,23 +982,32 @@ void hnd_dcz_free(struct hnd_entry *e);
  * tokens to add (NULL: nothing). */
 const char *hnd_vary_token(const struct hnd_facts *f);
 /*
- * The dcz representation of e for this request, if every RFC 9842
- * condition holds: dcz accepted (explicitly, q not below the ordinary
- * choice's), an Available-Dictionary naming a registered dictionary whose
- * pattern matches rq->url (and whose id matches a Dictionary-ID sent), a
- * whole body of at least min_nbytes that dcz makes smaller. Then true,
- * *v_ret (cached on e, not a reference for the caller) and its body
- * length in *len_ret; else false (the ordinary decision stands). d is the
- * ordinary decision (MHDGZ_COMPRESSED or MHDGZ_SKIP_NOT_ACCEPTED; or a
- * 304's MHDGZ_SKIP_STATUS with gzip_304: then *v_ret is the 304 of the
- * dcz 200, its ETag and length, a reference for the caller, and
- * *release_ret true). Counts
- * its compressions, cache hits, failures, dictionary hits and bytes
- * saved. e->lock held.
+ * The dictionary a dcz response to this request would be coded against
+ * (part of the plan, hnd_plan), if every RFC 9842 condition the request
+ * and the fields show holds: dcz accepted in acc (explicitly, q not below
+ * the ordinary choice's, not below an explicit identity), an
+ * Available-Dictionary naming a registered dictionary whose pattern
+ * matches rq->url (and whose id matches a Dictionary-ID sent), a whole
+ * body of at least min_nbytes. d is the ordinary decision (MHDGZ_COMPRESSED
+ * or MHDGZ_SKIP_NOT_ACCEPTED; or a 304's MHDGZ_SKIP_STATUS). NULL: none.
  */
-bool hnd_dcz_select(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_request *rq,
-		    const struct hnd_decision *d, const struct hnd_facts *f,
-		    struct MHD_Response **v_ret, uint64_t *len_ret, bool *release_ret);
+const struct mhdgz_dictionary *hnd_dcz_plan(const struct mhdgz *gz, const struct hnd_request *rq,
+					    const struct hnd_accept *acc,
+					    const struct hnd_decision *d, const struct hnd_facts *f,
+					    bool whole, uint64_t body_len);
+/*
+ * The dcz representation of e against dict, cached per dictionary (built
+ * again with no_cache or for an uncached entry): true with *v_ret (the
+ * entry's, not a reference for the caller) and its body length in
+ * *len_ret; with is_304 *v_ret is the 304 of that dcz 200, its ETag and
+ * length, a reference for the caller (*release_ret true). false when dcz
+ * does not make the body smaller or on a failure: the plan without the
+ * dictionary stands. Counts its compressions, cache hits, failures,
+ * dictionary hits and bytes saved. e->lock held.
+ */
+bool hnd_dcz_build(struct mhdgz *gz, struct hnd_entry *e, const struct mhdgz_dictionary *dict,
+		   bool is_304, bool no_cache, const struct hnd_facts *f,
+		   struct MHD_Response **v_ret, uint64_t *len_ret, bool *release_ret);
 /* Match a request path against a dictionary pattern (the subset of
  * URLPattern pathname syntax hnd_dict.c accepts: literal characters and
  * '*', any run of characters). Exposed for the tests. */

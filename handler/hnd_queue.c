@@ -27,8 +27,235 @@ no_content(unsigned int status)
 	return (status >= 100 && status < 200) || status == 204 || status == 304;
 }
 
+/* What one queue call builds and reports: the plan's outcome. */
+struct build {
+	struct mhdgz *gz;
+	struct hnd_entry *e;
+	const struct hnd_request *rq;
+	unsigned int status;
+	struct MHD_Response *response; /* the application's */
+	struct MHD_Response *fields;   /* its identity fields (hnd_identity_fields) */
+	struct hnd_facts f;
+	struct hnd_plan p;
+	enum mhdgz_reason reason;
+	struct MHD_Response *v; /* what is queued; NULL: nothing can be */
+	int release;            /* HND_RELEASE: the caller drops v after queueing */
+	uint64_t in_len, out_len, coded_len;
+	bool padded;   /* what is queued carries length-hiding padding */
+	bool in_place; /* the response itself carries the coded stream */
+	bool dcz;
+};
+
+/* A builder that could not build: count it, send identity. */
+static void
+failed(struct build *b)
+{
+	hnd_count(b->gz, HND_C_FAILURES, 1);
+	b->reason = MHDGZ_SKIP_ERROR;
+}
+
+/* A response of ours for this queue alone (true), or failed. */
+static bool
+fresh(struct build *b, struct MHD_Response *v)
+{
+	if (!v) {
+		failed(b);
+		return false;
+	}
+	b->v = v;
+	b->release = HND_RELEASE;
+	return true;
+}
+
+/* RFC 9842: coded against the client's dictionary, kept per dictionary (a
+ * HEAD gets the same response), or the 304 of that 200. false: dcz does
+ * not make it smaller, or failed; the plan without it stands. */
+static bool
+build_dcz(struct build *b)
+{
+	bool is_304 = b->status == 304, release;
+	struct MHD_Response *v;
+	uint64_t len;
+
+	if (!hnd_dcz_build(b->gz, b->e, b->p.dict, is_304, b->rq->flags & HND_REQ_NO_CACHE, &b->f,
+			   &v, &len, &release))
+		return false;
+	b->v = v;
+	if (is_304) {
+		b->release = HND_RELEASE;
+		return true;
+	}
+	b->out_len = b->coded_len = len;
+	b->reason = MHDGZ_COMPRESSED;
+	b->f.coding = GZ_CODING_ZSTD;
+	b->dcz = true;
+	return true;
+}
+
+/* Coded whole: the kept representation, or a HEAD's fields with the
+ * length its strong ETag tells (no compression). */
+static void
+build_whole(struct build *b)
+{
+	struct hnd_entry *e = b->e;
+	bool fresh_rep;
+
+	if (b->rq->head && !e->coded[b->f.coding].rep && !(b->rq->flags & HND_REQ_NO_CACHE) &&
+	    !b->p.digest && hnd_coded_len_known(b->gz, e, &b->f, &b->coded_len)) {
+		if (b->coded_len == HND_MEMO_NOT_SMALLER) {
+			b->reason = MHDGZ_SKIP_NOT_SMALLER;
+			b->coded_len = MHDGZ_NBYTES_UNKNOWN;
+			return;
+		}
+		if (fresh(b, hnd_fields_response(b->gz, b->fields, &b->f, b->coded_len,
+						 HND_REP_GZIP))) {
+			b->out_len = b->coded_len;
+			b->padded = hnd_padded(b->gz, e, b->f.coding);
+		} else {
+			b->coded_len = MHDGZ_NBYTES_UNKNOWN;
+		}
+		return;
+	}
+	/* a HEAD gets the same response, whose Content-Length libmicrohttpd
+	 * sends without the body */
+	b->reason = hnd_gzip_representation(b->gz, e, &b->f, b->rq->flags & HND_REQ_NO_CACHE,
+					    &b->v, &fresh_rep);
+	if (b->reason != MHDGZ_COMPRESSED)
+		return;
+	if (fresh_rep)
+		b->release = HND_RELEASE;
+	b->out_len = b->coded_len = e->coded[b->f.coding].rep_len;
+	b->padded = e->coded[b->f.coding].padded;
+}
+
+/* HEAD of a coded stream: the fields GET would send, with the length
+ * GET's stream would have where it can be learnt cheaply. */
+static void
+build_stream_fields(struct build *b)
+{
+	uint64_t len = MHD_SIZE_UNKNOWN;
+
+	if (hnd_gzip_stream_length(b->gz, b->e, b->f.etag, b->p.low_latency, b->f.coding, &len) !=
+	    0)
+		len = MHD_SIZE_UNKNOWN;
+	b->in_len = b->out_len = 0;
+	if (fresh(b, hnd_fields_response(b->gz, b->fields, &b->f, len, HND_REP_GZIP)) &&
+	    len != MHD_SIZE_UNKNOWN) {
+		b->coded_len = len;
+		b->padded = hnd_padded(b->gz, b->e, b->f.coding);
+	}
+}
+
+/* A coded stream, per queue (per connection), in the response itself or
+ * in one of its own; its bytes are counted as they are produced. */
+static void
+build_stream(struct build *b)
+{
+	hnd_count(b->gz, HND_C_COMPRESSIONS, 1);
+	b->in_len = b->out_len = 0;
+	if (b->p.kind == HND_PLAN_STREAM_IN_PLACE) {
+		/* on a failure the response as it is */
+		if (hnd_stream_in_place(b->gz, b->e, b->response, &b->f, b->p.low_latency,
+					b->p.digest) < 0) {
+			failed(b);
+			return;
+		}
+		b->in_place = true;
+	} else {
+		/* our creation reference goes to the caller, who drops it
+		 * after queueing (libmicrohttpd then holds its own) */
+		if (!fresh(b, hnd_gzip_stream_new(b->gz, b->e, b->fields, &b->f, b->p.low_latency,
+						  b->p.digest)))
+			return;
+	}
+	b->padded = hnd_padded(b->gz, b->e, b->f.coding);
+}
+
+static void
+build_not_modified(struct build *b)
+{
+	bool fresh_rep;
+	struct MHD_Response *v = hnd_not_modified(b->gz, b->e, &b->f, &b->p.d200,
+						  b->p.d.gzip_304, &fresh_rep);
+
+	if (v) {
+		b->v = v;
+		if (fresh_rep)
+			b->release = HND_RELEASE;
+	}
+}
+
+/* Identity: the response itself, or, where that is not what
+ * libmicrohttpd should send, a response of ours with its fields: a file's
+ * own identity response (inline or sendfile), a HEAD of a stream of
+ * unknown length (0.9.75 would follow the fields with a last chunk), and
+ * any queue after the response took a coded stream in place. */
+static void
+build_identity(struct build *b)
+{
+	struct hnd_entry *e = b->e;
+	bool fresh_rep;
+
+	if (b->v != b->response || b->in_place)
+		return;
+	if (e->kind == HND_FD) {
+		struct MHD_Response *v = hnd_file_identity(b->gz, e, &b->f, b->rq->head, &fresh_rep);
+
+		if (v) {
+			b->v = v;
+			if (fresh_rep)
+				b->release = HND_RELEASE;
+			return;
+		}
+	}
+	if (b->rq->head && e->body_len == MHD_SIZE_UNKNOWN && !no_content(b->status)) {
+		struct MHD_Response *v = hnd_fields_response(b->gz, b->fields, &b->f,
+							     MHD_SIZE_UNKNOWN, HND_REP_IDENTITY);
+
+		if (v) {
+			b->v = v;
+			b->release = HND_RELEASE;
+		}
+		if (v || !e->fields)
+			return;
+	}
+	if (e->fields) {
+		/* never the response a second time: a stream of its own */
+		b->v = no_content(b->status) || b->rq->head
+			       ? hnd_fields_response(b->gz, b->fields, &b->f, MHD_SIZE_UNKNOWN,
+						     HND_REP_IDENTITY)
+			       : hnd_identity_stream(b->gz, e, &b->f);
+		b->release = b->v ? HND_RELEASE : 0;
+		if (!b->v)
+			failed(b);
+	}
+}
+
+/* The plan's inputs for e, read under e->lock. */
+static void
+plan_in(struct build *b, struct hnd_plan_in *in, uint8_t *sniff_buf)
+{
+	struct hnd_entry *e = b->e;
+
+	*in = (struct hnd_plan_in){ .status = b->status,
+				    .rq = b->rq,
+				    .f = &b->f,
+				    .kind = e->kind,
+				    .body_len = e->body_len,
+				    .opt_out = e->opt_out,
+				    .padded = hnd_padded(b->gz, e, GZ_CODING_GZIP),
+				    .low_latency = hnd_low_latency(e, &b->f),
+				    .fresh = !e->response_queued && !e->fields };
+	if (e->kind == HND_BUFFER) {
+		in->sniff = e->body;
+		in->sniff_len = e->body_len;
+	} else if (e->kind == HND_FD && !b->f.content_type && fd_sniff(e, sniff_buf, &in->sniff_len)) {
+		in->sniff = sniff_buf;
+	}
+}
+
 /*
- * The whole selection: decide, then build or reuse what is queued in the
+ * The whole selection: plan, then build what the plan says in the
  * response's place. *queue_ret is the response itself or a response of
  * ours; the return value is HND_RELEASE when the caller owns a reference
  * to it (a per-request response: a gzip stream, a HEAD response), else 0.
@@ -41,249 +268,103 @@ int
 hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	   struct MHD_Response *response, struct MHD_Response **queue_ret, struct hnd_result *res)
 {
-	struct hnd_entry *e;
-	struct hnd_facts f;
+	struct build b = { .gz = gz, .rq = rq, .status = status, .response = response,
+			   .v = response, .coded_len = MHDGZ_NBYTES_UNKNOWN };
 	struct hnd_facts_ctx fc;
-	struct hnd_decision d;
-	struct MHD_Response *v = NULL;
-	uint64_t decide_len;
+	struct hnd_plan_in in;
 	uint8_t sniff_buf[HND_SNIFF_NBYTES];
-	const uint8_t *sniff = NULL;
-	size_t sniff_len = 0;
-	uint64_t in_len = 0, out_len = 0, coded_len = MHDGZ_NBYTES_UNKNOWN;
-	int release = 0;
-	bool padded = false; /* what is queued carries length-hiding padding */
-	struct hnd_request rq_padded;
-	bool dcz_release; /* hnd_dcz_select made a per-request response */
 	char vary_buf[256], *vary_heap = NULL;
 	struct hnd_stripe *st = hnd_stripe_of(gz);
-	struct MHD_Response *fields;
-	bool in_place = false; /* the response itself carries the coded stream */
+	struct hnd_entry *e;
 
-	*queue_ret = response;
 	res->body_nbytes = res->coded_nbytes = MHDGZ_NBYTES_UNKNOWN;
 	res->coding = GZ_CODING_GZIP;
 	res->dcz = false;
 	hnd_count_in(st, HND_C_RESPONSES, 1);
-	e = hnd_table_lookup(&gz->table, response);
+	e = b.e = hnd_table_lookup(&gz->table, response);
 	if (!e) {
-		d.reason = MHDGZ_SKIP_UNTRACKED;
+		b.reason = MHDGZ_SKIP_UNTRACKED;
 		goto done;
 	}
 	pthread_mutex_lock(&e->lock);
-	if (hnd_padded(gz, e, GZ_CODING_GZIP) &&
-	    (hnd_accept_read(&rq->acc)->zstd != 0 || rq->acc.br != 0 || rq->acc.dcz != 0)) {
-		/* Length hiding pads the gzip member only: a response that
-		 * asks for it is never sent zstd, br or dcz, which would go
-		 * out unpadded. Those codings count as refused ("q=0"), so
-		 * the choice is gzip or identity. */
-		rq_padded = *rq;
-		rq_padded.acc.zstd = rq_padded.acc.br = rq_padded.acc.dcz = 0;
-		rq = &rq_padded;
-	}
-	fields = hnd_identity_fields(e);
-	hnd_read_facts(fields, &f, &fc);
-	f.mhd_flags = e->mhd_flags;
-	atomic_store(&e->te_chunked, f.te_chunked);
-	f.dict_vary = hnd_dict_url_matches(gz, rq->url);
-	if (e->kind == HND_BUFFER) {
-		sniff = e->body;
-		sniff_len = e->body_len;
-	} else if (e->kind == HND_FD && !f.content_type && fd_sniff(e, sniff_buf, &sniff_len)) {
-		sniff = sniff_buf;
-	}
-	hnd_decide(gz, e->opt_out, status, &f, sniff, sniff_len, e->body_len, &rq->acc, &d);
-	f.coding = d.coding;
-	decide_len = e->body_len;
+	b.fields = hnd_identity_fields(e);
+	hnd_read_facts(b.fields, &b.f, &fc);
+	b.f.mhd_flags = e->mhd_flags;
+	atomic_store(&e->te_chunked, b.f.te_chunked);
+	b.f.dict_vary = hnd_dict_url_matches(gz, rq->url);
+	plan_in(&b, &in, sniff_buf);
+	hnd_plan(gz, &in, &b.p);
+	b.reason = b.p.d.reason;
+	b.f.coding = b.p.d.coding;
 	/* Variants get Vary: Accept-Encoding as they are built; the response
 	 * itself only when it is queued itself (below), so a response that is
 	 * only ever sent compressed is not modified at all. */
-	if (d.vary && hnd_vary_token(&f))
-		hnd_vary_for_variant(&f, &fc, vary_buf, sizeof vary_buf, &vary_heap);
+	if (b.p.d.vary && hnd_vary_token(&b.f))
+		hnd_vary_for_variant(&b.f, &fc, vary_buf, sizeof vary_buf, &vary_heap);
 	if (e->body_len != MHD_SIZE_UNKNOWN)
-		in_len = out_len = e->body_len;
-	if (status == 304 && (d.reason == MHDGZ_SKIP_STATUS && d.vary) &&
-	    hnd_dcz_select(gz, e, rq, &d, &f, &v, &coded_len, &dcz_release)) {
-		/* RFC 9842: the 304 of the dcz 200 this client would get. */
-		*queue_ret = v;
-		release = HND_RELEASE;
-		coded_len = MHDGZ_NBYTES_UNKNOWN;
-	} else if ((d.reason == MHDGZ_COMPRESSED || d.reason == MHDGZ_SKIP_NOT_ACCEPTED) &&
-		   hnd_dcz_select(gz, e, rq, &d, &f, &v, &coded_len, &dcz_release)) {
-		/* RFC 9842: compressed against the client's dictionary; cached
-		 * per dictionary, and a HEAD gets the same response. */
-		*queue_ret = v;
-		out_len = coded_len;
-		d.reason = MHDGZ_COMPRESSED;
-		f.coding = GZ_CODING_ZSTD;
-		res->dcz = true;
-	} else if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e) && rq->head &&
-		   !e->coded[f.coding].rep && !(rq->flags & HND_REQ_NO_CACHE) &&
-		   !(gz->content_digest && f.content_digest) &&
-		   hnd_coded_len_known(gz, e, &f, &coded_len)) {
-		/* HEAD of a body whose gzip length its strong ETag tells (or an
-		 * uncached response's last compression): the fields and that
-		 * length, no compression. */
-		if (coded_len == HND_MEMO_NOT_SMALLER) {
-			d.reason = MHDGZ_SKIP_NOT_SMALLER;
-			coded_len = MHDGZ_NBYTES_UNKNOWN;
-		} else {
-			v = hnd_fields_response(gz, fields, &f, coded_len, HND_REP_GZIP);
-			if (v) {
-				*queue_ret = v;
-				release = HND_RELEASE;
-				out_len = coded_len;
-				padded = hnd_padded(gz, e, f.coding);
-			} else {
-				hnd_count(gz, HND_C_FAILURES, 1);
-				d.reason = MHDGZ_SKIP_ERROR;
-				coded_len = MHDGZ_NBYTES_UNKNOWN;
-			}
-		}
-	} else if (d.reason == MHDGZ_COMPRESSED && hnd_whole_body(e)) {
-		/* Compressed whole and cached; a HEAD gets the same response,
-		 * whose Content-Length libmicrohttpd sends without the body. */
-		bool fresh;
-
-		d.reason = hnd_gzip_representation(gz, e, &f, rq->flags & HND_REQ_NO_CACHE, &v,
-						   &fresh);
-		if (d.reason == MHDGZ_COMPRESSED) {
-			*queue_ret = v;
-			if (fresh)
-				release = HND_RELEASE;
-			out_len = coded_len = e->coded[f.coding].rep_len;
-			padded = e->coded[f.coding].padded;
-		}
-	} else if (d.reason == MHDGZ_COMPRESSED && rq->head) {
-		/* HEAD of a stream: the fields GET would send, with the length
-		 * GET's gzip stream would have where it can be learnt cheaply. */
-		bool ll = hnd_low_latency(e, &f);
-		uint64_t len = MHD_SIZE_UNKNOWN;
-
-		if (hnd_gzip_stream_length(gz, e, f.etag, ll, f.coding, &len) != 0)
-			len = MHD_SIZE_UNKNOWN;
-		v = hnd_fields_response(gz, fields, &f, len, HND_REP_GZIP);
-		in_len = out_len = 0;
-		if (v) {
-			*queue_ret = v;
-			release = HND_RELEASE;
-			if (len != MHD_SIZE_UNKNOWN) {
-				res->coded_nbytes = len;
-				padded = hnd_padded(gz, e, f.coding);
-			}
-		} else {
-			hnd_count(gz, HND_C_FAILURES, 1);
-			d.reason = MHDGZ_SKIP_ERROR;
-		}
-	} else if (d.reason == MHDGZ_COMPRESSED && e->kind == HND_CALLBACK &&
-		   e->body_len == MHD_SIZE_UNKNOWN && !e->response_queued && !e->fields) {
-		/* The first queue of an application's reader of unknown size:
-		 * the coded stream in its own response (hnd_stream.c); on a
-		 * failure the response as it is. */
-		hnd_count(gz, HND_C_COMPRESSIONS, 1);
-		in_len = out_len = 0;
-		if (hnd_stream_in_place(gz, e, response, &f, hnd_low_latency(e, &f),
-					gz->content_digest && f.content_digest) == 0) {
-			padded = hnd_padded(gz, e, f.coding);
-			in_place = true;
-		} else {
-			hnd_count(gz, HND_C_FAILURES, 1);
-			d.reason = MHDGZ_SKIP_ERROR;
-		}
-	} else if (d.reason == MHDGZ_COMPRESSED) {
-		/* Streams: a fresh gzip stream per queue (per connection); the
-		 * bytes are counted as they are produced. */
-		v = hnd_gzip_stream_new(gz, e, fields, &f, hnd_low_latency(e, &f),
-					gz->content_digest && f.content_digest);
-		hnd_count(gz, HND_C_COMPRESSIONS, 1);
-		if (v) {
-			*queue_ret = v;
-			/* Our creation reference goes to the caller, who drops it
-			 * after queueing (libmicrohttpd then holds its own). */
-			release = HND_RELEASE;
-			in_len = out_len = 0;
-			padded = hnd_padded(gz, e, f.coding);
-		} else {
-			hnd_count(gz, HND_C_FAILURES, 1);
-			d.reason = MHDGZ_SKIP_ERROR;
-		}
-	} else if (status == 304) {
-		bool fresh;
-
-		v = hnd_not_modified(gz, e, &f, sniff, sniff_len, decide_len, &rq->acc, d.gzip_304,
-				     &fresh);
-		if (v) {
-			*queue_ret = v;
-			if (fresh)
-				release = HND_RELEASE;
-		}
+		b.in_len = b.out_len = e->body_len;
+	if (b.p.kind == HND_PLAN_DCZ && !build_dcz(&b)) {
+		/* not smaller, or failed: the plan without the dictionary */
+		in.no_dict = true;
+		hnd_plan(gz, &in, &b.p);
 	}
-	if (*queue_ret == response && e->kind == HND_FD) {
-		bool fresh;
-
-		v = hnd_file_identity(gz, e, &f, rq->head, &fresh);
-		if (v) {
-			*queue_ret = v;
-			if (fresh)
-				release = HND_RELEASE;
-		}
+	switch (b.p.kind) {
+	case HND_PLAN_DCZ:
+		break;
+	case HND_PLAN_WHOLE:
+		build_whole(&b);
+		break;
+	case HND_PLAN_STREAM_FIELDS:
+		build_stream_fields(&b);
+		break;
+	case HND_PLAN_STREAM_IN_PLACE:
+	case HND_PLAN_STREAM:
+		build_stream(&b);
+		break;
+	case HND_PLAN_NOT_MODIFIED:
+		build_not_modified(&b);
+		break;
+	case HND_PLAN_IDENTITY:
+		break;
 	}
-	if (*queue_ret == response && rq->head && e->body_len == MHD_SIZE_UNKNOWN &&
-	    !no_content(status)) {
-		/* HEAD of an identity stream of unknown length: libmicrohttpd
-		 * 0.9.75 would follow the headers with a last chunk. */
-		v = hnd_fields_response(gz, fields, &f, MHD_SIZE_UNKNOWN, HND_REP_IDENTITY);
-		if (v) {
-			*queue_ret = v;
-			release = HND_RELEASE;
-		}
-	}
-	if (*queue_ret == response && e->fields && !in_place) {
-		/* Identity after the response took a coded stream in place:
-		 * never the response a second time, a stream of its own. */
-		v = no_content(status) ? hnd_fields_response(gz, fields, &f, MHD_SIZE_UNKNOWN,
-							      HND_REP_IDENTITY)
-				       : hnd_identity_stream(gz, e, &f);
-		*queue_ret = v; /* NULL: nothing can be queued (MHD_NO) */
-		release = v ? HND_RELEASE : 0;
-		if (!v) {
-			hnd_count(gz, HND_C_FAILURES, 1);
-			d.reason = MHDGZ_SKIP_ERROR;
-		}
-	}
-	if (*queue_ret == response && !in_place) {
+	build_identity(&b);
+	if (b.v == response && !b.in_place) {
 		/* Merge Vary into the response only before libmicrohttpd first
 		 * has it: afterwards another thread may be reading its fields. */
-		if (f.vary_add && !e->vary_done && !e->response_queued &&
-		    hnd_merge_vary(response, &f, &fc) == 0)
+		if (b.f.vary_add && !e->vary_done && !e->response_queued &&
+		    hnd_merge_vary(response, &b.f, &fc) == 0)
 			e->vary_done = true;
 	}
-	if (*queue_ret == response)
+	if (b.v == response)
 		e->response_queued = true;
 	if (e->body_len != MHD_SIZE_UNKNOWN) {
 		res->body_nbytes = e->body_len;
-		if (d.reason != MHDGZ_COMPRESSED)
+		if (b.reason != MHDGZ_COMPRESSED)
 			res->coded_nbytes = e->body_len;
-		else if (hnd_whole_body(e))
-			res->coded_nbytes = coded_len;
+		else if (b.p.whole)
+			res->coded_nbytes = b.coded_len;
 	}
+	if (b.p.kind == HND_PLAN_STREAM_FIELDS && b.reason == MHDGZ_COMPRESSED)
+		res->coded_nbytes = b.coded_len; /* where a HEAD learnt it */
 	if (no_content(status))
 		res->coded_nbytes = 0; /* whatever the 200 it stands for */
 	pthread_mutex_unlock(&e->lock);
 	gz_free(vary_heap);
-	hnd_count_in(st, HND_C_BYTES_IN, in_len);
-	hnd_count_in(st, HND_C_BYTES_OUT, out_len);
-	if (d.reason == MHDGZ_COMPRESSED) {
+	hnd_count_in(st, HND_C_BYTES_IN, b.in_len);
+	hnd_count_in(st, HND_C_BYTES_OUT, b.out_len);
+	if (b.reason == MHDGZ_COMPRESSED) {
 		hnd_count_in(st, HND_C_COMPRESSED, 1);
-		hnd_count_in(st, HND_C_CODED0 + f.coding, 1);
-		res->coding = f.coding;
+		hnd_count_in(st, HND_C_CODED0 + b.f.coding, 1);
+		res->coding = b.f.coding;
+		res->dcz = b.dcz;
 	}
-	if (d.reason == MHDGZ_COMPRESSED && padded)
+	if (b.reason == MHDGZ_COMPRESSED && b.padded)
 		hnd_count_in(st, HND_C_PADDED, 1);
 done:
-	hnd_count_in(st, HND_C_REASON0 + d.reason, 1);
-	res->reason = d.reason;
-	return release;
+	hnd_count_in(st, HND_C_REASON0 + b.reason, 1);
+	res->reason = b.reason;
+	*queue_ret = b.v;
+	return b.release;
 }
 
 MHDGZ_API enum MHD_Result
