@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "hnd_internal.h" /* first: mhdgz.h as the library sees it; hnd_plan() */
 #include "check_suites.h"
 #include "harness.h"
 #include "testutil.h"
@@ -541,6 +542,145 @@ END_TEST
 
 /* ===================================================================== */
 
+/* ===================================================================== */
+/*                 The plan, a pure function (hnd_plan)                  */
+/* ===================================================================== */
+
+#define PL_HEAD 0x1u   /* a HEAD request */
+#define PL_PAD 0x2u    /* length hiding applies */
+#define PL_QUEUED 0x4u /* queued before (not fresh) */
+#define PL_OPTOUT 0x8u /* mhdgz_response_set_identity */
+#define PL_ZSTD 0x10u  /* needs zstd (the handle offers "zstd, gzip" where it can) */
+
+static const struct {
+	const char *why;
+	unsigned int status;
+	const char *ae;    /* Accept-Encoding line, NULL: none */
+	const char *ctype; /* Content-Type, NULL: none */
+	const char *ce;    /* Content-Encoding, NULL: none */
+	enum hnd_kind kind;
+	uint64_t len;
+	unsigned int flags;
+	/* expected */
+	enum hnd_plan_kind plan;
+	enum mhdgz_reason reason;
+	enum gz_coding coding; /* when coded (or a 304 of a coded 200) */
+	bool vary;
+	bool whole;
+} plan_rows[] = {
+	{ "buffer GET", 200, "gzip", "text/plain", NULL, HND_BUFFER, 8192, 0, HND_PLAN_WHOLE,
+	  MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, true },
+	{ "buffer HEAD: the same coded response", 200, "gzip", "text/plain", NULL, HND_BUFFER,
+	  8192, PL_HEAD, HND_PLAN_WHOLE, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, true },
+	{ "buffer below min_nbytes: no Vary", 200, "gzip", "text/plain", NULL, HND_BUFFER, 100,
+	  0, HND_PLAN_IDENTITY, MHDGZ_SKIP_SMALL, GZ_CODING_GZIP, false, true },
+	{ "client refuses every coding", 200, "identity", "text/plain", NULL, HND_BUFFER, 8192, 0,
+	  HND_PLAN_IDENTITY, MHDGZ_SKIP_NOT_ACCEPTED, GZ_CODING_GZIP, true, true },
+	{ "no Accept-Encoding", 200, NULL, "text/plain", NULL, HND_BUFFER, 8192, 0,
+	  HND_PLAN_IDENTITY, MHDGZ_SKIP_NOT_ACCEPTED, GZ_CODING_GZIP, true, true },
+	{ "image", 200, "gzip", "image/png", NULL, HND_BUFFER, 8192, 0, HND_PLAN_IDENTITY,
+	  MHDGZ_SKIP_TYPE, GZ_CODING_GZIP, false, true },
+	{ "already coded", 200, "gzip", "text/plain", "br", HND_BUFFER, 8192, 0,
+	  HND_PLAN_IDENTITY, MHDGZ_SKIP_ENCODED, GZ_CODING_GZIP, false, true },
+	{ "opted out", 200, "gzip", "text/plain", NULL, HND_BUFFER, 8192, PL_OPTOUT,
+	  HND_PLAN_IDENTITY, MHDGZ_SKIP_OPT_OUT, GZ_CODING_GZIP, false, true },
+	{ "204", 204, "gzip", "text/plain", NULL, HND_BUFFER, 8192, 0, HND_PLAN_IDENTITY,
+	  MHDGZ_SKIP_STATUS, GZ_CODING_GZIP, false, true },
+	{ "file up to 1 MiB: whole", 200, "gzip", "text/html", NULL, HND_FD, 512 * 1024, 0,
+	  HND_PLAN_WHOLE, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, true },
+	{ "larger file: a stream", 200, "gzip", "text/html", NULL, HND_FD, 2 * 1024 * 1024, 0,
+	  HND_PLAN_STREAM, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, false },
+	{ "HEAD of a file stream: fields", 200, "gzip", "text/html", NULL, HND_FD,
+	  2 * 1024 * 1024, PL_HEAD, HND_PLAN_STREAM_FIELDS, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true,
+	  false },
+	{ "reader of unknown size, first queue: in place", 200, "gzip", "text/plain", NULL,
+	  HND_CALLBACK, MHD_SIZE_UNKNOWN, 0, HND_PLAN_STREAM_IN_PLACE, MHDGZ_COMPRESSED,
+	  GZ_CODING_GZIP, true, false },
+	{ "reader of unknown size queued before", 200, "gzip", "text/plain", NULL, HND_CALLBACK,
+	  MHD_SIZE_UNKNOWN, PL_QUEUED, HND_PLAN_STREAM, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true,
+	  false },
+	{ "reader of known size: a stream of its own", 200, "gzip", "text/plain", NULL,
+	  HND_CALLBACK, 50000, 0, HND_PLAN_STREAM, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, false },
+	{ "untyped reader: identity, never sniffed", 200, "gzip", NULL, NULL, HND_CALLBACK,
+	  MHD_SIZE_UNKNOWN, 0, HND_PLAN_IDENTITY, MHDGZ_SKIP_TYPE, GZ_CODING_GZIP, false, false },
+	{ "pipe HEAD", 200, "gzip", "text/plain", NULL, HND_PIPE, MHD_SIZE_UNKNOWN, PL_HEAD,
+	  HND_PLAN_STREAM_FIELDS, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, false },
+	{ "304 of a coded 200", 304, "gzip", "text/plain", NULL, HND_BUFFER, 8192, 0,
+	  HND_PLAN_NOT_MODIFIED, MHDGZ_SKIP_STATUS, GZ_CODING_GZIP, true, true },
+	{ "304 of a small 200: no Vary", 304, "gzip", "text/plain", NULL, HND_BUFFER, 100, 0,
+	  HND_PLAN_NOT_MODIFIED, MHDGZ_SKIP_STATUS, GZ_CODING_GZIP, false, true },
+	{ "zstd preferred on a tie", 200, "gzip, zstd", "text/plain", NULL, HND_BUFFER, 8192,
+	  PL_ZSTD, HND_PLAN_WHOLE, MHDGZ_COMPRESSED, GZ_CODING_ZSTD, true, true },
+	{ "length hiding: gzip only", 200, "gzip, zstd", "text/plain", NULL, HND_BUFFER, 8192,
+	  PL_ZSTD | PL_PAD, HND_PLAN_WHOLE, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, true },
+	{ "length hiding, zstd alone accepted", 200, "zstd", "text/plain", NULL, HND_BUFFER, 8192,
+	  PL_ZSTD | PL_PAD, HND_PLAN_IDENTITY, MHDGZ_SKIP_NOT_ACCEPTED, GZ_CODING_GZIP, true,
+	  true },
+};
+
+/* Each row: the plan from the request, the fields and the entry's kind
+ * and length, with no response, connection or cache; twice, the same. */
+START_TEST(test_plan)
+{
+	struct mhdgz_options o = th_opts();
+	struct mhdgz *gz;
+	struct hnd_plan p, again;
+	size_t i;
+	bool zstd = mhdgz_coding_available(MHDGZ_CODING_ZSTD);
+
+	o.codings = zstd ? "zstd, gzip" : "gzip";
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	for (i = 0; i < N_ELEMS(plan_rows); i++) {
+		struct hnd_request rq = { .head = plan_rows[i].flags & PL_HEAD };
+		struct hnd_facts f = { .content_type = plan_rows[i].ctype,
+				       .content_encoding = plan_rows[i].ce };
+		struct hnd_plan_in in = { .status = plan_rows[i].status,
+					  .rq = &rq,
+					  .f = &f,
+					  .kind = plan_rows[i].kind,
+					  .body_len = plan_rows[i].len,
+					  .opt_out = plan_rows[i].flags & PL_OPTOUT,
+					  .padded = plan_rows[i].flags & PL_PAD,
+					  .fresh = !(plan_rows[i].flags & PL_QUEUED) };
+		const char *ae = plan_rows[i].ae;
+		enum gz_coding want = plan_rows[i].coding;
+
+		if ((plan_rows[i].flags & PL_ZSTD) && !zstd)
+			continue;
+		hnd_accept_parse(ae ? &ae : NULL, ae ? 1 : 0, &rq.acc);
+		hnd_plan(gz, &in, &p);
+		ck_assert_msg(p.kind == plan_rows[i].plan, "%s: plan %d, want %d", plan_rows[i].why,
+			      (int)p.kind, (int)plan_rows[i].plan);
+		ck_assert_msg(p.d.reason == plan_rows[i].reason, "%s: reason %s, want %s",
+			      plan_rows[i].why, mhdgz_reason_name(p.d.reason),
+			      mhdgz_reason_name(plan_rows[i].reason));
+		ck_assert_msg(p.d.vary == plan_rows[i].vary, "%s: vary %d", plan_rows[i].why,
+			      p.d.vary);
+		ck_assert_msg(p.whole == plan_rows[i].whole, "%s: whole %d", plan_rows[i].why,
+			      p.whole);
+		if (p.d.reason == MHDGZ_COMPRESSED)
+			ck_assert_msg(p.d.coding == want, "%s: coding %d", plan_rows[i].why,
+				      (int)p.d.coding);
+		if (p.kind == HND_PLAN_NOT_MODIFIED) {
+			/* the 304 of the 200 this request would get */
+			bool coded_200 = plan_rows[i].vary;
+
+			ck_assert_msg(p.d.gzip_304 == coded_200, "%s: gzip_304 %d", plan_rows[i].why,
+				      p.d.gzip_304);
+			ck_assert_msg((p.d200.reason == MHDGZ_COMPRESSED) == coded_200,
+				      "%s: the 200's reason %s", plan_rows[i].why,
+				      mhdgz_reason_name(p.d200.reason));
+		}
+		ck_assert_ptr_null(p.dict);
+		hnd_plan(gz, &in, &again);
+		ck_assert_msg(again.kind == p.kind && again.d.reason == p.d.reason &&
+				      again.d.coding == p.d.coding && again.d.vary == p.d.vary,
+			      "%s: a second plan differs", plan_rows[i].why);
+	}
+	mhdgz_free(gz);
+}
+END_TEST
+
 struct ck_case
 hnd_decision_case(void)
 {
@@ -554,5 +694,6 @@ hnd_decision_case(void)
 				   { test_sniff, 0, 0 },
 				   { test_opt_out, 0, 0 },
 				   { test_untracked, 0, 0 },
-				   { test_bad_accept_encoding, 0, 0 } } };
+				   { test_bad_accept_encoding, 0, 0 },
+				   { test_plan, 0, 0 } } };
 }
