@@ -13,9 +13,10 @@
  *  - hnd_select() returns 0 for a buffer response, a reason in range,
  *    never MHDGZ_SKIP_ERROR (no allocation fails here);
  *  - the reason is the one of a reference decision written from the
- *    documented order (README "What gets compressed") over the response's
+ *    documented order (mhdgz(3), what gets compressed) over the response's
  *    fields as libmicrohttpd stored them, and hnd_decide() on those facts
- *    agrees; "compressed" may become "not-smaller" only when the handler's
+ *    agrees; hnd_plan() on them decides the same, twice alike, with the
+ *    kind that decision gives a buffer (a 304's 200 as the reference's); "compressed" may become "not-smaller" only when the handler's
  *    backend really does not shrink the body;
  *  - a gzip variant has exactly one Content-Encoding: gzip, no
  *    Content-Length or Accept-Ranges, the ETag of the policy, and every
@@ -437,6 +438,44 @@ select_once(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_request *
 	FZ_CHECK(hd.reason == want && hd.vary == vary,
 		 "hnd_decide says %s (vary %d), reference %s (vary %d)",
 		 mhdgz_reason_name(hd.reason), hd.vary, mhdgz_reason_name(want), vary);
+	/* The plan on the same facts (a buffer: coded whole, or identity, or
+	 * the 304 of its 200): its decision is hnd_decide's, its kind follows
+	 * from it alone, and planning again gives the same. */
+	{
+		struct hnd_plan_in in = { .status = status,
+					  .rq = req,
+					  .f = &hf,
+					  .sniff = body,
+					  .sniff_len = len,
+					  .kind = HND_BUFFER,
+					  .body_len = len,
+					  .opt_out = opt_out,
+					  .fresh = first };
+		struct hnd_plan p, p2;
+		bool vary200;
+
+		hnd_plan(gz, &in, &p);
+		hnd_plan(gz, &in, &p2);
+		FZ_CHECK(p.d.reason == hd.reason && p.d.vary == hd.vary &&
+				 p.d.gzip_304 == hd.gzip_304,
+			 "plan decides %s (vary %d), hnd_decide %s (vary %d)",
+			 mhdgz_reason_name(p.d.reason), p.d.vary, mhdgz_reason_name(hd.reason),
+			 hd.vary);
+		FZ_CHECK(p.kind == p2.kind && p.d.reason == p2.d.reason &&
+				 p.d.coding == p2.d.coding,
+			 "two plans differ");
+		FZ_CHECK(p.whole, "a buffer planned as a stream");
+		FZ_CHECK(p.kind == (status == 304		      ? HND_PLAN_NOT_MODIFIED
+				    : p.d.reason == MHDGZ_COMPRESSED ? HND_PLAN_WHOLE
+								     : HND_PLAN_IDENTITY),
+			 "plan kind %d for %s, status %u", (int)p.kind,
+			 mhdgz_reason_name(p.d.reason), status);
+		FZ_CHECK(status != 304 || !p.d.gzip_304 || len == 0 ||
+				 (p.d200.reason == MHDGZ_COMPRESSED) ==
+					 (ref_decide(gz, opt_out, 200, f, body, len, wants, &vary200) ==
+					  MHDGZ_COMPRESSED),
+			 "a 304's 200 planned unlike the reference's 200");
+	}
 	if (want == MHDGZ_COMPRESSED && why == MHDGZ_SKIP_NOT_SMALLER)
 		FZ_CHECK(!shrinks(gz, body, len), "not-smaller, but %s shrinks the body",
 			 gz->be->name);
