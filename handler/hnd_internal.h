@@ -731,11 +731,6 @@ void hnd_pad_update(struct hnd_pad_ctx *pc, const uint8_t *data, size_t len);
 size_t hnd_pad_end(const struct mhdgz *gz, struct hnd_pad_ctx *pc);
 /* The same for a whole body (kind HND_PAD_WHOLE, no ETag). */
 size_t hnd_pad_of_body(const struct mhdgz *gz, const uint8_t *body, size_t len);
-/* Rewrite a gzip member's 10-byte header hdr into out (10 + pad bytes):
- * FCOMMENT set, a comment of pad bytes (pad - 1 spaces and its NUL) after
- * it; out NULL only checks. 0, or MHDGZ_EINVAL for a header that is not a
- * plain one (FLG other than FTEXT), which is then to be sent unpadded. */
-int hnd_pad_splice(const uint8_t *hdr, size_t pad, uint8_t *out);
 
 /* ------------------------------------------------------------------------ */
 /* Negotiation (hnd_negotiate.c): pure functions, no allocation.           */

@@ -1,4 +1,4 @@
-/* hnd_pad.c: BREACH length hiding: the keyed padding length and the gzip header comment that carries it (RFC 1952). */
+/* hnd_pad.c: BREACH length hiding: the keyed padding length that the core writes as the gzip header's comment (RFC 1952). */
 #include <errno.h>
 #include <string.h>
 #include <sys/random.h>
@@ -17,13 +17,10 @@
  * 2.3.1.1 asks for registration with a registry that no longer answers),
  * and has no 65535-byte ceiling. Go's gzhttp carries its jitter the same
  * way. The comment is pad - 1 spaces and its NUL: ISO 8859-1 text without
- * an inner NUL, as section 2.3.1 requires.
+ * an inner NUL, as section 2.3.1 requires. The core writes it
+ * (gz_header_comment, gz_compress_member, gz_pump_set_comment); this file
+ * only keys its length.
  */
-
-/* RFC 1952 section 2.3.1: ID1 ID2 CM FLG MTIME(4) XFL OS, and FLG's bits. */
-#define GZ_HDR_NBYTES 10
-#define GZ_FLG_FTEXT 0x01u
-#define GZ_FLG_FCOMMENT 0x10u
 
 int
 hnd_pad_key_init(struct mhdgz *gz, const void *key, size_t key_nbytes)
@@ -110,22 +107,4 @@ hnd_pad_of_body(const struct mhdgz *gz, const uint8_t *body, size_t len)
 	hnd_pad_begin(gz, HND_PAD_WHOLE, NULL, UINT64_MAX, &pc);
 	hnd_pad_update(&pc, body, len);
 	return hnd_pad_end(gz, &pc);
-}
-
-int
-hnd_pad_splice(const uint8_t *hdr, size_t pad, uint8_t *out)
-{
-	/* Only a plain member header: the comment goes after any FEXTRA and
-	 * FNAME and before FHCRC, which this library's backends never write;
-	 * anything else is left as it is. FTEXT is only a hint. */
-	if (pad == 0 || hdr[0] != 0x1f || hdr[1] != 0x8b || hdr[2] != 8 ||
-	    (hdr[3] & ~GZ_FLG_FTEXT) != 0)
-		return MHDGZ_EINVAL;
-	if (!out)
-		return 0;
-	memcpy(out, hdr, GZ_HDR_NBYTES);
-	out[3] |= GZ_FLG_FCOMMENT;
-	memset(out + GZ_HDR_NBYTES, ' ', pad - 1);
-	out[GZ_HDR_NBYTES + pad - 1] = 0;
-	return 0;
 }

@@ -31,17 +31,13 @@ struct hnd_stream {
 	struct sha256_ctx sha;
 	struct MHD_Response *v; /* the stream's response, for the trailer */
 	bool in_place;          /* v is the entry's own response: no reference */
-	/* Length hiding (hnd_pad.c): the backend's gzip header is held until
-	 * the key's bytes are in the prefix, then sent rewritten with the
-	 * padding. pad_on: wanted; pad: its bytes once known (0 if the
-	 * header could not take it); pc: keyed with the ETag at creation. */
-	bool pad_on, pad_keyed, hdr_done;
+	/* Length hiding (hnd_pad.c): nothing goes out until the key's bytes
+	 * are in the prefix; then the pump writes the member's header with
+	 * the padding as its comment (gz_pump_set_comment). pad_on: wanted;
+	 * pad: its bytes once known; pc: keyed with the ETag at creation. */
+	bool pad_on, pad_keyed;
 	size_t pad;
 	struct hnd_pad_ctx pc;
-	uint8_t hdr[10];
-	size_t hdr_len;  /* of the backend's header, bytes held */
-	uint8_t *padhdr; /* the header to send: room for 10 + pad_max bytes */
-	size_t padhdr_off;
 };
 
 /* The application's reader at pos. libmicrohttpd never runs one
@@ -248,8 +244,7 @@ pad_key(struct hnd_stream *st)
 
 /* What length hiding needs, allocated when the stream is made so that a
  * failure still serves identity: the prefix grown to hold the key's bytes
- * (its contents kept) and the rewritten header's room. 0 or MHDGZ_ENOMEM
- * (st->pre unchanged). */
+ * (its contents kept). 0 or MHDGZ_ENOMEM (st->pre unchanged). */
 static int
 pad_prepare(struct hnd_stream *st)
 {
@@ -258,14 +253,9 @@ pad_prepare(struct hnd_stream *st)
 
 	if (st->pre.len > HND_PAD_KEY_NBYTES) /* keyed on what is held: nothing to read */
 		cap = st->pre.len;
-	st->padhdr = gz_malloc(sizeof st->hdr + st->gz->pad_max);
 	buf = gz_malloc(cap);
-	if (!st->padhdr || !buf) {
-		gz_free(buf);
-		gz_free(st->padhdr);
-		st->padhdr = NULL;
+	if (!buf)
 		return MHDGZ_ENOMEM;
-	}
 	if (st->pre.len)
 		memcpy(buf, st->pre.buf, st->pre.len);
 	gz_free(st->pre.buf);
@@ -273,70 +263,21 @@ pad_prepare(struct hnd_stream *st)
 	return 0;
 }
 
-/*
- * The gzip header, padded: key, then take the backend's 10 header bytes
- * from the pump and send them rewritten (hnd_pad_splice), as far as buf
- * has room. Returns the bytes written to buf (hdr_done set once the whole
- * header has gone), 0 to be called again, or a negative error.
- */
-static ssize_t
-pad_header(struct hnd_stream *st, uint8_t *buf, size_t max)
-{
-	size_t n;
-
-	if (!st->pad_keyed) {
-		int rc = pad_key(st);
-
-		if (rc <= 0)
-			return rc;
-	}
-	while (st->hdr_len < sizeof st->hdr) {
-		bool end;
-		ssize_t r = gz_pump_read(&st->pump, stream_source, st, st->hdr + st->hdr_len,
-					 sizeof st->hdr - st->hdr_len, &end);
-
-		if (r < 0)
-			return r;
-		if (r == 0)
-			return end ? MHDGZ_EBACKEND : 0; /* a member is longer than 10 bytes */
-		st->hdr_len += (size_t)r;
-	}
-	if (st->padhdr_off == 0 && hnd_pad_splice(st->hdr, st->pad, st->padhdr) < 0) {
-		st->pad = 0; /* not a plain header: sent as it is */
-		memcpy(st->padhdr, st->hdr, sizeof st->hdr);
-	}
-	n = sizeof st->hdr + st->pad - st->padhdr_off;
-	if (n > max)
-		n = max;
-	memcpy(buf, st->padhdr + st->padhdr_off, n);
-	st->padhdr_off += n;
-	if (st->padhdr_off == sizeof st->hdr + st->pad) {
-		st->hdr_done = true;
-		gz_free(st->padhdr);
-		st->padhdr = NULL;
-		st->padhdr_off = 0;
-	}
-	return (ssize_t)n;
-}
-
 static ssize_t
 stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct hnd_stream *st = cls;
 	bool end = false;
-	ssize_t n = 0, off = 0;
+	ssize_t n;
 
 	(void)pos; /* compressed bytes sent so far; the pump tracks the source */
-	if (st->pad_on && !st->hdr_done) {
-		off = pad_header(st, (uint8_t *)buf, max);
-		if (off <= 0 || !st->hdr_done) {
-			n = off; /* an error, nothing yet, or part of the header */
-			off = 0;
-		}
+	if (st->pad_on && !st->pad_keyed) {
+		if (pad_key(st) == 0)
+			return 0; /* the key's bytes are not all in yet */
+		if (gz_pump_set_comment(&st->pump, st->pad) < 0)
+			st->pad = 0; /* sent unpadded rather than not at all */
 	}
-	if (n == 0 && (size_t)off < max && (!st->pad_on || st->hdr_done))
-		n = gz_pump_read(&st->pump, stream_source, st, (uint8_t *)buf + off,
-				 max - (size_t)off, &end);
+	n = gz_pump_read(&st->pump, stream_source, st, (uint8_t *)buf, max, &end);
 	if (n < 0) {
 		/* The user's error, a file read failure or a compressor failure:
 		 * end the response with an error, never a fake trailer. */
@@ -346,7 +287,7 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	}
-	if (n == 0 && off == 0 && end) {
+	if (n == 0 && end) {
 		if (st->digest) {
 			/* The member is whole: its digest goes in the trailer,
 			 * which libmicrohttpd sends after this last call (a
@@ -363,11 +304,11 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	}
 	/* The bytes sent, the padded header among them. */
-	if (st->digest && off + n > 0)
-		sha256_update(&st->sha, (size_t)(off + n), (const uint8_t *)buf);
+	if (st->digest && n > 0)
+		sha256_update(&st->sha, (size_t)n, (const uint8_t *)buf);
 	/* 0 without the end: no data yet and everything flushed; never an
 	 * empty chunk (libmicrohttpd calls again). */
-	return off + n;
+	return n;
 }
 
 static void
@@ -376,7 +317,7 @@ stream_free(void *cls)
 	struct hnd_stream *st = cls;
 	struct hnd_entry *e = st->e;
 	bool in_place = st->in_place;
-	uint64_t out_total = st->pump.out_total + (st->hdr_done ? st->pad : 0);
+	uint64_t out_total = st->pump.out_total; /* the padding among them */
 
 	/* Abandoned (client gone) or finished: the compressor goes back now. */
 	if (st->pump.done && st->etag[0]) /* a file's whole member: its length */
@@ -387,7 +328,6 @@ stream_free(void *cls)
 			     out_total);
 	hnd_count(st->gz, HND_C_BYTES_IN, st->pump.in_total);
 	hnd_count(st->gz, HND_C_BYTES_OUT, out_total);
-	gz_free(st->padhdr);
 	gz_pump_fini(&st->pump);
 	hnd_prefix_fini(&st->pre);
 	if (st->fd >= 0)
@@ -448,7 +388,6 @@ stream_new(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, boo
 	return st;
 fail:
 	gz_pump_fini(&st->pump);
-	gz_free(st->padhdr);
 	hnd_prefix_fini(&st->pre);
 	if (st->fd >= 0)
 		close(st->fd);

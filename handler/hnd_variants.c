@@ -152,10 +152,10 @@ fail:
 /*
  * Compress body into a new exactly-sized hnd_body. The compressor's scratch
  * space (kept across uses in the compressor pool) takes the worst-case output,
- * so a pooled compressor allocates only the result. With *pad nonzero, the
- * header gets a comment of that many bytes (length hiding), or *pad becomes
- * 0 when the backend's header cannot take one; "not smaller" is judged on
- * the bytes sent, padding included.
+ * so a pooled compressor allocates only the result. With *pad nonzero (gzip
+ * only), the member's header carries a comment of that many bytes (length
+ * hiding; the core writes it, gz_compress_member); "not smaller" is judged
+ * on the bytes sent, padding included.
  */
 static int
 compress_body(struct mhdgz *gz, enum gz_coding coding, const uint8_t *body, size_t body_len,
@@ -170,27 +170,22 @@ compress_body(struct mhdgz *gz, enum gz_coding coding, const uint8_t *body, size
 	rc = gz_pool_get(pool, &c);
 	if (rc < 0)
 		return rc;
-	bound = gz_bound(c, body_len);
+	bound = gz_bound(c, body_len) + *pad;
 	rc = gz_compressor_scratch(c, bound);
 	if (rc < 0)
 		goto out;
-	rc = c->be->compress(c, body, body_len, c->scratch, bound, &out_len);
+	/* the padding as the member header's comment (the core's) */
+	rc = gz_compress_member(c, body, body_len, *pad, c->scratch, bound, &out_len);
 	if (rc < 0)
 		goto out;
-	if (*pad && (out_len < 10 || hnd_pad_splice(c->scratch, *pad, NULL) < 0))
-		*pad = 0;
-	if (out_len + *pad >= body_len) {
+	if (out_len >= body_len) {
 		rc = MHDGZ_ENOSPC; /* not smaller: the caller serves identity */
 		goto out;
 	}
-	out = hnd_body_new(*pad ? NULL : c->scratch, out_len + *pad);
+	out = hnd_body_new(c->scratch, out_len);
 	if (!out) {
 		rc = MHDGZ_ENOMEM;
 		goto out;
-	}
-	if (*pad) {
-		hnd_pad_splice(c->scratch, *pad, out->data);
-		memcpy(out->data + 10 + *pad, c->scratch + 10, out_len - 10);
 	}
 	*out_ret = out;
 out:

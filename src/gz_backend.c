@@ -178,3 +178,55 @@ gz_compressor_scratch(struct gz_compressor *c, size_t nbytes)
 	c->scratch_cap = nbytes;
 	return 0;
 }
+
+/* RFC 1952 section 2.3.1: ID1 ID2 CM FLG; FLG's bits. */
+#define GZ_FLG_FTEXT 0x01u
+#define GZ_FLG_FCOMMENT 0x10u
+
+int
+gz_header_comment(const uint8_t *hdr, size_t comment_nbytes, size_t from, uint8_t *out, size_t n)
+{
+	size_t total = GZ_HEADER_NBYTES + comment_nbytes, i;
+
+	/* Only a plain member header: the comment would go after any FEXTRA
+	 * and FNAME and before FHCRC, which these backends never write. */
+	if (comment_nbytes == 0 || hdr[0] != 0x1f || hdr[1] != 0x8b || hdr[2] != 8 ||
+	    (hdr[3] & ~GZ_FLG_FTEXT) != 0 || from > total || n > total - from)
+		return GZ_EINVAL;
+	for (i = 0; i < n; i++) {
+		size_t at = from + i;
+
+		if (at < GZ_HEADER_NBYTES)
+			out[i] = at == 3 ? (uint8_t)(hdr[3] | GZ_FLG_FCOMMENT) : hdr[at];
+		else
+			out[i] = at == total - 1 ? 0 : ' ';
+	}
+	return 0;
+}
+
+int
+gz_compress_member(struct gz_compressor *c, const void *in, size_t in_len, size_t comment_nbytes,
+		   uint8_t *out, size_t out_cap, size_t *out_len_ret)
+{
+	uint8_t hdr[GZ_HEADER_NBYTES];
+	size_t len;
+	int rc;
+
+	if (comment_nbytes == 0)
+		return c->be->compress(c, in, in_len, out, out_cap, out_len_ret);
+	if (c->be->coding != GZ_CODING_GZIP || out_cap < comment_nbytes)
+		return GZ_EINVAL;
+	/* The member goes comment_nbytes further on; its header then moves
+	 * to the front, rewritten, and the comment fills the gap. */
+	rc = c->be->compress(c, in, in_len, out + comment_nbytes, out_cap - comment_nbytes, &len);
+	if (rc < 0)
+		return rc;
+	if (len < GZ_HEADER_NBYTES)
+		return GZ_EBACKEND;
+	memcpy(hdr, out + comment_nbytes, sizeof hdr);
+	rc = gz_header_comment(hdr, comment_nbytes, 0, out, GZ_HEADER_NBYTES + comment_nbytes);
+	if (rc < 0)
+		return rc;
+	*out_len_ret = len + comment_nbytes;
+	return 0;
+}

@@ -236,6 +236,31 @@ void gz_compressor_free(struct gz_compressor *c);
  * scratch, if any, is kept). */
 int gz_compressor_scratch(struct gz_compressor *c, size_t nbytes);
 
+/*
+ * RFC 1952 section 2.3.1: a member header with a comment (FCOMMENT) of
+ * comment_nbytes bytes: comment_nbytes - 1 spaces and the terminating NUL
+ * (ISO 8859-1 text without an inner NUL, which every gzip decoder skips).
+ * The gzip backends write a plain 10-byte header (no FEXTRA, FNAME or
+ * FHCRC; FTEXT at most); the core rewrites it, here and in the stream pump
+ * (gz_pump_set_comment). BREACH length hiding carries its padding so.
+ */
+#define GZ_HEADER_NBYTES 10
+/* The comment header at out[0 .. GZ_HEADER_NBYTES + comment_nbytes) from
+ * the plain header hdr[0 .. GZ_HEADER_NBYTES): bytes [from, from + n) of
+ * it, so that it can go out in pieces. GZ_EINVAL if hdr is not a plain
+ * member header or comment_nbytes is 0. */
+int gz_header_comment(const uint8_t *hdr, size_t comment_nbytes, size_t from, uint8_t *out,
+		      size_t n);
+/*
+ * compress() of a gzip backend into one member whose header carries a
+ * comment of comment_nbytes (0: none, as compress() alone): the member at
+ * out, *out_len_ret bytes, out_cap at least gz_bound(c, in_len) +
+ * comment_nbytes. Returns as compress(); GZ_EINVAL for a comment on a
+ * coding other than gzip or a backend header that is not plain.
+ */
+int gz_compress_member(struct gz_compressor *c, const void *in, size_t in_len,
+		       size_t comment_nbytes, uint8_t *out, size_t out_cap, size_t *out_len_ret);
+
 /* Convenience wrappers (no switch on the backend; they go through the table). */
 static inline size_t
 gz_bound(const struct gz_compressor *c, size_t in_len)

@@ -49,6 +49,16 @@ gz_pump_init(struct gz_pump *p, struct gz_pool *pool, size_t in_cap, unsigned in
 	return 0;
 }
 
+int
+gz_pump_set_comment(struct gz_pump *p, size_t comment_nbytes)
+{
+	if (!p || !p->c || comment_nbytes == 0 || p->out_total > 0 || p->hdr_len > 0 ||
+	    p->c->be->coding != GZ_CODING_GZIP)
+		return GZ_EINVAL;
+	p->comment_nbytes = comment_nbytes;
+	return 0;
+}
+
 /* The compressor goes back as soon as it has nothing more to do. */
 static void
 pump_release(struct gz_pump *p)
@@ -191,6 +201,29 @@ gz_pump_read(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_
 		return p->err;
 	if (!p->c)
 		return GZ_EINVAL;
+	if (p->comment_nbytes && p->hdr_sent < GZ_HEADER_NBYTES + p->comment_nbytes) {
+		/* The backend's header first (into hdr), then the rewritten
+		 * one, alone in its reads. */
+		size_t left;
+		int rc;
+
+		while (p->hdr_len < GZ_HEADER_NBYTES) {
+			n = pump_fill(p, src, cls, p->hdr + p->hdr_len, GZ_HEADER_NBYTES - p->hdr_len,
+				      end_ret, &flushed);
+			if (n < 0)
+				return n;
+			if (n == 0) /* a member is longer than its header */
+				return *end_ret ? pump_fail(p, GZ_EBACKEND) : 0;
+			p->hdr_len += (size_t)n;
+		}
+		left = GZ_HEADER_NBYTES + p->comment_nbytes - p->hdr_sent;
+		n = (ssize_t)(left < out_cap ? left : out_cap);
+		rc = gz_header_comment(p->hdr, p->comment_nbytes, p->hdr_sent, out, (size_t)n);
+		if (rc < 0)
+			return pump_fail(p, rc);
+		p->hdr_sent += (size_t)n;
+		goto out;
+	}
 	if (hl > 0 && out_cap <= hl) { /* no room for more: part of it */
 		memcpy(out, p->held + p->held_off, out_cap);
 		p->held_off += out_cap;

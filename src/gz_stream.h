@@ -65,6 +65,12 @@ struct gz_pump {
 	 * held for the read that has more (one chunk fewer per stream). */
 	uint8_t held[32];
 	size_t held_len, held_off;
+	/* gz_pump_set_comment: the member's header carries a comment of
+	 * comment_nbytes (gz_header_comment); hdr collects the backend's
+	 * plain header, then hdr_sent bytes of the rewritten one went out. */
+	size_t comment_nbytes;
+	uint8_t hdr[GZ_HEADER_NBYTES];
+	size_t hdr_len, hdr_sent;
 	bool flushing;  /* a sync flush is not complete yet */
 	bool unflushed; /* input given since the last complete sync flush */
 	bool eof;       /* the source ended: finish the member */
@@ -88,6 +94,11 @@ struct gz_pump {
  * held.
  */
 int gz_pump_init(struct gz_pump *p, struct gz_pool *pool, size_t in_cap, unsigned int flags);
+/* Give the member's header a comment of comment_nbytes (> 0; a gzip
+ * pump only), before the first gz_pump_read. Its first reads send the
+ * header so rewritten (as much of it as fits; nothing else with it), and
+ * out_total counts it. GZ_EINVAL otherwise. */
+int gz_pump_set_comment(struct gz_pump *p, size_t comment_nbytes);
 /* Release the input buffer and, if still held (an abandoned stream), the
  * compressor. Safe on a zeroed or failed-init pump. */
 void gz_pump_fini(struct gz_pump *p);
