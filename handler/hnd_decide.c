@@ -153,6 +153,19 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 	d->reason = MHDGZ_COMPRESSED;
 }
 
+/* A text/event-stream body: every event must reach the client at once. */
+static bool
+is_event_stream(const char *content_type)
+{
+	const char *mt;
+	size_t len;
+
+	if (!content_type)
+		return false;
+	mt = hnd_media_type(content_type, &len);
+	return len == 17 && strncasecmp(mt, "text/event-stream", 17) == 0;
+}
+
 /*
  * The plan. The decision for the status; a 304 is the 304 of the 200 this
  * request would get (its decision in d200). Length hiding pads gzip
@@ -170,16 +183,21 @@ hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *
 	const struct hnd_accept *acc;
 	bool coded;
 
-	memset(p, 0, sizeof *p);
-	p->d200.reason = MHDGZ_SKIP_STATUS; /* not planned: no 200 coded */
-	/* A copy: read on first use (a response that is never coded never
-	 * reads the request's lines) */
-	p->acc = in->rq->acc;
-	acc = &p->acc;
-	if (in->padded && (hnd_accept_read(acc)->zstd != 0 || acc->br != 0 || acc->dcz != 0))
-		p->acc.zstd = p->acc.br = p->acc.dcz = 0;
-	p->whole = in->kind == HND_BUFFER || (in->kind == HND_FD && in->body_len <= HND_FD_WHOLE_MAX);
+	/* Every field set here (no memset: this runs for every response). */
 	p->kind = HND_PLAN_IDENTITY;
+	p->d200 = (struct hnd_decision){ .reason = MHDGZ_SKIP_STATUS }; /* no 200 planned */
+	p->dict = NULL;
+	p->digest = p->low_latency = false;
+	/* The request's lines are read on first use (a response that is
+	 * never coded never reads them); a padded one plans on a copy. */
+	acc = &in->rq->acc;
+	if (in->padded && (hnd_accept_read(acc)->zstd != 0 || acc->br != 0 || acc->dcz != 0)) {
+		p->acc_padded = *acc;
+		p->acc_padded.zstd = p->acc_padded.br = p->acc_padded.dcz = 0;
+		acc = &p->acc_padded;
+	}
+	p->acc = acc;
+	p->whole = in->kind == HND_BUFFER || (in->kind == HND_FD && in->body_len <= HND_FD_WHOLE_MAX);
 	hnd_decide(gz, in->opt_out, in->status, in->f, in->sniff, in->sniff_len, in->body_len, acc,
 		   &p->d);
 	coded = p->d.reason == MHDGZ_COMPRESSED;
@@ -202,10 +220,12 @@ hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *
 	if (!coded)
 		return;
 	p->digest = gz->content_digest && in->f->content_digest;
-	p->low_latency = in->low_latency;
-	if (p->whole)
+	if (p->whole) {
 		p->kind = HND_PLAN_WHOLE;
-	else if (in->rq->head)
+		return;
+	}
+	p->low_latency = in->low_latency || is_event_stream(in->f->content_type);
+	if (in->rq->head)
 		p->kind = HND_PLAN_STREAM_FIELDS;
 	else if (in->kind == HND_CALLBACK && in->body_len == MHD_SIZE_UNKNOWN && in->fresh)
 		p->kind = HND_PLAN_STREAM_IN_PLACE;
@@ -226,13 +246,5 @@ hnd_whole_body(const struct hnd_entry *e)
 bool
 hnd_low_latency(const struct hnd_entry *e, const struct hnd_facts *f)
 {
-	const char *mt;
-	size_t len;
-
-	if (e->low_latency)
-		return true;
-	if (!f->content_type)
-		return false;
-	mt = hnd_media_type(f->content_type, &len);
-	return len == 17 && strncasecmp(mt, "text/event-stream", 17) == 0;
+	return e->low_latency || is_event_stream(f->content_type);
 }

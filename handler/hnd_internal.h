@@ -915,7 +915,7 @@ struct hnd_plan_in {
 	uint64_t body_len; /* MHD_SIZE_UNKNOWN for a stream of unknown size */
 	bool opt_out;
 	bool padded;      /* length hiding applies to its gzip body */
-	bool low_latency; /* hnd_low_latency */
+	bool low_latency; /* mhdgz_response_set_low_latency (the plan adds text/event-stream) */
 	bool fresh;       /* never queued, no coded stream in it: may carry one in place */
 	bool no_dict;     /* plan without dcz (its build found it not smaller) */
 };
@@ -924,8 +924,9 @@ struct hnd_plan {
 	enum hnd_plan_kind kind;
 	struct hnd_decision d;    /* the decision for this status */
 	struct hnd_decision d200; /* HND_PLAN_NOT_MODIFIED: the 200's */
-	struct hnd_accept acc;    /* the client's codings as planned on (length hiding
-				   * leaves gzip alone) */
+	const struct hnd_accept *acc; /* the client's codings as planned on: the
+				       * request's, or acc_padded */
+	struct hnd_accept acc_padded; /* length hiding: the request's, gzip alone */
 	const struct mhdgz_dictionary *dict; /* HND_PLAN_DCZ */
 	bool whole;                          /* the body is coded whole, not streamed */
 	bool digest;                         /* a Content-Digest of the coded body */

@@ -244,7 +244,7 @@ plan_in(struct build *b, struct hnd_plan_in *in, uint8_t *sniff_buf)
 				    .body_len = e->body_len,
 				    .opt_out = e->opt_out,
 				    .padded = hnd_padded(b->gz, e, GZ_CODING_GZIP),
-				    .low_latency = hnd_low_latency(e, &b->f),
+				    .low_latency = e->low_latency,
 				    .fresh = !e->response_queued && !e->fields };
 	if (e->kind == HND_BUFFER) {
 		in->sniff = e->body;
@@ -268,8 +268,7 @@ int
 hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	   struct MHD_Response *response, struct MHD_Response **queue_ret, struct hnd_result *res)
 {
-	struct build b = { .gz = gz, .rq = rq, .status = status, .response = response,
-			   .v = response, .coded_len = MHDGZ_NBYTES_UNKNOWN };
+	struct build b; /* set field by field: this runs for every response */
 	struct hnd_facts_ctx fc;
 	struct hnd_plan_in in;
 	uint8_t sniff_buf[HND_SNIFF_NBYTES];
@@ -277,6 +276,15 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	struct hnd_stripe *st = hnd_stripe_of(gz);
 	struct hnd_entry *e;
 
+	b.gz = gz;
+	b.rq = rq;
+	b.status = status;
+	b.response = response;
+	b.v = response;
+	b.release = 0;
+	b.in_len = b.out_len = 0;
+	b.coded_len = MHDGZ_NBYTES_UNKNOWN;
+	b.padded = b.in_place = b.dcz = false;
 	res->body_nbytes = res->coded_nbytes = MHDGZ_NBYTES_UNKNOWN;
 	res->coding = GZ_CODING_GZIP;
 	res->dcz = false;
