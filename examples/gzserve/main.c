@@ -3,10 +3,9 @@
  * gzserve serves the files under --root, or a built-in demo, on
  * libmicrohttpd, its responses gzip-compressed by mhdgz. Its files:
  * main.c (this), options.c (the command line), respond.c (queueing
- * through the handler), files.c (--root), validate.c (validators and
- * ranges), keep.c (--keep-size: file
- * responses kept, revalidated per request), mime.c (media types),
- * demo.c (the demo, /events, /stats),
+ * through the handler), files.c (--root), beneath.c (opens beneath the
+ * root), validate.c (validators and ranges), siblings.c (precompressed
+ * files), mime.c (media types), demo.c (the demo, /events, /stats),
  * echo.c (POST /echo: request bodies coded gzip), dict.c (RFC 9842
  * dictionaries), log.c (the access log), gzserve.h (what they share).
  *
@@ -23,9 +22,10 @@
  *    and ETag form the 200 would have for this client;
  *  - a precompressed FILE.gz (files.c) is queued with Content-Encoding already set, so
  *    the handler leaves it alone;
- *  - a response made once and queued for many requests (keep.c) keeps its
- *    coded bodies in the handler (one compression per file version), or,
- *    marked mhdgz_response_set_uncached, compresses per request;
+ *  - a file is a fresh mhdgz_response_from_fd64 per request (files.c), and
+ *    the handler's file cache (--cache-size) compresses a file version
+ *    once; a response made once and queued for many requests (demo.c)
+ *    keeps its coded bodies itself;
  *  - a server-sent event stream (demo.c) waits between events by suspending its
  *    connection (MHD_suspend_connection from the content reader) instead of
  *    returning 0, which would spin libmicrohttpd's polling threads.
@@ -163,6 +163,21 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 /* ------------------------------------------------------------------------ */
 /* Start and stop                                                           */
 
+/* mhdgz_new() refused --codings or --types (rc): say which, with the
+ * library's words, and exit 2. Both given: a handler with the codings
+ * alone tells. */
+static void
+refused_list(const struct server *s, int rc)
+{
+	struct mhdgz_options o = { .size = sizeof o, .codings = s->cfg.codings };
+	struct mhdgz *gz = NULL;
+
+	if (s->cfg.codings && (!s->cfg.types || (rc = mhdgz_new(&o, &gz)) != 0))
+		bad_option("--codings: '%s': mhdgz_new: %s", s->cfg.codings, mhdgz_strerror(rc));
+	mhdgz_free(gz);
+	bad_option("--types: invalid media type pattern in the list");
+}
+
 static int
 handler_new(struct server *s)
 {
@@ -194,15 +209,16 @@ handler_new(struct server *s)
 	if (!s->cfg.level_set)
 		(void)mhdgz_backend_levels(s->cfg.backend, NULL, NULL, &s->level);
 	rc = mhdgz_new(&o, &s->gz);
-	if (rc == MHDGZ_EINVAL && s->cfg.types) {
-		fprintf(stderr, "gzserve: --types: invalid media type pattern in the list\n"
-				"Try 'gzserve --help'.\n");
-		exit(2);
-	}
+	/* options.c checked every other value: the library refused a list. */
+	if ((rc == MHDGZ_EINVAL || rc == MHDGZ_ENOTSUP) && (s->cfg.codings || s->cfg.types))
+		refused_list(s, rc);
 	if (rc != 0) {
 		fprintf(stderr, "gzserve: mhdgz_new: %s\n", mhdgz_strerror(rc));
 		return -1;
 	}
+	/* The codings in the order mhdgz_new() read them: the siblings that
+	 * --precompressed looks for, chosen as on the fly. */
+	s->norder = mhdgz_get_codings(s->gz, s->order, MHDGZ_CODING_COUNT);
 	return 0;
 }
 
@@ -247,8 +263,10 @@ main(int argc, char **argv)
 			bad_option("--root: '%s' is not a directory", s->cfg.root);
 		/* "/" as "": every real path starts with it and then "/". */
 		s->root_len = strcmp(s->root, "/") == 0 ? 0 : strlen(s->root);
-		/* Files are opened beneath it (files.c); -1: by real path only. */
+		/* Every file is opened beneath it (beneath.c). */
 		s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (s->root_fd < 0)
+			bad_option("--root: '%s' cannot be opened", s->cfg.root);
 	}
 
 	/* Signals are taken by sigwait() below; every thread started from
@@ -261,16 +279,6 @@ main(int argc, char **argv)
 
 	if (handler_new(s) != 0 || dict_init(s) != 0)
 		return 1;
-	/* Kept responses would bypass the sibling and dictionary choices;
-	 * they are checked beneath the root's descriptor (keep.c). */
-	if (s->root && s->root_fd >= 0 && !s->cfg.precompressed && !s->cfg.ndict &&
-	    s->cfg.keep_size) {
-		s->keep = keep_new(s->cfg.keep_size, s->cfg.recheck_ms);
-		if (!s->keep) {
-			fprintf(stderr, "gzserve: out of memory\n");
-			return 1;
-		}
-	}
 	if (s->root ? mime_load(s, "/etc/mime.types") != 0 : demo_init(s) != 0) {
 		fprintf(stderr, "gzserve: out of memory\n");
 		return 1;
@@ -343,14 +351,11 @@ main(int argc, char **argv)
 		usleep(10000);
 	ticker_join(s);
 	MHD_stop_daemon(s->daemon);
-	if (s->keep && !s->cfg.quiet)
-		keep_report(s->keep, stderr);
-	keep_free(s->keep); /* its responses before the handler */
 	demo_fini(s);
 	dict_fini(s);
 	mhdgz_free(s->gz);
 	mime_free(s);
-	if (s->root && s->root_fd >= 0)
+	if (s->root)
 		close(s->root_fd);
 	free(s->root);
 	free(s->cfg.types_buf);

@@ -1,10 +1,21 @@
-/* siblings.c: gzserve --precompressed: FILE.gz, FILE.zst, FILE.br beside FILE (like nginx's gzip_static and brotli_static). */
+/* siblings.c: gzserve --precompressed: FILE.gz, FILE.zst, FILE.br beside FILE (like nginx's gzip_static and brotli_static), chosen with mhdgz_accept_coding. */
+#include "config.h" /* HAVE_ZSTD */
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef HAVE_ZSTD
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_getFrameHeader */
+#include <zstd.h>
+#endif
 
 #include "gzserve.h"
+
+/* The largest zstd window a sibling may need, in bytes: RFC 9659 section
+ * 3 lets an HTTP client refuse a window above 8 MiB (browsers do), and
+ * mhdgz never codes one. */
+#define GZS_ZSTD_WINDOW_MAX (8u * 1024 * 1024)
 
 /* The file name suffix of a coding's precompressed sibling. */
 static const char *
@@ -13,11 +24,33 @@ sibling_suffix(enum mhdgz_coding coding)
 	return coding == MHDGZ_CODING_ZSTD ? ".zst" : coding == MHDGZ_CODING_BR ? ".br" : ".gz";
 }
 
-/* The FILE.gz (.zst, .br) beside FILE (rel: FILE relative to the root),
- * if it is a regular file inside the root. */
+/* Does the zstd frame at the start of fd need a window of at most
+ * GZS_ZSTD_WINDOW_MAX? Its header says (ZSTD_getFrameHeader); a skippable
+ * frame, a header cut short or garbage: no. Without libzstd zstd is not
+ * offered, so there is no such sibling to send. */
+static bool
+zstd_window_ok(int fd)
+{
+#ifdef HAVE_ZSTD
+	unsigned char head[ZSTD_FRAMEHEADERSIZE_MAX];
+	ZSTD_frameHeader zfh;
+	ssize_t n = pread(fd, head, sizeof head, 0);
+
+	return n > 0 && ZSTD_getFrameHeader(&zfh, head, (size_t)n) == 0 &&
+	       zfh.frameType == ZSTD_frame && zfh.windowSize <= GZS_ZSTD_WINDOW_MAX;
+#else
+	(void)fd;
+	return false;
+#endif
+}
+
+/* The FILE.gz (.zst, .br) beside FILE (rel: FILE relative to the root;
+ * file_st: its fstat), if it is a regular file inside the root, at least
+ * as new as FILE (an older sibling was made from an older FILE: sending
+ * it would serve stale bytes), and, for zstd, within the window limit. */
 static int
-open_precompressed(const struct server *s, const char *rel, enum mhdgz_coding coding,
-		   struct stat *st)
+open_precompressed(const struct server *s, const char *rel, const struct stat *file_st,
+		   enum mhdgz_coding coding, struct stat *st)
 {
 	size_t len = strlen(rel) + 5;
 	char *gzpath = malloc(len);
@@ -29,7 +62,11 @@ open_precompressed(const struct server *s, const char *rel, enum mhdgz_coding co
 	snprintf(gzpath, len, "%s%s", rel, sibling_suffix(coding));
 	fd = open_in_root(s, gzpath, st, &status);
 	free(gzpath);
-	if (fd >= 0 && !S_ISREG(st->st_mode)) {
+	if (fd >= 0 &&
+	    (!S_ISREG(st->st_mode) || st->st_mtim.tv_sec < file_st->st_mtim.tv_sec ||
+	     (st->st_mtim.tv_sec == file_st->st_mtim.tv_sec &&
+	      st->st_mtim.tv_nsec < file_st->st_mtim.tv_nsec) ||
+	     (coding == MHDGZ_CODING_ZSTD && !zstd_window_ok(fd)))) {
 		close(fd);
 		fd = -1;
 	}
@@ -37,15 +74,17 @@ open_precompressed(const struct server *s, const char *rel, enum mhdgz_coding co
 }
 
 /*
- * The precompressed sibling to send: among the codings of --codings whose
- * sibling exists, the one the client's Accept-Encoding prefers, chosen as
- * mhdgz chooses on the fly. Returns its descriptor (and *st, *coding_ret)
- * or -1 (identity); *any_ret says whether some sibling exists (then the
+ * The precompressed sibling to send: among the codings offered (in the
+ * order mhdgz_get_codings() gives) whose sibling is usable, the one the
+ * client's Accept-Encoding prefers, chosen as mhdgz chooses on the fly
+ * (mhdgz_accept_coding). Returns its descriptor (and *st, *coding_ret) or
+ * -1 (identity); *any_ret says whether some sibling is usable (then the
  * response varies with Accept-Encoding).
  */
 int
 choose_precompressed(const struct server *s, struct MHD_Connection *conn, const char *rel,
-		     struct stat *st, enum mhdgz_coding *coding_ret, bool *any_ret)
+		     const struct stat *file_st, struct stat *st, enum mhdgz_coding *coding_ret,
+		     bool *any_ret)
 {
 	int fds[MHDGZ_CODING_COUNT];
 	struct stat sts[MHDGZ_CODING_COUNT];
@@ -54,12 +93,12 @@ choose_precompressed(const struct server *s, struct MHD_Connection *conn, const 
 	int fd = -1;
 
 	*any_ret = false;
-	for (i = 0; i < s->cfg.norder; i++) {
-		int f = open_precompressed(s, rel, s->cfg.order[i], &sts[n]);
+	for (i = 0; i < s->norder; i++) {
+		int f = open_precompressed(s, rel, file_st, s->order[i], &sts[n]);
 
 		if (f >= 0) {
 			fds[n] = f;
-			have[n++] = s->cfg.order[i];
+			have[n++] = s->order[i];
 		}
 	}
 	if (n == 0)
