@@ -573,6 +573,17 @@ fetch d2 "$S/sub"
 eq "/sub: 301 to /sub/" "$(status "$T/d2.h") $(hdr "$T/d2.h" Location)" "301 /sub/"
 fetch d2q "$S/sub?x=1"
 eq "/sub?x=1: 301 keeps the query" "$(hdr "$T/d2q.h" Location)" "/sub/?x=1"
+# Location is built from the path beneath the root, never the raw target:
+# "//evil.example" must not send the client to another host.
+mkdir -p "$W/evil.example" "$W/a b%"
+fetch d2e "$S/" --path-as-is --request-target '//evil.example'
+eq "//evil.example: 301 to /evil.example/, not the scheme-relative //evil.example/" \
+	"$(status "$T/d2e.h")|$(hdr "$T/d2e.h" Location)" "301|/evil.example/"
+fetch d2f "$S/" --path-as-is --request-target '//sub//?x=1#f'
+eq "//sub// is the directory's own path: 200" "$(status "$T/d2f.h")" 200
+fetch d2g "$S/" --path-as-is --request-target 'http://evil.example//a%20b%25?q=1'
+eq "a name with a space and a %: Location percent-encoded again, query kept" \
+	"$(status "$T/d2g.h")|$(hdr "$T/d2g.h" Location)" "301|/a%20b%25/?q=1"
 fetch d3 "$S/sub/" --compressed
 check "/sub/ serves sub/index.html" cmp -s "$T/d3.body" "$W/sub/index.html"
 fetch d4 "$S/nodir/"
@@ -780,6 +791,19 @@ eq "precompressed: * on the 1st line, gzip;q=0 on the 21st: identity" \
 	"$(hdr "$T/p7.h" Content-Encoding)" ""
 fetch p6 "$S/pre.txt" -H 'Accept-Encoding: gzip' -r 0-9
 eq "precompressed: a Range gets the whole .gz" "$(status "$T/p6.h")|$(size "$T/p6.body")" "200|$gzlen"
+# A sibling older than FILE was made from an older FILE: never sent (FILE
+# is coded on the fly instead); one as new as FILE is.
+seq 1 20000 | sed 's/^/stale sibling line /' >"$W/stale.txt"
+seq 1 20000 | sed 's/^/an older version /' | gzip -n -c >"$W/stale.txt.gz"
+touch -d '2001-01-01 00:00:00' "$W/stale.txt.gz"
+fetch p8 "$S/stale.txt" -H 'Accept-Encoding: gzip'
+gunzip_to "$T/p8.body" "$T/p8.dec"
+eq "precompressed: a sibling older than FILE is not sent: FILE coded on the fly" \
+	"$(hdr "$T/p8.h" Content-Encoding)|$(cmp -s "$T/p8.dec" "$W/stale.txt" && echo FILE)" "gzip|FILE"
+touch -r "$W/stale.txt" "$W/stale.txt.gz"
+fetch p9 "$S/stale.txt" -H 'Accept-Encoding: gzip'
+check "precompressed: a sibling with FILE's modification time is sent" \
+	cmp -s "$T/p9.body" "$W/stale.txt.gz"
 
 # 16 concurrent clients on files.
 concurrent sc "16 concurrent clients on files: every body correct" \
@@ -862,6 +886,17 @@ if have_codings zstd,br,gzip && command -v zstd >/dev/null 2>&1; then
 			"$(hdr "$T/cs6.h" Content-Encoding)" zstd
 		check "a .gz sibling only: the zstd body decodes to FILE" \
 			bash -c "zstd -q -d -c '$T/cs6.body' | cmp -s - '$W/pre.txt'"
+		# A .zst sibling needing a window over 8 MiB (RFC 9659) is not
+		# sent: --long=27 through a pipe says 128 MiB; 8 MiB is.
+		seq 1 20000 | sed 's/^/window line /' >"$W/win.txt"
+		zstd -q --long=27 -c <"$W/win.txt" >"$W/win.txt.zst"
+		gzip -n -c "$W/win.txt" >"$W/win.txt.gz"
+		fetch cw1 "$C/win.txt" -H 'Accept-Encoding: zstd, gzip'
+		check "a .zst sibling with a 128 MiB window is not sent: FILE.gz instead" \
+			cmp -s "$T/cw1.body" "$W/win.txt.gz"
+		zstd -q -19 -c <"$W/win.txt" >"$W/win.txt.zst"
+		fetch cw2 "$C/win.txt" -H 'Accept-Encoding: zstd, gzip'
+		check "a .zst sibling with an 8 MiB window is sent" cmp -s "$T/cw2.body" "$W/win.txt.zst"
 		check "access log names zstd" grep -Eq '^GET /big\.txt 200 [0-9]+ [0-9-]+ zstd [0-9]+us$' "$T/codings.err"
 		check "access log names a zstd sibling" grep -Eq '^GET /sib\.txt 200 [0-9]+ [0-9-]+ zstd ' "$T/codings.err"
 		tl_stop "$PID"
