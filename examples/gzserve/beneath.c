@@ -114,8 +114,9 @@ walk_pass(const struct server *s, char *path, size_t cap)
 				errno = EXDEV;
 				break;
 			}
-			fd = path_splice(path, cap, up ? (size_t)(up - path) : 0, "", next) ? -1
-										 : GZS_WALK_AGAIN;
+			fd = path_splice(path, cap, up ? (size_t)(up - path) : 0, "", next)
+				     ? -1
+				     : GZS_WALK_AGAIN;
 			break;
 		}
 		c = name[len];
@@ -150,9 +151,7 @@ walk_pass(const struct server *s, char *path, size_t cap)
 	return fd;
 }
 
-/* Where openat2 is missing (or refuses, EXDEV, what may still be inside
- * the root: an absolute symlink naming a path under it): the walk, pass
- * after pass, at most GZS_MAX_HOPS rewrites. */
+/* The walk, pass after pass: at most GZS_MAX_HOPS rewrites of the path. */
 static int
 walk_beneath(const struct server *s, const char *rel)
 {
@@ -163,14 +162,11 @@ walk_beneath(const struct server *s, const char *rel)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	for (int hops = 0; fd == GZS_WALK_AGAIN; hops++) {
-		if (hops > GZS_MAX_HOPS) {
-			errno = ELOOP;
-			return -1;
-		}
+	for (int hops = 0; fd == GZS_WALK_AGAIN && hops <= GZS_MAX_HOPS; hops++)
 		fd = walk_pass(s, path, sizeof path);
-	}
-	return fd;
+	if (fd == GZS_WALK_AGAIN)
+		errno = ELOOP;
+	return fd < 0 ? -1 : fd;
 }
 
 /*

@@ -119,21 +119,12 @@ echo_request(struct req *rq, struct MHD_Connection *conn, const char *upload, si
 	int n;
 
 	if (!rq->upload) { /* not a POST */
-		static const char msg[] = "405 Method Not Allowed: POST a body to /echo\n";
-		struct MHD_Response *r;
-
 		if (*upload_len) {
 			*upload_len = 0;
 			return MHD_YES;
 		}
-		r = mhdgz_response_from_buffer(rq->s->gz, sizeof msg - 1, (void *)msg,
-					       MHD_RESPMEM_PERSISTENT);
-		if (r) {
-			MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-						"text/plain; charset=utf-8");
-			MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
-		}
-		return respond(rq, conn, MHD_HTTP_METHOD_NOT_ALLOWED, r, sizeof msg - 1);
+		return respond_page(rq, conn, MHD_HTTP_METHOD_NOT_ALLOWED, MHD_HTTP_HEADER_ALLOW,
+				    "POST");
 	}
 	if (*upload_len) {
 		/* Consumes every byte; after a refusal the rest is discarded. */

@@ -1,5 +1,6 @@
 /* files.c: gzserve --root: a request's file in stages: resolve beneath the root, choose the representation, validate, respond (mhdgz_response_from_fd64). */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ target_to_relpath(const char *target, char **rel_ret, bool *slash_ret)
 	const char *p = target, *end;
 	char *dec, *rel, *seg, *save = NULL;
 	size_t n = 0, rlen = 0;
+	unsigned int status = MHD_HTTP_INTERNAL_SERVER_ERROR;
 
 	/* absolute-form (RFC 9112 section 3.2.2): skip scheme and authority */
 	if (strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0) {
@@ -52,25 +54,25 @@ target_to_relpath(const char *target, char **rel_ret, bool *slash_ret)
 	dec = malloc((size_t)(end - p) + 1);
 	rel = malloc((size_t)(end - p) + 1);
 	if (!dec || !rel)
-		goto fail500;
-	for (; p < end; p++) {
+		goto fail;
+	for (status = MHD_HTTP_FORBIDDEN; p < end; p++) {
 		unsigned char c = (unsigned char)*p;
 
 		if (c == '%') {
 			int hi = p + 1 < end ? hexval(p[1]) : -1;
 			int lo = p + 2 < end ? hexval(p[2]) : -1;
 
-			if (hi < 0 || lo < 0)
-				goto fail400;
+			if (hi < 0 || lo < 0) {
+				status = MHD_HTTP_BAD_REQUEST;
+				goto fail;
+			}
 			c = (unsigned char)(hi * 16 + lo);
 			p += 2;
 			if (c == '/' || c == '\\' || c == 0)
-				goto fail403;
-		} else if (c == '\\') {
-			goto fail403;
+				goto fail;
 		}
-		if (c < 0x20 || c == 0x7f)
-			goto fail403;
+		if (c == '\\' || c < 0x20 || c == 0x7f)
+			goto fail;
 		dec[n++] = (char)c;
 	}
 	dec[n] = '\0';
@@ -78,7 +80,7 @@ target_to_relpath(const char *target, char **rel_ret, bool *slash_ret)
 		size_t len = strlen(seg);
 
 		if (strcmp(seg, ".") == 0 || strcmp(seg, "..") == 0)
-			goto fail403;
+			goto fail;
 		if (rlen)
 			rel[rlen++] = '/';
 		memcpy(rel + rlen, seg, len);
@@ -88,18 +90,10 @@ target_to_relpath(const char *target, char **rel_ret, bool *slash_ret)
 	free(dec);
 	*rel_ret = rel;
 	return 0;
-fail400:
+fail:
 	free(dec);
 	free(rel);
-	return MHD_HTTP_BAD_REQUEST;
-fail403:
-	free(dec);
-	free(rel);
-	return MHD_HTTP_FORBIDDEN;
-fail500:
-	free(dec);
-	free(rel);
-	return MHD_HTTP_INTERNAL_SERVER_ERROR;
+	return status;
 }
 
 
@@ -142,20 +136,17 @@ path_join(const char *dir, const char *name)
 static enum MHD_Result
 redirect_slash(struct req *rq, struct MHD_Connection *conn, const char *rel)
 {
-	static const char body[] = "<!doctype html><title>301 Moved Permanently</title>"
-				   "<h1>301 Moved Permanently</h1>\n";
 	static const char keep[] = "-._~!$&'()*+,;=:@/"; /* RFC 3986 pchar and "/" */
 	const char *q = rq->uri + strcspn(rq->uri, "?#");
 	size_t qlen = *q == '?' ? strcspn(q, "#") : 0, n = 0;
 	char *loc = malloc(3 * strlen(rel) + qlen + 3);
-	struct MHD_Response *r;
+	enum MHD_Result ret;
 
 	if (!loc)
 		return MHD_NO;
 	loc[n++] = '/';
 	for (const unsigned char *p = (const unsigned char *)rel; *p; p++) {
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    (*p >= '0' && *p <= '9') || strchr(keep, *p))
+		if (isalnum(*p) || strchr(keep, *p))
 			loc[n++] = (char)*p;
 		else
 			n += (size_t)sprintf(loc + n, "%%%02X", *p);
@@ -163,15 +154,9 @@ redirect_slash(struct req *rq, struct MHD_Connection *conn, const char *rel)
 	loc[n++] = '/';
 	memcpy(loc + n, q, qlen);
 	loc[n + qlen] = '\0';
-	r = mhdgz_response_from_buffer(rq->s->gz, sizeof body - 1, (void *)body,
-				       MHD_RESPMEM_PERSISTENT);
-	if (r) {
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-					"text/html; charset=utf-8");
-		MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, loc);
-	}
+	ret = respond_page(rq, conn, MHD_HTTP_MOVED_PERMANENTLY, MHD_HTTP_HEADER_LOCATION, loc);
 	free(loc);
-	return respond(rq, conn, MHD_HTTP_MOVED_PERMANENTLY, r, sizeof body - 1);
+	return ret;
 }
 
 /* Stage 1: the target's file opened beneath the root (beneath.c): a
@@ -250,8 +235,7 @@ validate(struct MHD_Connection *conn, const char *method, struct file_req *f)
  * if If-Range lets it apply: f->range 1 (one range), 0 (the whole
  * body) or -1 (416). */
 static void
-choose_range(struct server *s, struct MHD_Connection *conn, const char *method,
-	     struct file_req *f)
+choose_range(struct server *s, struct MHD_Connection *conn, const char *method, struct file_req *f)
 {
 	if (strcmp(method, "GET") != 0 || f->not_modified || f->sibling ||
 	    !if_range_ok(conn, f->etag, f->st.st_mtim.tv_sec, s->cfg.etag == MHDGZ_ETAG_KEEP))
@@ -259,24 +243,6 @@ choose_range(struct server *s, struct MHD_Connection *conn, const char *method,
 	f->range = parse_range(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							   MHD_HTTP_HEADER_RANGE),
 			       (uint64_t)f->st.st_size, &f->first, &f->last);
-}
-
-static enum MHD_Result
-respond_416(struct req *rq, struct MHD_Connection *conn, uint64_t len)
-{
-	static const char body[] = "<!doctype html><title>416 Range Not Satisfiable</title>"
-				   "<h1>416 Range Not Satisfiable</h1>\n";
-	struct MHD_Response *r = mhdgz_response_from_buffer(rq->s->gz, sizeof body - 1,
-							    (void *)body, MHD_RESPMEM_PERSISTENT);
-	char crange[64];
-
-	if (r) {
-		snprintf(crange, sizeof crange, "bytes */%" PRIu64, len);
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-					"text/html; charset=utf-8");
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
-	}
-	return respond(rq, conn, MHD_HTTP_RANGE_NOT_SATISFIABLE, r, sizeof body - 1);
 }
 
 /* Stage 5: the response on the file's descriptor, made per request
@@ -342,6 +308,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 {
 	struct server *s = rq->s;
 	struct file_req f = { .fd = -1 };
+	char crange[48];
 	unsigned int status;
 	enum MHD_Result ret;
 
@@ -354,12 +321,14 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	}
 	if (status == 0)
 		choose_range(s, conn, method, &f);
+	snprintf(crange, sizeof crange, "bytes */%" PRIu64, (uint64_t)f.st.st_size);
 	if (status == MHD_HTTP_MOVED_PERMANENTLY)
 		ret = redirect_slash(rq, conn, f.rel);
 	else if (status)
 		ret = respond_error(rq, conn, status);
 	else if (f.range < 0)
-		ret = respond_416(rq, conn, (uint64_t)f.st.st_size);
+		ret = respond_page(rq, conn, MHD_HTTP_RANGE_NOT_SATISFIABLE,
+				   MHD_HTTP_HEADER_CONTENT_RANGE, crange);
 	else
 		ret = respond_file(rq, conn, &f);
 	if (f.fd >= 0)

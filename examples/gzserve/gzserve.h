@@ -84,7 +84,6 @@ struct server {
 	struct demo *demos;
 	size_t ndemos;
 	struct dict_demo *dict_demo; /* dict.c: the /dict/ demo (demo mode) */
-	uint8_t *payload[3];
 
 	atomic_uint_fast64_t requests;
 	atomic_int in_flight;
@@ -117,7 +116,6 @@ struct req {
 	unsigned int status;
 	uint64_t body_nbytes; /* identity body bytes of the response */
 	const char *coding;
-	uint64_t coded_nbytes;          /* the body as coded (mhdgz_outcome) */
 	_Atomic uint64_t stream_nbytes; /* /events: bytes produced so far */
 	bool streamed;
 	/* POST /echo (echo.c): the request body being read, its decoded
@@ -126,13 +124,6 @@ struct req {
 	struct mhdgz_upload *upload; /* freed by on_completed */
 	uint64_t echo_nbytes;
 	unsigned long echo_crc;
-};
-
-/* Every Accept-Encoding line of a request, for mhdgz_accept_gzip_q(). */
-struct ae_lines {
-	const char **v; /* malloc'd; the strings are libmicrohttpd's */
-	size_t n, cap;
-	bool failed; /* out of memory: some lines are missing */
 };
 
 /* options.c: the command line. parse_options fills cfg or exits (0 for
@@ -151,18 +142,14 @@ void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 __attribute__((format(printf, 2, 0))) void on_mhd_log(void *cls, const char *fmt, va_list ap);
 
 /* respond.c: queueing through the handler. */
-/* 0, or -1 when out of memory (then treat the request as identity-only). */
-int accept_encoding(struct MHD_Connection *conn, struct ae_lines *ae);
-void ae_lines_free(struct ae_lines *ae);
-/* The coding the request's Accept-Encoding prefers among offered (in the
- * server's order), chosen as the handler chooses (mhdgz_accept_coding):
- * true and *coding_ret, or false (identity, or out of memory). */
-bool preferred_coding(struct MHD_Connection *conn, const enum mhdgz_coding *offered,
-		      size_t noffered, enum mhdgz_coding *coding_ret);
 enum MHD_Result queue(struct req *rq, struct MHD_Connection *conn, unsigned int status,
 		      struct MHD_Response *r, uint64_t body_nbytes);
 enum MHD_Result respond(struct req *rq, struct MHD_Connection *conn, unsigned int status,
 			struct MHD_Response *r, uint64_t body_nbytes);
+/* A small HTML page for status, with one more header field (field NULL:
+ * none); respond_error: the page, with Allow for a 405. */
+enum MHD_Result respond_page(struct req *rq, struct MHD_Connection *conn, unsigned int status,
+			     const char *field, const char *value);
 enum MHD_Result respond_error(struct req *rq, struct MHD_Connection *conn, unsigned int status);
 
 /* demo.c: the built-in demo, /events, /stats, and the event ticker (which
@@ -220,20 +207,14 @@ unsigned int file_preconditions(struct MHD_Connection *conn, const char *method,
 enum MHD_Result serve_file(struct req *rq, struct MHD_Connection *conn, const char *method);
 
 /* beneath.c: rel (relative to the root, no "." or ".." segments; "" for
- * the root itself) opened read-only beneath the root's descriptor, any
- * type, *st its fstat: the descriptor, or -1 and *status_ret (404, 403)
- * when it cannot be or would leave the root. Symlinks inside the root are
- * followed. Race-free: nothing is opened by an absolute path. */
+ * the root itself) opened read-only beneath the root, any type, *st its
+ * fstat: the descriptor, or -1 and *status_ret (404, 403). */
 int open_in_root(const struct server *s, const char *rel, struct stat *st,
 		 unsigned int *status_ret);
 
-/* siblings.c: --precompressed. The precompressed sibling of rel (whose
- * fstat is file_st) to send: among the codings of --codings whose
- * FILE.gz/.zst/.br is usable (a regular file inside the root, at least as
- * new as FILE; for zstd, a window of at most 8 MiB), the one the client's
- * Accept-Encoding prefers; its descriptor (and *st, *coding_ret) or -1
- * (identity). *any_ret: some sibling is usable (the response then varies
- * with Accept-Encoding). */
+/* siblings.c: --precompressed. The sibling of rel (whose fstat is
+ * file_st) to send: its descriptor (and *st, *coding_ret), or -1 for
+ * FILE; *any_ret: some sibling is usable (the response varies). */
 int choose_precompressed(const struct server *s, struct MHD_Connection *conn, const char *rel,
 			 const struct stat *file_st, struct stat *st, enum mhdgz_coding *coding_ret,
 			 bool *any_ret);

@@ -222,54 +222,129 @@ handler_new(struct server *s)
 	return 0;
 }
 
+/* --bind and --port as a socket address in *ss; true for IPv6. */
+static bool
+bind_addr(const struct config *cfg, struct sockaddr_storage *ss)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+	bool v6 = strchr(cfg->bind, ':') != NULL;
+
+	memset(ss, 0, sizeof *ss);
+	if (v6) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons((uint16_t)cfg->port);
+		if (inet_pton(AF_INET6, cfg->bind, &sin6->sin6_addr) != 1)
+			bad_option("--bind: '%s' is not an IPv6 address", cfg->bind);
+	} else {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons((uint16_t)cfg->port);
+		if (inet_pton(AF_INET, cfg->bind, &sin->sin_addr) != 1)
+			bad_option("--bind: '%s' is not an IPv4 address", cfg->bind);
+	}
+	return v6;
+}
+
+/* --root: its real path, and its descriptor, beneath which every file is
+ * opened (beneath.c). */
+static void
+open_root(struct server *s)
+{
+	struct stat st;
+
+	s->root = realpath(s->cfg.root, NULL);
+	if (!s->root || stat(s->root, &st) != 0 || !S_ISDIR(st.st_mode))
+		bad_option("--root: '%s' is not a directory", s->cfg.root);
+	/* "/" as "": every real path starts with it and then "/". */
+	s->root_len = strcmp(s->root, "/") == 0 ? 0 : strlen(s->root);
+	s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->root_fd < 0)
+		bad_option("--root: '%s' cannot be opened", s->cfg.root);
+}
+
+/* The daemon, listening; its "listening on" line printed. 0 or -1. */
+static int
+start_daemon(struct server *s, struct sockaddr_storage *ss, bool v6)
+{
+	/* Suspend/resume for /events; it also brings the inter-thread
+	 * channel MHD_quiesce_daemon() needs with a thread pool. */
+	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
+			     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+	const union MHD_DaemonInfo *info;
+
+	s->nofile = raise_nofile();
+	s->conn_limit = s->nofile > 2 * GZS_FD_RESERVE ? (unsigned int)(s->nofile - GZS_FD_RESERVE)
+						       : (unsigned int)(s->nofile / 2);
+	s->daemon = MHD_start_daemon(
+		flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+		on_mhd_log, s, /* first, or it misses some */
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)ss, MHD_OPTION_CONNECTION_LIMIT,
+		s->conn_limit, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)GZS_LISTEN_BACKLOG,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_THREAD_POOL_SIZE,
+		(unsigned int)(s->cfg.threads > 1 ? s->cfg.threads : 0),
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)GZS_CONN_TIMEOUT_S,
+		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+		s, MHD_OPTION_END);
+	if (!s->daemon) {
+		fprintf(stderr, "gzserve: cannot listen on %s port %u\n", s->cfg.bind, s->cfg.port);
+		return -1;
+	}
+	/* Once listening: a refused port is the only line then. */
+	if (!s->cfg.quiet)
+		fprintf(stderr, "gzserve: up to %u connections (RLIMIT_NOFILE %lu)\n",
+			s->conn_limit, s->nofile);
+	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	printf(v6 ? "listening on http://[%s]:%u/\n" : "listening on http://%s:%u/\n", s->cfg.bind,
+	       info ? info->port : s->cfg.port);
+	fflush(stdout);
+	return 0;
+}
+
+/* Wait for SIGINT/SIGTERM; once a second, give back the compressors a
+ * burst left idle (mhdgz_trim: the pools trim by themselves only when
+ * compressors are taken or given back, and a quiet server takes none).
+ * Then stop accepting, let requests in flight finish (GZS_GRACE_MS at
+ * most) and stop the daemon. */
+static void
+serve_until_signal(struct server *s, const sigset_t *sigs)
+{
+	const struct timespec tick = { .tv_sec = 1, .tv_nsec = 0 };
+	MHD_socket lfd;
+	uint64_t deadline;
+	int sig;
+
+	while ((sig = sigtimedwait(sigs, NULL, &tick)) != SIGINT && sig != SIGTERM)
+		mhdgz_trim(s->gz);
+	if (!s->cfg.quiet)
+		fprintf(stderr, "gzserve: %s: finishing requests in flight\n",
+			sig == SIGINT ? "SIGINT" : "SIGTERM");
+	/* Stop accepting; connections already open are served. */
+	lfd = MHD_quiesce_daemon(s->daemon);
+	if (lfd != MHD_INVALID_SOCKET)
+		close(lfd);
+	/* Event streams end at their next event instead of running on. */
+	ticker_stop(s);
+	deadline = now_us() + (uint64_t)GZS_GRACE_MS * 1000u;
+	while (atomic_load(&s->in_flight) > 0 && now_us() < deadline)
+		usleep(10000);
+	ticker_join(s);
+	MHD_stop_daemon(s->daemon);
+}
+
 int
 main(int argc, char **argv)
 {
 	static struct server srv;
 	struct server *s = &srv;
-	struct sockaddr_in sin;
-	struct sockaddr_in6 sin6;
-	struct sockaddr *sa;
-	const union MHD_DaemonInfo *info;
-	unsigned int flags, port;
+	struct sockaddr_storage ss;
 	sigset_t sigs;
-	uint64_t deadline;
-	int sig = 0;
 	bool v6;
 
 	parse_options(argc, argv, &s->cfg);
-
-	memset(&sin, 0, sizeof sin);
-	memset(&sin6, 0, sizeof sin6);
-	v6 = strchr(s->cfg.bind, ':') != NULL;
-	if (v6) {
-		sin6.sin6_family = AF_INET6;
-		sin6.sin6_port = htons((uint16_t)s->cfg.port);
-		if (inet_pton(AF_INET6, s->cfg.bind, &sin6.sin6_addr) != 1)
-			bad_option("--bind: '%s' is not an IPv6 address", s->cfg.bind);
-		sa = (struct sockaddr *)&sin6;
-	} else {
-		sin.sin_family = AF_INET;
-		sin.sin_port = htons((uint16_t)s->cfg.port);
-		if (inet_pton(AF_INET, s->cfg.bind, &sin.sin_addr) != 1)
-			bad_option("--bind: '%s' is not an IPv4 address", s->cfg.bind);
-		sa = (struct sockaddr *)&sin;
-	}
-	if (s->cfg.root) {
-		struct stat st;
-
-		s->root = realpath(s->cfg.root, NULL);
-		if (!s->root || stat(s->root, &st) != 0 || !S_ISDIR(st.st_mode))
-			bad_option("--root: '%s' is not a directory", s->cfg.root);
-		/* "/" as "": every real path starts with it and then "/". */
-		s->root_len = strcmp(s->root, "/") == 0 ? 0 : strlen(s->root);
-		/* Every file is opened beneath it (beneath.c). */
-		s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (s->root_fd < 0)
-			bad_option("--root: '%s' cannot be opened", s->cfg.root);
-	}
-
-	/* Signals are taken by sigwait() below; every thread started from
+	v6 = bind_addr(&s->cfg, &ss);
+	if (s->cfg.root)
+		open_root(s);
+	/* Signals are taken by sigtimedwait(); every thread started from
 	 * here on inherits the block, so none of them is interrupted. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
@@ -287,70 +362,9 @@ main(int argc, char **argv)
 		fprintf(stderr, "gzserve: cannot start a thread\n");
 		return 1;
 	}
-
-	s->nofile = raise_nofile();
-	s->conn_limit = s->nofile > 2 * GZS_FD_RESERVE ? (unsigned int)(s->nofile - GZS_FD_RESERVE)
-						       : (unsigned int)(s->nofile / 2);
-	/* Suspend/resume for /events; it also brings the inter-thread
-	 * channel MHD_quiesce_daemon() needs with a thread pool. */
-	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
-		MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
-	s->daemon = MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s,
-				     MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-				     s, /* first, or it misses some */
-				     MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
-				     s->conn_limit, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-				     (unsigned int)GZS_LISTEN_BACKLOG, MHD_OPTION_NOTIFY_CONNECTION,
-				     on_connection, s, MHD_OPTION_THREAD_POOL_SIZE,
-				     (unsigned int)(s->cfg.threads > 1 ? s->cfg.threads : 0),
-				     MHD_OPTION_CONNECTION_TIMEOUT,
-				     (unsigned int)GZS_CONN_TIMEOUT_S, MHD_OPTION_URI_LOG_CALLBACK,
-				     on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-				     MHD_OPTION_END);
-	if (!s->daemon) {
-		fprintf(stderr, "gzserve: cannot listen on %s port %u\n", s->cfg.bind, s->cfg.port);
+	if (start_daemon(s, &ss, v6) != 0)
 		return 1;
-	}
-	/* Once listening: a refused port is the only line then. */
-	if (!s->cfg.quiet)
-		fprintf(stderr, "gzserve: up to %u connections (RLIMIT_NOFILE %lu)\n",
-			s->conn_limit, s->nofile);
-	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	port = info ? info->port : s->cfg.port;
-	printf(v6 ? "listening on http://[%s]:%u/\n" : "listening on http://%s:%u/\n", s->cfg.bind,
-	       port);
-	fflush(stdout);
-
-	/* Wait for SIGINT/SIGTERM; once a second, give back the compressors
-	 * a burst left idle (mhdgz_trim: the pools trim by themselves only
-	 * when compressors are taken or given back, and a quiet server takes
-	 * none). */
-	for (;;) {
-		const struct timespec tick = { .tv_sec = 1, .tv_nsec = 0 };
-
-		sig = sigtimedwait(&sigs, NULL, &tick);
-		if (sig == SIGINT || sig == SIGTERM)
-			break;
-		mhdgz_trim(s->gz);
-	}
-	if (!s->cfg.quiet)
-		fprintf(stderr, "gzserve: %s: finishing requests in flight\n",
-			sig == SIGINT ? "SIGINT" : "SIGTERM");
-
-	/* Stop accepting; connections already open are served. */
-	{
-		MHD_socket lfd = MHD_quiesce_daemon(s->daemon);
-
-		if (lfd != MHD_INVALID_SOCKET)
-			close(lfd);
-	}
-	/* Event streams end at their next event instead of running on. */
-	ticker_stop(s);
-	deadline = now_us() + (uint64_t)GZS_GRACE_MS * 1000u;
-	while (atomic_load(&s->in_flight) > 0 && now_us() < deadline)
-		usleep(10000);
-	ticker_join(s);
-	MHD_stop_daemon(s->daemon);
+	serve_until_signal(s, &sigs);
 	demo_fini(s);
 	dict_fini(s);
 	mhdgz_free(s->gz);

@@ -13,77 +13,52 @@
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
 
+/* --help: a summary; gzserve(1) is the manual. */
 static void
 usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: gzserve [OPTION]...\n"
-		"A small HTTP server on libmicrohttpd whose responses are gzip-compressed by\n"
-		"mhdgz. Without --root it serves a built-in demo: / (index page), /2k.json,\n"
-		"/20k.json, /100k.json (the benchmark payloads), /events (server-sent events,\n"
-		"one a second for 10 s), /stats (the handler's counters as JSON), /204\n"
-		"(an empty 204 No Content), POST /echo (the decoded length and CRC-32 of\n"
-		"the request body, sent identity or with Content-Encoding: gzip) and /dict/\n"
-		"(RFC 9842: /dict/app.v1.js is a dictionary, /dict/app.v2.js goes dcz to a\n"
-		"client holding it).\n"
+		"A small HTTP server on libmicrohttpd whose responses are compressed by mhdgz.\n"
+		"Without --root it serves a built-in demo: / (index page), /2k.json, /20k.json,\n"
+		"/100k.json (the benchmark payloads), /events (server-sent events), /stats (the\n"
+		"handler's counters), /204, POST /echo (the decoded length and CRC-32 of a body\n"
+		"sent identity or gzip) and /dict/ (RFC 9842 dictionaries).\n"
 		"\n"
 		"  --bind ADDR       IPv4 or IPv6 address to listen on (default 127.0.0.1)\n"
-		"  --port N          TCP port, 0-65535 (default 8080); 0 picks a free port.\n"
-		"                    The address is printed on stdout as\n"
-		"                    'listening on http://ADDR:PORT/'\n"
-		"  --root DIR        serve the files under DIR instead of the demo: index.html\n"
-		"                    for directories, no listings, ETag/Last-Modified\n"
-		"                    revalidation, single byte ranges\n"
-		"  --backend NAME    compressor: zlib, libdeflate or isal (default libdeflate)\n"
-		"  --level N         compression level in the backend's range: zlib 1-9,\n"
-		"                    libdeflate 1-12, isal 1-4 (igzip 0-3; default 6, 5, 2)\n"
-		"  --min-size BYTES  bodies smaller than this are sent uncompressed (default\n"
-		"                    %u; 0 compresses every non-empty body)\n"
-		"  --types LIST      comma-separated media types to compress, replacing the\n"
-		"                    default text-like list: type/subtype, type/*, */*+suffix\n"
-		"                    (e.g. 'text/*,application/json,*/*+xml')\n"
+		"  --port N          TCP port, 0-65535 (default 8080; 0 picks a free one);\n"
+		"                    'listening on http://ADDR:PORT/' is printed on stdout\n"
+		"  --root DIR        serve the files under DIR instead of the demo\n"
+		"  --backend NAME    gzip compressor: zlib, libdeflate or isal (default libdeflate)\n"
+		"  --level N         level in the backend's range: zlib 1-9, libdeflate 1-12,\n"
+		"                    isal 1-4 (default 6, 5, 2)\n"
+		"  --min-size BYTES  smaller bodies go uncompressed (default %u)\n"
+		"  --types LIST      media types to compress, comma-separated, replacing the\n"
+		"                    default list: type/subtype, type/*, */*+suffix\n"
 		"  --events N        /events: send N events, 1-1000000 (default 10)\n"
-		"  --event-ms MS     /events: milliseconds between events (0-3600000, default\n"
-		"                    1000)\n"
-		"  --threads N       libmicrohttpd thread pool size, 1-1024 (default: the\n"
-		"                    number of CPUs)\n"
-		"  --codings LIST    content codings offered, in the server's order of\n"
-		"                    preference (it breaks ties of the client's q-values):\n"
-		"                    comma-separated gzip, zstd, br (default: gzip; mhdgz_new\n"
-		"                    reads the list and refuses what it cannot offer)\n"
-		"  --precompressed   with --root: send FILE.gz, FILE.zst or FILE.br for FILE\n"
-		"                    when the client accepts that coding (those of --codings,\n"
-		"                    chosen as on the fly), with FILE's Content-Type and the\n"
-		"                    Content-Encoding (like nginx's gzip_static, brotli_static);\n"
-		"                    only a sibling at least as new as FILE, and a .zst whose\n"
-		"                    window is at most 8 MiB\n"
-		"  --etag POLICY     the strong ETag of a compressed response: weak (W/\"x\",\n"
-		"                    the default), suffix (\"x-gzip\"), drop, or keep\n"
-		"  --length-hiding N pad every gzip response with 1 to N bytes (1-%u) in its\n"
-		"                    gzip header, a length keyed on the body: BREACH\n"
-		"                    mitigation for pages holding a secret next to reflected\n"
-		"                    input (default: off; libmhdgz's default N is %u)\n"
-		"  --no-compress     never compress on the fly (precompressed files still go)\n"
-		"  --cache-size BYTES with --root: the library's file cache: keep up to BYTES\n"
-		"                    of compressed file bodies for reuse, keyed by each\n"
-		"                    file's identity and times, so a file version is\n"
-		"                    compressed once (default %u; 0: off, every request\n"
-		"                    compresses)\n"
+		"  --event-ms MS     /events: milliseconds between events (default 1000)\n"
+		"  --threads N       thread pool size, 1-1024 (default: the number of CPUs)\n"
+		"  --codings LIST    gzip, zstd, br: the codings offered, in the server's order\n"
+		"                    of preference (default gzip), as mhdgz_new reads the list\n"
+		"  --precompressed   with --root: send FILE.gz, FILE.zst or FILE.br when the\n"
+		"                    client accepts that coding, if as new as FILE (a .zst:\n"
+		"                    with a window of at most 8 MiB)\n"
+		"  --etag POLICY     a compressed response's ETag: weak (default), suffix,\n"
+		"                    drop or keep\n"
+		"  --length-hiding N BREACH mitigation: pad gzip responses with 1 to N bytes\n"
+		"                    (1-%u; libmhdgz's default N is %u)\n"
+		"  --no-compress     never compress on the fly\n"
+		"  --cache-size BYTES with --root: bytes of coded file bodies kept by the\n"
+		"                    library's file cache (default %u; 0: off)\n"
 		"  --dictionary FILE --dictionary-match PATTERN\n"
-		"                    RFC 9842: FILE's bytes are a dictionary for requests whose\n"
-		"                    path matches PATTERN ('/' first, '*' any run): a client\n"
-		"                    that sends its SHA-256 as Available-Dictionary and accepts\n"
-		"                    dcz gets dcz (repeatable, up to 16)\n"
-		"  --quiet           no access log and no libmicrohttpd messages. The log\n"
-		"                    is one line per request on stderr: method, target,\n"
-		"                    status, body bytes (uncompressed), bytes sent on the\n"
-		"                    socket (headers included; - if unknown), coding\n"
-		"                    (gzip, zstd, br, dcz or identity), microseconds\n"
+		"                    RFC 9842: FILE is a dictionary for paths matching PATTERN\n"
+		"                    ('*' any run; repeatable, up to 16)\n"
+		"  --quiet           no access log (one line per request on stderr) and no\n"
+		"                    libmicrohttpd messages\n"
 		"  --help            this text\n"
 		"\n"
-		"SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to\n"
-		"%d s; open /events streams are ended at once, with a complete gzip\n"
-		"member) and exits 0. Exit status 2: invalid option; 1: cannot start.\n",
+		"SIGINT or SIGTERM lets requests in flight finish (up to %d s) and exits 0.\n"
+		"Exit status 2: invalid option; 1: cannot start. See gzserve(1).\n",
 		MHDGZ_DEFAULT_MIN_NBYTES, MHDGZ_LENGTH_HIDING_MAX_LIMIT,
 		MHDGZ_DEFAULT_LENGTH_HIDING_MAX, GZS_CACHE_SIZE_DEFAULT, GZS_GRACE_MS / 1000);
 }
@@ -125,24 +100,18 @@ static void
 types_arg(struct config *cfg, const char *v)
 {
 	char *save = NULL, *tok;
-	size_t n = 0, cap = 8;
+	size_t n = 0;
 
 	free(cfg->types_buf);
 	free(cfg->types);
 	cfg->types_buf = strdup(v);
-	cfg->types = malloc(cap * sizeof *cfg->types);
+	/* A pattern and its separator take 2 bytes at least: room enough. */
+	cfg->types = malloc((strlen(v) / 2 + 2) * sizeof *cfg->types);
 	if (!cfg->types_buf || !cfg->types)
 		bad_option("out of memory");
 	for (tok = strtok_r(cfg->types_buf, ", \t", &save); tok;
-	     tok = strtok_r(NULL, ", \t", &save)) {
-		if (n + 1 == cap) {
-			const char **t = realloc(cfg->types, (cap *= 2) * sizeof *t);
-			if (!t)
-				bad_option("out of memory");
-			cfg->types = t;
-		}
+	     tok = strtok_r(NULL, ", \t", &save))
 		cfg->types[n++] = tok;
-	}
 	if (n == 0)
 		bad_option("--types: empty list (use --no-compress to compress nothing)");
 	cfg->types[n] = NULL;
@@ -197,90 +166,67 @@ dict_arg(struct config *cfg, const char *file, const char *match)
 	cfg->dict_match[cfg->ndict - 1] = match;
 }
 
-enum {
-	O_BIND = 256,
-	O_PORT,
-	O_ROOT,
-	O_BACKEND,
-	O_LEVEL,
-	O_MIN_SIZE,
-	O_TYPES,
-	O_THREADS,
-	O_EVENTS,
-	O_EVENT_MS,
-	O_PRECOMPRESSED,
-	O_CODINGS,
-	O_ETAG,
-	O_LENGTH_HIDING,
-	O_NO_COMPRESS,
-	O_CACHE_SIZE,
-	O_DICTIONARY,
-	O_DICTIONARY_MATCH,
-	O_QUIET,
-	O_HELP
-};
-
-/* One option c (getopt_long's value) with its argument v. */
+/* One option c (its letter in longopts) with its argument v. */
 static void
 take_option(struct config *cfg, int c, const char *v, const char **level_arg)
 {
 	switch (c) {
-	case O_BIND:
+	case 'b':
 		cfg->bind = v;
 		break;
-	case O_PORT:
+	case 'p':
 		cfg->port = (unsigned int)number_arg("--port", v, 0, 65535);
 		break;
-	case O_ROOT:
+	case 'r':
 		cfg->root = v;
 		break;
-	case O_BACKEND:
+	case 'B':
 		backend_arg(cfg, v);
 		break;
-	case O_LEVEL:
+	case 'l':
 		*level_arg = v;
 		break;
-	case O_MIN_SIZE:
+	case 'm':
 		cfg->min_size = (size_t)number_arg("--min-size", v, 0, SIZE_MAX);
 		cfg->min_size_set = true;
 		break;
-	case O_TYPES:
+	case 't':
 		types_arg(cfg, v);
 		break;
-	case O_THREADS:
+	case 'T':
 		cfg->threads = (unsigned int)number_arg("--threads", v, 1, 1024);
 		break;
-	case O_EVENTS:
+	case 'e':
 		cfg->events = (unsigned int)number_arg("--events", v, 1, 1000000);
 		break;
-	case O_EVENT_MS:
+	case 'E':
 		cfg->event_ms = (unsigned int)number_arg("--event-ms", v, 0, 3600000);
 		break;
-	case O_PRECOMPRESSED:
+	case 'P':
 		cfg->precompressed = true;
 		break;
-	case O_CODINGS: /* parsed by mhdgz_new(), once (main.c) */
+	case 'c': /* parsed by mhdgz_new(), once (main.c) */
 		cfg->codings = v;
 		break;
-	case O_ETAG:
+	case 'g':
 		etag_arg(cfg, v);
 		break;
-	case O_LENGTH_HIDING:
+	case 'L':
 		cfg->length_hiding = (size_t)number_arg("--length-hiding", v, 1,
 							MHDGZ_LENGTH_HIDING_MAX_LIMIT);
 		break;
-	case O_NO_COMPRESS:
+	case 'n':
 		cfg->no_compress = true;
 		break;
-	case O_CACHE_SIZE:
+	case 'C':
 		cfg->cache_size = (size_t)number_arg("--cache-size", v, 0, SIZE_MAX);
 		cfg->cache_size_set = true;
 		break;
-	case O_DICTIONARY:
-	case O_DICTIONARY_MATCH:
-		dict_arg(cfg, c == O_DICTIONARY ? v : NULL, v);
+	case 'd':
+	case 'D':
+		dict_arg(cfg, c == 'd' ? v : NULL, v);
 		break;
-	case O_QUIET:
+	case 'q':
 		cfg->quiet = true;
 		break;
 	}
@@ -313,27 +259,29 @@ check_options(struct config *cfg, const char *level_arg)
 void
 parse_options(int argc, char **argv, struct config *cfg)
 {
+	/* Long options only: each letter names its option in take_option(),
+	 * and no short option is accepted (the optstring is empty). */
 	static const struct option longopts[] = {
-		{ "bind", required_argument, NULL, O_BIND },
-		{ "port", required_argument, NULL, O_PORT },
-		{ "root", required_argument, NULL, O_ROOT },
-		{ "backend", required_argument, NULL, O_BACKEND },
-		{ "level", required_argument, NULL, O_LEVEL },
-		{ "min-size", required_argument, NULL, O_MIN_SIZE },
-		{ "types", required_argument, NULL, O_TYPES },
-		{ "threads", required_argument, NULL, O_THREADS },
-		{ "events", required_argument, NULL, O_EVENTS },
-		{ "event-ms", required_argument, NULL, O_EVENT_MS },
-		{ "precompressed", no_argument, NULL, O_PRECOMPRESSED },
-		{ "codings", required_argument, NULL, O_CODINGS },
-		{ "etag", required_argument, NULL, O_ETAG },
-		{ "length-hiding", required_argument, NULL, O_LENGTH_HIDING },
-		{ "no-compress", no_argument, NULL, O_NO_COMPRESS },
-		{ "cache-size", required_argument, NULL, O_CACHE_SIZE },
-		{ "dictionary", required_argument, NULL, O_DICTIONARY },
-		{ "dictionary-match", required_argument, NULL, O_DICTIONARY_MATCH },
-		{ "quiet", no_argument, NULL, O_QUIET },
-		{ "help", no_argument, NULL, O_HELP },
+		{ "bind", required_argument, NULL, 'b' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "root", required_argument, NULL, 'r' },
+		{ "backend", required_argument, NULL, 'B' },
+		{ "level", required_argument, NULL, 'l' },
+		{ "min-size", required_argument, NULL, 'm' },
+		{ "types", required_argument, NULL, 't' },
+		{ "threads", required_argument, NULL, 'T' },
+		{ "events", required_argument, NULL, 'e' },
+		{ "event-ms", required_argument, NULL, 'E' },
+		{ "precompressed", no_argument, NULL, 'P' },
+		{ "codings", required_argument, NULL, 'c' },
+		{ "etag", required_argument, NULL, 'g' },
+		{ "length-hiding", required_argument, NULL, 'L' },
+		{ "no-compress", no_argument, NULL, 'n' },
+		{ "cache-size", required_argument, NULL, 'C' },
+		{ "dictionary", required_argument, NULL, 'd' },
+		{ "dictionary-match", required_argument, NULL, 'D' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *level_arg = NULL;
@@ -350,13 +298,13 @@ parse_options(int argc, char **argv, struct config *cfg)
 	cfg->event_ms = GZS_EVENT_MS;
 	opterr = 0; /* our own messages, and exit 2 */
 	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-		if (c == O_HELP) {
+		if (c == 'h') {
 			usage(stdout);
 			exit(0);
 		}
 		if (c == ':')
 			bad_option("%s needs a value", argv[optind - 1]);
-		if (c < O_BIND) {
+		if (c == '?') {
 			if (optopt)
 				bad_option("unknown option '-%c'", optopt);
 			bad_option("unknown option '%s'", argv[optind - 1]);

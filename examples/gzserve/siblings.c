@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #ifdef HAVE_ZSTD
@@ -62,25 +63,62 @@ open_precompressed(const struct server *s, const char *rel, const struct stat *f
 	snprintf(gzpath, len, "%s%s", rel, sibling_suffix(coding));
 	fd = open_in_root(s, gzpath, st, &status);
 	free(gzpath);
-	if (fd >= 0 &&
-	    (!S_ISREG(st->st_mode) || st->st_mtim.tv_sec < file_st->st_mtim.tv_sec ||
-	     (st->st_mtim.tv_sec == file_st->st_mtim.tv_sec &&
-	      st->st_mtim.tv_nsec < file_st->st_mtim.tv_nsec) ||
-	     (coding == MHDGZ_CODING_ZSTD && !zstd_window_ok(fd)))) {
+	if (fd >= 0 && (!S_ISREG(st->st_mode) || st->st_mtim.tv_sec < file_st->st_mtim.tv_sec ||
+			(st->st_mtim.tv_sec == file_st->st_mtim.tv_sec &&
+			 st->st_mtim.tv_nsec < file_st->st_mtim.tv_nsec) ||
+			(coding == MHDGZ_CODING_ZSTD && !zstd_window_ok(fd)))) {
 		close(fd);
 		fd = -1;
 	}
 	return fd;
 }
 
-/*
- * The precompressed sibling to send: among the codings offered (in the
- * order mhdgz_get_codings() gives) whose sibling is usable, the one the
- * client's Accept-Encoding prefers, chosen as mhdgz chooses on the fly
- * (mhdgz_accept_coding). Returns its descriptor (and *st, *coding_ret) or
- * -1 (identity); *any_ret says whether some sibling is usable (then the
- * response varies with Accept-Encoding).
- */
+/* Every Accept-Encoding line of a request (every line counts, RFC 9110
+ * section 5.3); the strings are libmicrohttpd's. */
+struct ae_lines {
+	const char **v;
+	size_t n;
+	bool failed; /* out of memory: some lines are missing */
+};
+
+static enum MHD_Result
+ae_line(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct ae_lines *ae = cls;
+	const char **v;
+
+	(void)kind;
+	if (!value || strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_ENCODING) != 0)
+		return MHD_YES;
+	v = realloc(ae->v, (ae->n + 1) * sizeof *v);
+	if (!v) {
+		ae->failed = true;
+		return MHD_NO;
+	}
+	ae->v = v;
+	ae->v[ae->n++] = value;
+	return MHD_YES;
+}
+
+/* The coding the request's Accept-Encoding prefers among offered (in the
+ * server's order), chosen as the handler chooses on the fly
+ * (mhdgz_accept_coding): true and *coding_ret, or false (identity, or
+ * out of memory). */
+static bool
+preferred_coding(struct MHD_Connection *conn, const enum mhdgz_coding *offered, size_t noffered,
+		 enum mhdgz_coding *coding_ret)
+{
+	struct ae_lines ae = { NULL, 0, false };
+	bool ok;
+
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, ae_line, &ae);
+	ok = !ae.failed && mhdgz_accept_coding(ae.v, ae.n, offered, noffered, coding_ret);
+	free(ae.v);
+	return ok;
+}
+
+/* Among the codings offered (in the order mhdgz_get_codings() gives)
+ * whose sibling is usable, the one the client prefers. */
 int
 choose_precompressed(const struct server *s, struct MHD_Connection *conn, const char *rel,
 		     const struct stat *file_st, struct stat *st, enum mhdgz_coding *coding_ret,
