@@ -1082,8 +1082,8 @@ START_TEST(test_files_changes)
 		raw_get(plain.port, url, "gzip", &r0);
 		a = without_date(&r, &len);
 		b = without_date(&r0, &len0);
-		ck_assert_msg(len == len0 && memcmp(a, b, len) == 0, "%s: cache:\n%s\nno cache:\n%s",
-			      url, a, b);
+		ck_assert_msg(len == len0 && memcmp(a, b, len) == 0,
+			      "%s: cache:\n%s\nno cache:\n%s", url, a, b);
 		if (r0.status == 200)
 			expect_body(&r, same ? v[i] : w, 7000, url);
 		free(a);
@@ -1129,7 +1129,8 @@ swap_thread(void *p)
 	bool exchange = true;
 
 	while (!atomic_load(&a->stop)) {
-		if (exchange && renameat2(AT_FDCWD, a->dir, AT_FDCWD, a->link, RENAME_EXCHANGE) == 0) {
+		if (exchange &&
+		    renameat2(AT_FDCWD, a->dir, AT_FDCWD, a->link, RENAME_EXCHANGE) == 0) {
 			a->swaps++;
 			continue;
 		}

@@ -316,12 +316,6 @@ events_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return (ssize_t)n;
 }
 
-static void
-events_free(void *cls)
-{
-	free(cls);
-}
-
 static enum MHD_Result
 serve_events(struct req *rq, struct MHD_Connection *conn)
 {
@@ -333,8 +327,7 @@ serve_events(struct req *rq, struct MHD_Connection *conn)
 	ev->s = rq->s;
 	ev->conn = conn;
 	ev->rq = rq;
-	r = mhdgz_response_from_callback(rq->s->gz, MHD_SIZE_UNKNOWN, 1024, events_read, ev,
-					 events_free);
+	r = mhdgz_response_from_callback(rq->s->gz, MHD_SIZE_UNKNOWN, 1024, events_read, ev, free);
 	if (!r) {
 		free(ev);
 		return MHD_NO;
@@ -480,9 +473,8 @@ enum MHD_Result
 serve_demo(struct req *rq, struct MHD_Connection *conn, const char *path, const char *method)
 {
 	struct server *s = rq->s;
-	size_t i;
-
 	enum MHD_Result dret;
+	size_t i;
 
 	if (dict_serve(rq, conn, path, method, &dret))
 		return dret;
@@ -505,12 +497,11 @@ serve_demo(struct req *rq, struct MHD_Connection *conn, const char *path, const 
 
 		if (strcmp(path, d->path) != 0 && !(i == 0 && strcmp(path, "/index.html") == 0))
 			continue;
+		/* A 304 is the 200's response queued with status 304. */
 		pre = mhdgz_evaluate_preconditions(conn, method, d->etag);
-		if (pre == MHD_HTTP_NOT_MODIFIED)
-			return queue(rq, conn, pre, d->ok, 0);
-		if (pre != 0)
+		if (pre == MHD_HTTP_PRECONDITION_FAILED)
 			return respond_error(rq, conn, pre);
-		return queue(rq, conn, MHD_HTTP_OK, d->ok, d->len);
+		return queue(rq, conn, pre ? pre : MHD_HTTP_OK, d->ok, pre ? 0 : d->len);
 	}
 	return respond_error(rq, conn, MHD_HTTP_NOT_FOUND);
 }

@@ -13,18 +13,6 @@
 /* ------------------------------------------------------------------------ */
 /* Request targets                                                          */
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * The file a request target names, relative to the root, from the target
  * exactly as received (libmicrohttpd's url argument is already decoded, so
@@ -59,14 +47,13 @@ target_to_relpath(const char *target, char **rel_ret, bool *slash_ret)
 		unsigned char c = (unsigned char)*p;
 
 		if (c == '%') {
-			int hi = p + 1 < end ? hexval(p[1]) : -1;
-			int lo = p + 2 < end ? hexval(p[2]) : -1;
+			char hex[3] = { p + 1 < end ? p[1] : 0, p + 2 < end ? p[2] : 0, 0 };
 
-			if (hi < 0 || lo < 0) {
+			if (!isxdigit((unsigned char)hex[0]) || !isxdigit((unsigned char)hex[1])) {
 				status = MHD_HTTP_BAD_REQUEST;
 				goto fail;
 			}
-			c = (unsigned char)(hi * 16 + lo);
+			c = (unsigned char)strtoul(hex, NULL, 16);
 			p += 2;
 			if (c == '/' || c == '\\' || c == 0)
 				goto fail;
@@ -117,18 +104,6 @@ struct file_req {
 	int range;
 };
 
-/* dir + "/" + name, malloc'd. */
-static char *
-path_join(const char *dir, const char *name)
-{
-	size_t len = strlen(dir) + 1 + strlen(name) + 1;
-	char *p = malloc(len);
-
-	if (p)
-		snprintf(p, len, "%s%s%s", dir, dir[0] ? "/" : "", name);
-	return p;
-}
-
 /* The 301 of a directory named without its trailing slash. Location is
  * built from the path beneath the root, percent-encoded again, never from
  * the raw target: "//evil.example" must not become a scheme-relative
@@ -177,8 +152,7 @@ resolve_file(struct server *s, struct file_req *f)
 		f->fd = -1;
 		if (!f->slash)
 			return MHD_HTTP_MOVED_PERMANENTLY;
-		idx = path_join(f->rel, "index.html");
-		if (!idx)
+		if (asprintf(&idx, "%s%sindex.html", f->rel, f->rel[0] ? "/" : "") < 0)
 			return MHD_HTTP_INTERNAL_SERVER_ERROR;
 		free(f->rel);
 		f->rel = idx;

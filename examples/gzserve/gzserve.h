@@ -162,8 +162,7 @@ int ticker_start(struct server *s);
 void ticker_stop(struct server *s);
 void ticker_join(struct server *s);
 
-/* echo.c: POST /echo in demo mode: the decoded length and CRC-32 of a
- * request body sent identity or gzip. echo_path: is the target /echo?
+/* echo.c: POST /echo in demo mode. echo_path: is the target /echo?
  * echo_begin: the access handler's first call; echo_request: the later
  * ones. */
 bool echo_path(const struct req *rq);
@@ -171,11 +170,9 @@ enum MHD_Result echo_begin(struct req *rq, struct MHD_Connection *conn);
 enum MHD_Result echo_request(struct req *rq, struct MHD_Connection *conn, const char *upload,
 			     size_t *upload_len);
 
-/* dict.c: RFC 9842 dictionaries: --dictionary files registered, and in
- * demo mode /dict/ (a page), /dict/app.v1.js (the dictionary, advertised
- * with Use-As-Dictionary) and /dict/app.v2.js (dcz for a client that
- * holds v1). dict_init: 0 or -1 (message printed). dict_serve: true when
- * the path is one of the demo's, *ret then set. */
+/* dict.c: RFC 9842 dictionaries: --dictionary files, and the demo's
+ * /dict/. dict_init: 0 or -1 (message printed). dict_serve: true when the
+ * path is one of the demo's, *ret then set. */
 struct dict_demo;
 int dict_init(struct server *s);
 void dict_fini(struct server *s);
@@ -188,14 +185,7 @@ void mime_free(struct server *s);
 void mime_type(const struct server *s, const char *name, char *out, size_t cap);
 
 /* validate.c: a file's validators and the conditional and range request
- * fields (RFC 9110). file_etag: the strong ETag of a file version (inode,
- * size, mtime and ctime in ns); http_date: IMF-fixdate; parse_range: 1
- * and the one range of Range: bytes=... for a body of len bytes, -1 not
- * satisfiable (416), 0 ignore (absent, other unit, several ranges);
- * if_range_ok: does If-Range let the range apply (etag_shared: the gzip
- * representation carries the same ETag); file_preconditions: RFC 9110
- * section 13.2.2 for a file of that ETag and modification time: 0 to
- * proceed, 412 or 304 (If-Modified-Since for GET and HEAD only). */
+ * fields (RFC 9110; each function says what it returns). */
 void file_etag(const struct stat *st, char *out, size_t cap);
 void http_date(time_t t, char *out, size_t cap);
 int parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret);

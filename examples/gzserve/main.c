@@ -10,25 +10,27 @@
  * dictionaries), log.c (the access log), gzserve.h (what they share).
  *
  * What to copy from here:
- *  - responses are made with mhdgz_response_from_buffer/_from_fd_at_offset64/
+ *  - responses are made with mhdgz_response_from_buffer/_from_fd64/
  *    _from_callback instead of MHD_create_response_*, then queued through
  *    the handler with the request method (queue() in respond.c:
- *    mhdgz_queue_response_ex, whose outcome feeds the access log);
- *  - conditional requests (files.c, demo.c) use mhdgz_evaluate_preconditions, so the ETag forms
- *    mhdgz gives gzip responses (W/"x", "x-gzip") still validate;
+ *    mhdgz_queue_response_url, whose outcome feeds the access log);
+ *  - a file is a fresh fd response per request (files.c), opened beneath
+ *    the root (beneath.c); the handler's file cache (--cache-size)
+ *    compresses each file version once;
+ *  - conditional requests (files.c, demo.c) use mhdgz_evaluate_preconditions,
+ *    so the ETag forms mhdgz gives coded responses (W/"x", "x-gzip") still
+ *    validate;
  *  - a 304 is the 200's own response queued with status 304: libmicrohttpd
  *    sends its header fields without the body (Content-Length stays the
- *    200's, as RFC 9110 section 8.6 requires), and mhdgz gives it the Vary
- *    and ETag form the 200 would have for this client;
- *  - a precompressed FILE.gz (files.c) is queued with Content-Encoding already set, so
- *    the handler leaves it alone;
- *  - a file is a fresh mhdgz_response_from_fd64 per request (files.c), and
- *    the handler's file cache (--cache-size) compresses a file version
- *    once; a response made once and queued for many requests (demo.c)
- *    keeps its coded bodies itself;
- *  - a server-sent event stream (demo.c) waits between events by suspending its
- *    connection (MHD_suspend_connection from the content reader) instead of
- *    returning 0, which would spin libmicrohttpd's polling threads.
+ *    200's, RFC 9110 section 8.6), and mhdgz gives it the Vary and ETag
+ *    form the 200 would have for this client;
+ *  - a precompressed FILE.gz (siblings.c), chosen with mhdgz_accept_coding
+ *    among the codings of mhdgz_get_codings, is queued with its
+ *    Content-Encoding set, so the handler leaves it alone;
+ *  - a server-sent event stream (demo.c) waits between events by
+ *    suspending its connection (MHD_suspend_connection from the content
+ *    reader) instead of returning 0, which would spin libmicrohttpd's
+ *    polling threads.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -74,13 +76,9 @@ raise_nofile(void)
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return 1024;
-	if (rl.rlim_cur < rl.rlim_max) {
-		rlim_t want = rl.rlim_max;
-
-		rl.rlim_cur = want;
-		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-			getrlimit(RLIMIT_NOFILE, &rl);
-	}
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		getrlimit(RLIMIT_NOFILE, &rl);
 	return rl.rlim_cur == RLIM_INFINITY ? 1048576ul : (unsigned long)rl.rlim_cur;
 }
 
@@ -125,7 +123,6 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 
 	(void)version;
 	(void)upload;
-	(void)url; /* decoded; we work from the raw target (see target_to_relpath) */
 	if (!rq)
 		return MHD_NO; /* the URI callback ran out of memory */
 	if (!rq->seen) {
@@ -145,19 +142,11 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	}
 	if (!get && !head)
 		return respond_error(rq, conn, MHD_HTTP_METHOD_NOT_ALLOWED);
+	/* Files are found from the raw target (files.c: target_to_relpath);
+	 * the demo's plain ASCII paths from libmicrohttpd's decoded url. */
 	if (s->root)
 		return serve_file(rq, conn, method);
-	{
-		/* The demo's paths are plain ASCII: compare the raw path. */
-		char path[64];
-		size_t n = strcspn(rq->uri, "?#");
-
-		if (n >= sizeof path)
-			return respond_error(rq, conn, MHD_HTTP_NOT_FOUND);
-		memcpy(path, rq->uri, n);
-		path[n] = '\0';
-		return serve_demo(rq, conn, path, method);
-	}
+	return serve_demo(rq, conn, url, method);
 }
 
 /* ------------------------------------------------------------------------ */

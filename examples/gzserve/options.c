@@ -117,35 +117,19 @@ types_arg(struct config *cfg, const char *v)
 	cfg->types[n] = NULL;
 }
 
-/* --backend NAME: mhdgz_backend_from_name() tells unknown from not built. */
-static void
-backend_arg(struct config *cfg, const char *v)
-{
-	int rc = mhdgz_backend_from_name(v, &cfg->backend);
-
-	if (rc == MHDGZ_ENOTSUP)
-		bad_option("--backend: '%s' was not compiled into this libmhdgz", v);
-	if (rc != 0)
-		bad_option("--backend: '%s' is not zlib, libdeflate or isal", v);
-}
-
 static void
 etag_arg(struct config *cfg, const char *v)
 {
-	static const struct {
-		const char *name;
-		enum mhdgz_etag_policy policy;
-	} policies[] = { { "weak", MHDGZ_ETAG_WEAKEN },
-			 { "suffix", MHDGZ_ETAG_SUFFIX },
-			 { "drop", MHDGZ_ETAG_DROP },
-			 { "keep", MHDGZ_ETAG_KEEP } };
-
-	for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
-		if (strcmp(v, policies[i].name) == 0) {
-			cfg->etag = policies[i].policy;
-			return;
-		}
-	bad_option("--etag: '%s' is not weak, suffix, drop or keep", v);
+	if (strcmp(v, "weak") == 0)
+		cfg->etag = MHDGZ_ETAG_WEAKEN;
+	else if (strcmp(v, "suffix") == 0)
+		cfg->etag = MHDGZ_ETAG_SUFFIX;
+	else if (strcmp(v, "drop") == 0)
+		cfg->etag = MHDGZ_ETAG_DROP;
+	else if (strcmp(v, "keep") == 0)
+		cfg->etag = MHDGZ_ETAG_KEEP;
+	else
+		bad_option("--etag: '%s' is not weak, suffix, drop or keep", v);
 }
 
 /* --dictionary FILE, each followed by its --dictionary-match PATTERN. */
@@ -170,6 +154,8 @@ dict_arg(struct config *cfg, const char *file, const char *match)
 static void
 take_option(struct config *cfg, int c, const char *v, const char **level_arg)
 {
+	int rc;
+
 	switch (c) {
 	case 'b':
 		cfg->bind = v;
@@ -180,8 +166,13 @@ take_option(struct config *cfg, int c, const char *v, const char **level_arg)
 	case 'r':
 		cfg->root = v;
 		break;
-	case 'B':
-		backend_arg(cfg, v);
+	case 'B': /* mhdgz_backend_from_name() tells unknown from not built */
+		rc = mhdgz_backend_from_name(v, &cfg->backend);
+		if (rc != 0)
+			bad_option(rc == MHDGZ_ENOTSUP
+					   ? "--backend: '%s' was not compiled into this libmhdgz"
+					   : "--backend: '%s' is not zlib, libdeflate or isal",
+				   v);
 		break;
 	case 'l':
 		*level_arg = v;

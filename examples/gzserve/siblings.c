@@ -1,4 +1,5 @@
 /* siblings.c: gzserve --precompressed: FILE.gz, FILE.zst, FILE.br beside FILE (like nginx's gzip_static and brotli_static), chosen with mhdgz_accept_coding. */
+#define _GNU_SOURCE /* asprintf */
 #include "config.h" /* HAVE_ZSTD */
 
 #include <stdlib.h>
@@ -18,12 +19,12 @@
  * mhdgz never codes one. */
 #define GZS_ZSTD_WINDOW_MAX (8u * 1024 * 1024)
 
-/* The file name suffix of a coding's precompressed sibling. */
-static const char *
-sibling_suffix(enum mhdgz_coding coding)
-{
-	return coding == MHDGZ_CODING_ZSTD ? ".zst" : coding == MHDGZ_CODING_BR ? ".br" : ".gz";
-}
+/* The file name suffix of each coding's precompressed sibling. */
+static const char *const sibling_suffix[MHDGZ_CODING_COUNT] = {
+	[MHDGZ_CODING_GZIP] = ".gz",
+	[MHDGZ_CODING_ZSTD] = ".zst",
+	[MHDGZ_CODING_BR] = ".br",
+};
 
 /* Does the zstd frame at the start of fd need a window of at most
  * GZS_ZSTD_WINDOW_MAX? Its header says (ZSTD_getFrameHeader); a skippable
@@ -53,14 +54,12 @@ static int
 open_precompressed(const struct server *s, const char *rel, const struct stat *file_st,
 		   enum mhdgz_coding coding, struct stat *st)
 {
-	size_t len = strlen(rel) + 5;
-	char *gzpath = malloc(len);
+	char *gzpath;
 	unsigned int status;
 	int fd;
 
-	if (!gzpath)
+	if (asprintf(&gzpath, "%s%s", rel, sibling_suffix[coding]) < 0)
 		return -1;
-	snprintf(gzpath, len, "%s%s", rel, sibling_suffix(coding));
 	fd = open_in_root(s, gzpath, st, &status);
 	free(gzpath);
 	if (fd >= 0 && (!S_ISREG(st->st_mode) || st->st_mtim.tv_sec < file_st->st_mtim.tv_sec ||
