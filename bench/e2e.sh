@@ -6,7 +6,7 @@
 #   OUTFILE   also write the report there
 # Environment (all optional):
 #   E2E_DURATION     seconds per case (default 2)
-#   E2E_ROUNDS       interleaved rounds (default 3); 30 cases per round
+#   E2E_ROUNDS       interleaved rounds (default 3); 27 cases per round
 #   E2E_CONNECTIONS  wrk connections, keep-alive (default 32)
 #   E2E_THREADS      wrk threads (default 2)
 #   E2E_SERVER_THREADS  gzserve --threads and nginx worker_processes
@@ -17,18 +17,16 @@
 # another is measured):
 #   gz-demo   gzserve's built-in demo: one response per path, kept, so every
 #             gzip request after the first is its cached gzip variant
-#   gz-off    gzserve --root --no-compress (identity; the default --keep-size:
-#             each file's response kept in memory, checked by a stat)
-#   gz-off0   the same with --keep-size 0: the file opened, read and closed
-#             per request (what gz-off gains from kept responses)
+#   gz-off    gzserve --root --no-compress (identity: the file opened beneath
+#             the root per request, its fd response sent by libmicrohttpd)
 #   gz-z1     gzserve --root --backend zlib --level 1 --cache-size 0: the
-#             file's response kept, its gzip body compressed per request
+#             file opened and its gzip body compressed per request
 #   gz-z6     the same with --level 6
 #   gz-def    gzserve --root --cache-size 0: the default backend and level
 #             (libdeflate 5), every request compressed
-#   gz-cache  gzserve --root: the default configuration: kept responses
-#             (64 MiB) with their gzip variants, and the file cache (32 MiB)
-#             that compresses each file version once
+#   gz-cache  gzserve --root: the default configuration: the file opened
+#             per request, and the library's file cache (32 MiB) that
+#             compresses each file version once
 #   ngx-off   nginx, gzip off
 #   ngx-z1    nginx, gzip_comp_level 1
 #   ngx-z6    nginx, gzip_comp_level 6 (the level most configurations use)
@@ -191,12 +189,11 @@ done
 # nginx's workers may run as another user: the files must be readable.
 chmod 755 "$tmp" "$tmp/root"
 chmod 644 "$tmp/root"/*.json
-# gzserve keeps a file's response only once the file is 2 s old (keep.c).
+# The file cache keeps a file's coded body only once the file is 2 s old.
 sleep 2
 
-servers="demo off off0 z1 z6 def cache"
+servers="demo off z1 z6 def cache"
 start_gzserve off --root "$tmp/root" --no-compress
-start_gzserve off0 --root "$tmp/root" --no-compress --keep-size 0
 start_gzserve z1 --root "$tmp/root" --backend zlib --level 1 --cache-size 0
 start_gzserve z6 --root "$tmp/root" --backend zlib --level 6 --cache-size 0
 start_gzserve def --root "$tmp/root" --cache-size 0
@@ -306,7 +303,6 @@ END {
 	out("# cpu: nginx CPU per request / gzserve CPU per request (> 1: gzserve spends less)")
 	out("# comparison                         size    ratio   target  verdict   cpu")
 	ncmp = split("off:ngx_off:gzip off:0.90:0.90:0.90;" \
-		"off0:ngx_off:off, no keep:0:0:0;" \
 		"z1:ngx_z1:zlib 1 both:1.00:1.00:1.00;" \
 		"z6:ngx_z6:zlib 6 both:1.00:1.00:1.00;" \
 		"def:ngx_z6:default, no cache:1.00:1.50:1.50;" \

@@ -52,8 +52,8 @@ url=$(wait_url "$tmp/demo.out")
 curl -s -o "$tmp/root/$SIZE.json" "${url}$SIZE.json"
 kill -TERM $dpid
 wait $dpid || :
-# gzserve keeps a file's response (--keep-size, keep.c) only once the file
-# is 2 s old; pass --keep-size 0 to measure the per-request open.
+# The file cache (--cache-size) keeps a file's coded body only once the
+# file is 2 s old.
 sleep 2
 
 # run TOOL N: gzserve under TOOL, N requests; prints the tool's count.

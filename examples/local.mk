@@ -29,13 +29,13 @@ bin_PROGRAMS = examples/gzserve/gzserve
 examples_gzserve_gzserve_SOURCES = examples/gzserve/gzserve.h examples/gzserve/main.c \
 	examples/gzserve/respond.c examples/gzserve/files.c examples/gzserve/mime.c \
 	examples/gzserve/demo.c examples/gzserve/log.c examples/gzserve/echo.c \
-	examples/gzserve/dict.c examples/gzserve/keep.c examples/gzserve/options.c \
-	examples/gzserve/validate.c examples/gzserve/siblings.c \
-	examples/gzserve/notify.c
+	examples/gzserve/dict.c examples/gzserve/options.c examples/gzserve/validate.c \
+	examples/gzserve/siblings.c examples/gzserve/beneath.c
 examples_gzserve_gzserve_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/examples/payload
-# zlib: crc32() of POST /echo's body (echo.c).
-examples_gzserve_gzserve_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(ZLIB_CFLAGS)
+# zlib: crc32() of POST /echo's body (echo.c); libzstd, where built: the
+# frame header of a .zst sibling (siblings.c).
+examples_gzserve_gzserve_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(ZLIB_CFLAGS) $(ZSTD_CFLAGS)
 examples_gzserve_gzserve_LDADD = handler/libmhdgz.la examples/payload/libpayload.la $(MHD_LIBS) \
-	$(ZLIB_LIBS)
+	$(ZLIB_LIBS) $(ZSTD_LIBS)
 
 dist_man1_MANS = examples/gzserve/gzserve.1

@@ -395,6 +395,16 @@ mhdgz_free(struct mhdgz *gz)
 		hnd_gz_unref(gz);
 }
 
+MHDGZ_API size_t
+mhdgz_get_codings(const struct mhdgz *gz, enum mhdgz_coding *order_ret, size_t order_cap)
+{
+	if (!gz)
+		return 0;
+	for (size_t i = 0; i < gz->norder && i < order_cap; i++)
+		order_ret[i] = (enum mhdgz_coding)gz->order[i];
+	return gz->norder;
+}
+
 MHDGZ_API const char *
 mhdgz_strerror(int err)
 {

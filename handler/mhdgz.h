@@ -460,6 +460,25 @@ MHDGZ_API int mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
  */
 MHDGZ_API void mhdgz_free(struct mhdgz *gz);
 
+/**
+ * The content codings a handler offers, in the server's order of
+ * preference: struct mhdgz_options codings as mhdgz_new() parsed it
+ * (gzip alone by default). For an application that chooses among files
+ * it coded itself as the handler chooses on the fly, with
+ * mhdgz_accept_coding() (gzserve --precompressed), without parsing the
+ * list a second time.
+ *
+ * @param gz the handler.
+ * @param order_ret receives the first @a order_cap codings offered; may
+ *        be NULL when @a order_cap is 0.
+ * @param order_cap room at @a order_ret, in codings; MHDGZ_CODING_COUNT
+ *        always suffices.
+ * @return the number of codings offered (1 to MHDGZ_CODING_COUNT), or 0
+ *         when @a gz is NULL. Thread-safe.
+ */
+MHDGZ_API size_t mhdgz_get_codings(const struct mhdgz *gz, enum mhdgz_coding *order_ret,
+				   size_t order_cap);
+
 /* ===================================================================== */
 /*                              Responses                                */
 /* ===================================================================== */

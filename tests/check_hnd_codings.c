@@ -150,8 +150,26 @@ START_TEST(test_options)
 			      t[i].br_level, rc, t[i].rc);
 		if (rc == 0) {
 			ck_assert_uint_eq(gz->norder, t[i].norder);
+			ck_assert_uint_eq(mhdgz_get_codings(gz, NULL, 0), t[i].norder);
 			mhdgz_free(gz);
 		}
+	}
+	/* The order as parsed, cut to the room given. */
+	{
+		struct mhdgz_options o = th_opts();
+		struct mhdgz *gz = NULL;
+		enum mhdgz_coding k[MHDGZ_CODING_COUNT] = { MHDGZ_CODING_COUNT, MHDGZ_CODING_COUNT,
+							    MHDGZ_CODING_COUNT };
+
+		o.codings = "br, gzip,zstd";
+		ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+		ck_assert_uint_eq(mhdgz_get_codings(gz, k, 2), 3);
+		ck_assert(k[0] == MHDGZ_CODING_BR && k[1] == MHDGZ_CODING_GZIP &&
+			  k[2] == MHDGZ_CODING_COUNT);
+		ck_assert_uint_eq(mhdgz_get_codings(gz, k, MHDGZ_CODING_COUNT), 3);
+		ck_assert(k[2] == MHDGZ_CODING_ZSTD);
+		mhdgz_free(gz);
+		ck_assert_uint_eq(mhdgz_get_codings(NULL, k, 3), 0);
 	}
 	ck_assert_int_eq(mhdgz_coding_levels(MHDGZ_CODING_ZSTD, &lo, &hi, &def), 0);
 	ck_assert(lo == 1 && hi == 19 && def == 3);

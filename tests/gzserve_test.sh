@@ -38,6 +38,13 @@ gunzip_to() {
 have_python() {
 	command -v python3 >/dev/null 2>&1
 }
+# have_codings LIST: this gzserve's libmhdgz offers every coding of LIST
+# (mhdgz_new() accepts the list, so a server with it comes up).
+have_codings() {
+	start "probe-$RANDOM" --codings "$1" --quiet 2>/dev/null || return 1
+	tl_stop "$PID"
+	return 0
+}
 # concurrent TAG NAME ARGS1 WANT1 ... ARGS4 WANT4: 16 curl clients at once,
 # client i with the (i mod 4)th "curl args" (split on blanks) and body file;
 # one check that every client succeeded with exactly its body.
@@ -127,16 +134,7 @@ bad_opt "--codings with an empty item" --codings 'zstd,,gzip'
 bad_opt "--codings empty" --codings ''
 bad_opt "--cache-size x" --cache-size x
 bad_opt "--cache-size -1" --cache-size -1
-bad_opt "--keep-size x" --keep-size x
-bad_opt "--keep-size -1" --keep-size -1
 bad_opt "--cache-size without --root" --cache-size 1000
-bad_opt "--keep-size without --root" --keep-size 1000
-bad_opt "--recheck-ms without --root" --recheck-ms 1000
-bad_opt "--recheck-ms over an hour" --root "$T" --recheck-ms 3600001
-bad_opt "--recheck-ms x" --root "$T" --recheck-ms x
-bad_opt "--keep-size with --precompressed" --root "$T" --precompressed --keep-size 100000
-bad_opt "--keep-size with --dictionary" --root "$T" --dictionary /etc/hostname \
-	--dictionary-match '/*' --keep-size 100000
 bad_opt "--dictionary without --dictionary-match" --dictionary /etc/hostname
 bad_opt "--dictionary-match without --dictionary" --dictionary-match '/*'
 bad_opt "two --dictionary, the first without a match" --dictionary a --dictionary b --dictionary-match '/*'
@@ -146,8 +144,7 @@ rc=$?
 eq "--help exits 0" "$rc" 0
 missing=""
 for o in --bind --port --root --backend --level --min-size --types --threads \
-	--precompressed --codings --etag --no-compress --cache-size --keep-size --recheck-ms \
-	--dictionary \
+	--precompressed --codings --etag --no-compress --cache-size --dictionary \
 	--dictionary-match --events --event-ms --length-hiding --quiet --help; do
 	grep -q -- "$o" "$T/help.out" || missing="$missing $o"
 done
@@ -576,6 +573,17 @@ fetch d2 "$S/sub"
 eq "/sub: 301 to /sub/" "$(status "$T/d2.h") $(hdr "$T/d2.h" Location)" "301 /sub/"
 fetch d2q "$S/sub?x=1"
 eq "/sub?x=1: 301 keeps the query" "$(hdr "$T/d2q.h" Location)" "/sub/?x=1"
+# Location is built from the path beneath the root, never the raw target:
+# "//evil.example" must not send the client to another host.
+mkdir -p "$W/evil.example" "$W/a b%"
+fetch d2e "$S/" --path-as-is --request-target '//evil.example'
+eq "//evil.example: 301 to /evil.example/, not the scheme-relative //evil.example/" \
+	"$(status "$T/d2e.h")|$(hdr "$T/d2e.h" Location)" "301|/evil.example/"
+fetch d2f "$S/" --path-as-is --request-target '//sub//?x=1#f'
+eq "//sub// is the directory's own path: 200" "$(status "$T/d2f.h")" 200
+fetch d2g "$S/" --path-as-is --request-target 'http://evil.example//a%20b%25?q=1'
+eq "a name with a space and a %: Location percent-encoded again, query kept" \
+	"$(status "$T/d2g.h")|$(hdr "$T/d2g.h" Location)" "301|/a%20b%25/?q=1"
 fetch d3 "$S/sub/" --compressed
 check "/sub/ serves sub/index.html" cmp -s "$T/d3.body" "$W/sub/index.html"
 fetch d4 "$S/nodir/"
@@ -673,7 +681,7 @@ fetch b5 "$S/big.txt" -H "If-Modified-Since: $lm" -H 'If-None-Match: "other"'
 eq "If-None-Match takes precedence over If-Modified-Since: 200" "$(status "$T/b5.h")" 200
 # If-Unmodified-Since (RFC 9110 section 13.1.4, section 13.2.2 step 2):
 # 412 when the file changed after it, ignored under If-Match or when not a
-# date. big.txt goes through the kept path, pre.txt (a sibling) the file path.
+# date. big.txt is sent as it is, pre.txt as its sibling pre.txt.gz.
 past='Mon, 01 Jan 2001 00:00:00 GMT'
 for f in big.txt pre.txt; do
 	fetch bu0 "$S/$f" -H 'Accept-Encoding: gzip' -I
@@ -783,6 +791,19 @@ eq "precompressed: * on the 1st line, gzip;q=0 on the 21st: identity" \
 	"$(hdr "$T/p7.h" Content-Encoding)" ""
 fetch p6 "$S/pre.txt" -H 'Accept-Encoding: gzip' -r 0-9
 eq "precompressed: a Range gets the whole .gz" "$(status "$T/p6.h")|$(size "$T/p6.body")" "200|$gzlen"
+# A sibling older than FILE was made from an older FILE: never sent (FILE
+# is coded on the fly instead); one as new as FILE is.
+seq 1 20000 | sed 's/^/stale sibling line /' >"$W/stale.txt"
+seq 1 20000 | sed 's/^/an older version /' | gzip -n -c >"$W/stale.txt.gz"
+touch -d '2001-01-01 00:00:00' "$W/stale.txt.gz"
+fetch p8 "$S/stale.txt" -H 'Accept-Encoding: gzip'
+gunzip_to "$T/p8.body" "$T/p8.dec"
+eq "precompressed: a sibling older than FILE is not sent: FILE coded on the fly" \
+	"$(hdr "$T/p8.h" Content-Encoding)|$(cmp -s "$T/p8.dec" "$W/stale.txt" && echo FILE)" "gzip|FILE"
+touch -r "$W/stale.txt" "$W/stale.txt.gz"
+fetch p9 "$S/stale.txt" -H 'Accept-Encoding: gzip'
+check "precompressed: a sibling with FILE's modification time is sent" \
+	cmp -s "$T/p9.body" "$W/stale.txt.gz"
 
 # 16 concurrent clients on files.
 concurrent sc "16 concurrent clients on files: every body correct" \
@@ -813,8 +834,7 @@ tl_exit_ok "static server: SIGTERM exit 0"
 # --codings: zstd and br beside gzip, on the fly and precompressed
 # FILE.zst / FILE.br siblings; the client's q-values decide, --codings's
 # order breaks ties. Needs a gzserve built with both (configure summary).
-if "$GZSERVE" --codings zstd,br,gzip --help >/dev/null 2>&1 &&
-	command -v zstd >/dev/null 2>&1; then
+if have_codings zstd,br,gzip && command -v zstd >/dev/null 2>&1; then
 	seq 1 20000 | sed 's/^/sibling line /' >"$W/sib.txt"
 	gzip -9 -n -c "$W/sib.txt" >"$W/sib.txt.gz"
 	zstd -q -19 -c "$W/sib.txt" >"$W/sib.txt.zst"
@@ -866,6 +886,17 @@ if "$GZSERVE" --codings zstd,br,gzip --help >/dev/null 2>&1 &&
 			"$(hdr "$T/cs6.h" Content-Encoding)" zstd
 		check "a .gz sibling only: the zstd body decodes to FILE" \
 			bash -c "zstd -q -d -c '$T/cs6.body' | cmp -s - '$W/pre.txt'"
+		# A .zst sibling needing a window over 8 MiB (RFC 9659) is not
+		# sent: --long=27 through a pipe says 128 MiB; 8 MiB is.
+		seq 1 20000 | sed 's/^/window line /' >"$W/win.txt"
+		zstd -q --long=27 -c <"$W/win.txt" >"$W/win.txt.zst"
+		gzip -n -c "$W/win.txt" >"$W/win.txt.gz"
+		fetch cw1 "$C/win.txt" -H 'Accept-Encoding: zstd, gzip'
+		check "a .zst sibling with a 128 MiB window is not sent: FILE.gz instead" \
+			cmp -s "$T/cw1.body" "$W/win.txt.gz"
+		zstd -q -19 -c <"$W/win.txt" >"$W/win.txt.zst"
+		fetch cw2 "$C/win.txt" -H 'Accept-Encoding: zstd, gzip'
+		check "a .zst sibling with an 8 MiB window is sent" cmp -s "$T/cw2.body" "$W/win.txt.zst"
 		check "access log names zstd" grep -Eq '^GET /big\.txt 200 [0-9]+ [0-9-]+ zstd [0-9]+us$' "$T/codings.err"
 		check "access log names a zstd sibling" grep -Eq '^GET /sib\.txt 200 [0-9]+ [0-9-]+ zstd ' "$T/codings.err"
 		tl_stop "$PID"
@@ -889,8 +920,7 @@ fi
 # (its SHA-256 as Available-Dictionary) and accepts dcz gets dcz: the
 # 40-byte header, then zstd against the dictionary (decoded here with the
 # zstd CLI, -D); any other gets the ordinary coding, with the same Vary.
-if "$GZSERVE" --codings zstd,gzip --help >/dev/null 2>&1 && command -v zstd >/dev/null 2>&1 &&
-	have_python; then
+if have_codings zstd,gzip && command -v zstd >/dev/null 2>&1 && have_python; then
 	seq 1 3000 | sed 's/^/function f(x) { return x + /; s/$/; }/' >"$W/lib.v1.js"
 	sed 's/return x + 1\(.\)0;/return x - 1\10;/' "$W/lib.v1.js" >"$W/lib.v2.js"
 	ad=$(python3 -c 'import base64, hashlib, sys; print(base64.b64encode(hashlib.sha256(open(sys.argv[1], "rb").read()).digest()).decode())' "$W/lib.v1.js")

@@ -8,45 +8,32 @@
 #include "gzserve.h"
 #include "payload.h"
 
-
 /* One built-in resource of the demo, made once and queued for every
  * request: mhdgz compresses it on the first request and reuses the gzip
  * variant afterwards. */
 struct demo {
 	const char *path;
 	const char *type;
-	const char *cache_control;
 	const uint8_t *body;
 	size_t len;
+	uint8_t *json; /* the body when it is a payload made here */
 	char etag[24];
 	struct MHD_Response *ok; /* queued as 200, and as 304 */
 };
 
 static const char demo_index[] =
-	"<!doctype html>\n"
-	"<html lang=\"en\">\n"
-	"<head>\n"
-	"<meta charset=\"utf-8\">\n"
+	"<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
 	"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-	"<title>gzserve: mhdgz demo</title>\n"
-	"<link rel=\"icon\" href=\"data:,\">\n"
+	"<title>gzserve: mhdgz demo</title>\n<link rel=\"icon\" href=\"data:,\">\n"
 	"<link rel=\"stylesheet\" href=\"/style.css\">\n"
-	"<script src=\"/app.js\" defer></script>\n"
-	"</head>\n"
-	"<body>\n"
-	"<header>\n"
-	"<h1>gzserve</h1>\n"
+	"<script src=\"/app.js\" defer></script>\n</head>\n<body>\n"
+	"<header>\n<h1>gzserve</h1>\n"
 	"<p>A libmicrohttpd server whose responses are gzip-compressed by "
 	"<strong>mhdgz</strong>. Every page of this demo, this one included, is "
 	"sent with <code>Content-Encoding: gzip</code> to clients that accept it "
 	"(or zstd or br, when gzserve offers them with <code>--codings</code>).</p>\n"
-	"</header>\n"
-	"<main>\n"
-	"<section>\n"
-	"<h2>Endpoints</h2>\n"
-	"<table>\n"
-	"<thead><tr><th>Path</th><th>What it is</th></tr></thead>\n"
-	"<tbody>\n"
+	"</header>\n<main>\n<section>\n<h2>Endpoints</h2>\n<table>\n"
+	"<thead><tr><th>Path</th><th>What it is</th></tr></thead>\n<tbody>\n"
 	"<tr><td><a href=\"/2k.json\">/2k.json</a></td><td>2,048 bytes of JSON: "
 	"the small benchmark payload</td></tr>\n"
 	"<tr><td><a href=\"/20k.json\">/20k.json</a></td><td>20,480 bytes of JSON: "
@@ -58,83 +45,49 @@ static const char demo_index[] =
 	"happens</td></tr>\n"
 	"<tr><td><a href=\"/stats\">/stats</a></td><td>The handler's counters "
 	"(mhdgz_get_stats) as JSON</td></tr>\n"
-	"</tbody>\n"
-	"</table>\n"
-	"</section>\n"
-	"<section id=\"live\">\n"
-	"<h2>Live</h2>\n"
-	"<p id=\"status\">JavaScript has not run yet.</p>\n"
+	"</tbody>\n</table>\n</section>\n"
+	"<section id=\"live\">\n<h2>Live</h2>\n<p id=\"status\">JavaScript has not run yet.</p>\n"
 	"<p>/100k.json: <span id=\"records\">loading</span></p>\n"
-	"<p>/events:</p>\n"
-	"<ol id=\"events\"></ol>\n"
-	"<pre id=\"stats\"></pre>\n"
-	"</section>\n"
-	"<section>\n"
-	"<h2>Try it</h2>\n"
+	"<p>/events:</p>\n<ol id=\"events\"></ol>\n<pre id=\"stats\"></pre>\n</section>\n"
+	"<section>\n<h2>Try it</h2>\n"
 	"<pre>curl -s -D - -o /dev/null --compressed http://HOST/100k.json\n"
 	"curl -s -N --compressed http://HOST/events</pre>\n"
-	"</section>\n"
-	"</main>\n"
-	"</body>\n"
-	"</html>\n";
+	"</section>\n</main>\n</body>\n</html>\n";
 
-/* The background colour of body is rgb(244, 241, 234): the interop test
- * checks it to know this file arrived (compressed) and applied. */
+/* The background colour of body is rgb(244, 241, 234) and #js-ok's
+ * rgb(47, 125, 50): the interop test checks them to know this file
+ * arrived (compressed) and applied. */
 static const char demo_css[] =
 	"/* style.css: the gzserve demo's stylesheet. */\n"
-	":root {\n"
-	"  --ink: #1d2329;\n"
-	"  --muted: #5b6670;\n"
-	"  --accent: #b4461e;\n"
-	"  --paper: #f4f1ea;\n"
-	"  --card: #fffdf8;\n"
-	"  --rule: #ddd6c8;\n"
-	"}\n"
+	":root { --ink: #1d2329; --muted: #5b6670; --accent: #b4461e; --paper: #f4f1ea;\n"
+	"  --card: #fffdf8; --rule: #ddd6c8; }\n"
 	"* { box-sizing: border-box; }\n"
-	"body {\n"
-	"  margin: 0;\n"
-	"  padding: 2rem 1rem 4rem;\n"
-	"  background-color: #f4f1ea;\n"
+	"body { margin: 0; padding: 2rem 1rem 4rem; background-color: #f4f1ea;\n"
 	"  color: var(--ink);\n"
-	"  font: 16px/1.5 system-ui, -apple-system, \"Segoe UI\", Roboto, sans-serif;\n"
-	"}\n"
+	"  font: 16px/1.5 system-ui, -apple-system, \"Segoe UI\", Roboto, sans-serif; }\n"
 	"header, main { max-width: 48rem; margin: 0 auto; }\n"
 	"h1 { font-size: 2rem; margin: 0 0 .5rem; color: var(--accent); }\n"
 	"h2 { font-size: 1.2rem; margin: 2rem 0 .5rem; border-bottom: 1px solid var(--rule); }\n"
 	"a { color: var(--accent); text-decoration: none; }\n"
 	"a:hover, a:focus { text-decoration: underline; }\n"
 	"code, pre { font: 14px/1.4 ui-monospace, \"DejaVu Sans Mono\", monospace; }\n"
-	"pre {\n"
-	"  background: var(--card);\n"
-	"  border: 1px solid var(--rule);\n"
-	"  border-radius: 4px;\n"
-	"  padding: .75rem 1rem;\n"
-	"  overflow-x: auto;\n"
-	"}\n"
+	"pre { background: var(--card); border: 1px solid var(--rule); border-radius: 4px;\n"
+	"  padding: .75rem 1rem; overflow-x: auto; }\n"
 	"table { width: 100%; border-collapse: collapse; background: var(--card); }\n"
-	"th, td {\n"
-	"  text-align: left;\n"
-	"  padding: .4rem .75rem;\n"
-	"  border-bottom: 1px solid var(--rule);\n"
-	"}\n"
+	"th, td { text-align: left; padding: .4rem .75rem; border-bottom: 1px solid var(--rule); }\n"
 	"th { color: var(--muted); font-weight: 600; }\n"
 	"#js-ok { color: #2f7d32; font-weight: 600; }\n"
 	"#events { columns: 2; color: var(--muted); }\n"
 	"#events li.done { color: var(--ink); }\n"
-	"@media (max-width: 32rem) {\n"
-	"  body { padding: 1rem .5rem; }\n"
-	"  #events { columns: 1; }\n"
-	"}\n";
+	"@media (max-width: 32rem) { body { padding: 1rem .5rem; } #events { columns: 1; } }\n";
 
+/* Proves scripts, fetch() and EventSource all work through gzip; the
+ * interop test waits for #js-ok and the body's data attributes. */
 static const char demo_js[] =
 	"// app.js: the gzserve demo's script: proves scripts, fetch() and\n"
 	"// EventSource all work through gzip.\n"
 	"'use strict';\n"
-	"\n"
-	"function show(id, text) {\n"
-	"  document.getElementById(id).textContent = text;\n"
-	"}\n"
-	"\n"
+	"function show(id, text) { document.getElementById(id).textContent = text; }\n"
 	"function markReady() {\n"
 	"  // The marker a headless browser test looks for.\n"
 	"  const ok = document.createElement('p');\n"
@@ -143,22 +96,19 @@ static const char demo_js[] =
 	"  document.getElementById('live').prepend(ok);\n"
 	"  show('status', 'Loading /100k.json and listening on /events.');\n"
 	"}\n"
-	"\n"
 	"async function loadPayload() {\n"
 	"  try {\n"
 	"    const res = await fetch('/100k.json');\n"
 	"    const doc = await res.json();\n"
+	"    const coding = res.headers.get('Content-Encoding') || 'identity';\n"
 	"    show('records', doc.data.length + ' records parsed (' +\n"
-	"         (res.headers.get('Content-Type') || '?') + ', Content-Encoding: ' +\n"
-	"         (res.headers.get('Content-Encoding') || 'identity') + ')');\n"
-	"    document.body.dataset.payloadCoding =\n"
-	"      res.headers.get('Content-Encoding') || 'identity';\n"
+	"         (res.headers.get('Content-Type') || '?') + ', Content-Encoding: ' + coding + ')');\n"
+	"    document.body.dataset.payloadCoding = coding;\n"
 	"    document.body.dataset.payloadRecords = String(doc.data.length);\n"
 	"  } catch (err) {\n"
 	"    show('records', 'failed: ' + err);\n"
 	"  }\n"
 	"}\n"
-	"\n"
 	"async function loadStats() {\n"
 	"  try {\n"
 	"    const res = await fetch('/stats', { cache: 'no-store' });\n"
@@ -167,7 +117,6 @@ static const char demo_js[] =
 	"    show('stats', 'stats failed: ' + err);\n"
 	"  }\n"
 	"}\n"
-	"\n"
 	"function listen() {\n"
 	"  const list = document.getElementById('events');\n"
 	"  const source = new EventSource('/events');\n"
@@ -189,7 +138,6 @@ static const char demo_js[] =
 	"      show('status', 'The event stream closed.');\n"
 	"  };\n"
 	"}\n"
-	"\n"
 	"markReady();\n"
 	"loadPayload();\n"
 	"loadStats();\n"
@@ -368,12 +316,6 @@ events_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return (ssize_t)n;
 }
 
-static void
-events_free(void *cls)
-{
-	free(cls);
-}
-
 static enum MHD_Result
 serve_events(struct req *rq, struct MHD_Connection *conn)
 {
@@ -385,8 +327,7 @@ serve_events(struct req *rq, struct MHD_Connection *conn)
 	ev->s = rq->s;
 	ev->conn = conn;
 	ev->rq = rq;
-	r = mhdgz_response_from_callback(rq->s->gz, MHD_SIZE_UNKNOWN, 1024, events_read, ev,
-					 events_free);
+	r = mhdgz_response_from_callback(rq->s->gz, MHD_SIZE_UNKNOWN, 1024, events_read, ev, free);
 	if (!r) {
 		free(ev);
 		return MHD_NO;
@@ -470,39 +411,35 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 int
 demo_init(struct server *s)
 {
-	static const size_t sizes[3] = { PAYLOAD_JSON_2K, PAYLOAD_JSON_20K, PAYLOAD_JSON_100K };
-	static const char *const names[3] = { "/2k.json", "/20k.json", "/100k.json" };
+	static const struct {
+		const char *path, *type, *text; /* text: NULL for a JSON payload */
+		size_t len;
+	} table[] = {
+		{ "/", "text/html; charset=utf-8", demo_index, sizeof demo_index - 1 },
+		{ "/style.css", "text/css; charset=utf-8", demo_css, sizeof demo_css - 1 },
+		{ "/app.js", "text/javascript; charset=utf-8", demo_js, sizeof demo_js - 1 },
+		{ "/2k.json", "application/json", NULL, PAYLOAD_JSON_2K },
+		{ "/20k.json", "application/json", NULL, PAYLOAD_JSON_20K },
+		{ "/100k.json", "application/json", NULL, PAYLOAD_JSON_100K },
+	};
 	size_t i;
 
-	s->ndemos = 6;
+	s->ndemos = sizeof table / sizeof table[0];
 	s->demos = calloc(s->ndemos, sizeof *s->demos);
 	if (!s->demos)
 		return -1;
-	s->demos[0] = (struct demo){ .path = "/",
-				     .type = "text/html; charset=utf-8",
-				     .body = (const uint8_t *)demo_index,
-				     .len = sizeof demo_index - 1 };
-	s->demos[1] = (struct demo){ .path = "/style.css",
-				     .type = "text/css; charset=utf-8",
-				     .body = (const uint8_t *)demo_css,
-				     .len = sizeof demo_css - 1 };
-	s->demos[2] = (struct demo){ .path = "/app.js",
-				     .type = "text/javascript; charset=utf-8",
-				     .body = (const uint8_t *)demo_js,
-				     .len = sizeof demo_js - 1 };
-	for (i = 0; i < 3; i++) {
-		/* Valid JSON of exactly the benchmark sizes (see payload.h). */
-		if (payload_json_sized(sizes[i], &s->payload[i]) != sizes[i])
-			return -1;
-		s->demos[3 + i] = (struct demo){ .path = names[i],
-						 .type = "application/json",
-						 .body = s->payload[i],
-						 .len = sizes[i] };
-	}
 	for (i = 0; i < s->ndemos; i++) {
 		struct demo *d = &s->demos[i];
 
-		d->cache_control = "no-cache"; /* revalidate: the ETag makes it cheap */
+		*d = (struct demo){ .path = table[i].path,
+				    .type = table[i].type,
+				    .body = (const uint8_t *)table[i].text,
+				    .len = table[i].len };
+		/* Valid JSON of exactly the benchmark sizes (see payload.h). */
+		if (!d->body && payload_json_sized(d->len, &d->json) != d->len)
+			return -1;
+		if (!d->body)
+			d->body = d->json;
 		etag_of(d->body, d->len, d->etag, sizeof d->etag);
 		d->ok = mhdgz_response_from_buffer(s->gz, d->len, (void *)d->body,
 						   MHD_RESPMEM_PERSISTENT);
@@ -510,7 +447,8 @@ demo_init(struct server *s)
 			return -1;
 		MHD_add_response_header(d->ok, MHD_HTTP_HEADER_CONTENT_TYPE, d->type);
 		MHD_add_response_header(d->ok, MHD_HTTP_HEADER_ETAG, d->etag);
-		MHD_add_response_header(d->ok, MHD_HTTP_HEADER_CACHE_CONTROL, d->cache_control);
+		/* Revalidate every time: the ETag makes it cheap. */
+		MHD_add_response_header(d->ok, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
 	}
 	return 0;
 }
@@ -520,12 +458,12 @@ demo_fini(struct server *s)
 {
 	size_t i;
 
-	for (i = 0; s->demos && i < s->ndemos; i++)
+	for (i = 0; s->demos && i < s->ndemos; i++) {
 		if (s->demos[i].ok)
 			MHD_destroy_response(s->demos[i].ok);
+		free(s->demos[i].json);
+	}
 	free(s->demos);
-	for (i = 0; i < 3; i++)
-		free(s->payload[i]);
 	/* The ticker's, once the daemon (whose readers take the lock) is gone. */
 	pthread_cond_destroy(&s->tick_cond);
 	pthread_mutex_destroy(&s->tick_lock);
@@ -535,9 +473,8 @@ enum MHD_Result
 serve_demo(struct req *rq, struct MHD_Connection *conn, const char *path, const char *method)
 {
 	struct server *s = rq->s;
-	size_t i;
-
 	enum MHD_Result dret;
+	size_t i;
 
 	if (dict_serve(rq, conn, path, method, &dret))
 		return dret;
@@ -560,12 +497,11 @@ serve_demo(struct req *rq, struct MHD_Connection *conn, const char *path, const 
 
 		if (strcmp(path, d->path) != 0 && !(i == 0 && strcmp(path, "/index.html") == 0))
 			continue;
+		/* A 304 is the 200's response queued with status 304. */
 		pre = mhdgz_evaluate_preconditions(conn, method, d->etag);
-		if (pre == MHD_HTTP_NOT_MODIFIED)
-			return queue(rq, conn, pre, d->ok, 0);
-		if (pre != 0)
+		if (pre == MHD_HTTP_PRECONDITION_FAILED)
 			return respond_error(rq, conn, pre);
-		return queue(rq, conn, MHD_HTTP_OK, d->ok, d->len);
+		return queue(rq, conn, pre ? pre : MHD_HTTP_OK, d->ok, pre ? 0 : d->len);
 	}
 	return respond_error(rq, conn, MHD_HTTP_NOT_FOUND);
 }

@@ -66,15 +66,6 @@ small_body(struct MHD_Connection *conn)
 	return *v == '\0';
 }
 
-/* The request carries "Expect: 100-continue" (RFC 9110 section 10.1.1). */
-static bool
-expects_continue(struct MHD_Connection *conn)
-{
-	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-
-	return v && strcasecmp(v, "100-continue") == 0;
-}
-
 bool
 echo_path(const struct req *rq)
 {
@@ -87,6 +78,10 @@ enum MHD_Result
 echo_begin(struct req *rq, struct MHD_Connection *conn)
 {
 	struct mhdgz_upload_info info = { .size = sizeof info };
+	/* "Expect: 100-continue" (RFC 9110 section 10.1.1): no body before
+	 * an answer. */
+	const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							 MHD_HTTP_HEADER_EXPECT);
 
 	rq->echo = true;
 	if (strcmp(rq->method, MHD_HTTP_METHOD_POST) != 0)
@@ -104,8 +99,8 @@ echo_begin(struct req *rq, struct MHD_Connection *conn)
 	 * body over the limit, of unknown length, or over
 	 * ECHO_DISCARD_MAX_NBYTES, which is not worth reading. */
 	if (mhdgz_upload_get_info(rq->upload, &info) == 0 && info.status &&
-	    (info.status == MHD_HTTP_CONTENT_TOO_LARGE || expects_continue(conn) ||
-	     !small_body(conn)))
+	    (info.status == MHD_HTTP_CONTENT_TOO_LARGE ||
+	     (expect && strcasecmp(expect, "100-continue") == 0) || !small_body(conn)))
 		return refuse(rq, conn, info.status);
 	return MHD_YES;
 }
@@ -119,21 +114,12 @@ echo_request(struct req *rq, struct MHD_Connection *conn, const char *upload, si
 	int n;
 
 	if (!rq->upload) { /* not a POST */
-		static const char msg[] = "405 Method Not Allowed: POST a body to /echo\n";
-		struct MHD_Response *r;
-
 		if (*upload_len) {
 			*upload_len = 0;
 			return MHD_YES;
 		}
-		r = mhdgz_response_from_buffer(rq->s->gz, sizeof msg - 1, (void *)msg,
-					       MHD_RESPMEM_PERSISTENT);
-		if (r) {
-			MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-						"text/plain; charset=utf-8");
-			MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
-		}
-		return respond(rq, conn, MHD_HTTP_METHOD_NOT_ALLOWED, r, sizeof msg - 1);
+		return respond_page(rq, conn, MHD_HTTP_METHOD_NOT_ALLOWED, MHD_HTTP_HEADER_ALLOW,
+				    "POST");
 	}
 	if (*upload_len) {
 		/* Consumes every byte; after a refusal the rest is discarded. */

@@ -15,8 +15,6 @@
 #include <microhttpd.h>
 #include <mhdgz.h>
 
-/* Most Accept-Encoding lines read per request; more is not a real client. */
-
 /* /events: how many events, and the milliseconds between them (--events,
  * --event-ms). */
 #ifndef GZS_EVENTS
@@ -34,17 +32,6 @@
 /* Default --cache-size in bytes: the coded bodies of a few thousand
  * typical text files (a 20 KiB page codes to ~5 KiB). */
 #define GZS_CACHE_SIZE_DEFAULT (32u * 1024 * 1024)
-/* Default --keep-size in bytes: the files of a typical site, kept as
- * responses (keep.c). */
-#define GZS_KEEP_SIZE_DEFAULT (64u * 1024 * 1024)
-/* --recheck-ms default: the longest a kept response goes unchecked on
- * change notification (keep.c, notify.c). Smaller: a shorter window for
- * writes inotify does not report (Linux native AIO), one more check per
- * file and interval. */
-#define GZS_RECHECK_MS_DEFAULT 1000u
-/* The largest file kept: larger ones go out by sendfile from a descriptor
- * opened per request. */
-#define GZS_KEEP_FILE_MAX (1024u * 1024)
 /* Most --dictionary options. */
 #define GZS_DICT_MAX 16
 
@@ -63,21 +50,13 @@ struct config {
 	unsigned int events;   /* /events: how many (--events) */
 	unsigned int event_ms; /* /events: milliseconds apart (--event-ms) */
 	bool precompressed;
-	const char *codings; /* --codings, as given (NULL: gzip alone) */
-	/* The codings offered, in the server's order (ties of the client's
-	 * q-values); for --precompressed, the siblings looked for. */
-	enum mhdgz_coding order[MHDGZ_CODING_COUNT];
-	size_t norder;
+	const char *codings; /* --codings, as given, parsed by mhdgz_new() */
 	enum mhdgz_etag_policy etag;
 	size_t length_hiding; /* --length-hiding: most padding bytes; 0: off */
 	bool no_compress;
 	bool quiet;
-	size_t cache_size;       /* --cache-size: bytes of the file cache; 0: off */
-	size_t keep_size;        /* --keep-size: bytes of kept file responses; 0: off */
-	bool keep_size_set;      /* --keep-size given */
-	unsigned int recheck_ms; /* --recheck-ms: ms a kept response goes unchecked */
-	bool recheck_ms_set;     /* --recheck-ms given */
-	bool cache_size_set;     /* --cache-size given */
+	size_t cache_size;   /* --cache-size: bytes of the file cache; 0: off */
+	bool cache_size_set; /* --cache-size given */
 	/* --dictionary FILE --dictionary-match PATTERN (dict.c), in order. */
 	const char *dict_file[GZS_DICT_MAX];
 	const char *dict_match[GZS_DICT_MAX];
@@ -87,23 +66,24 @@ struct config {
 struct demo;   /* demo.c */
 struct mime;   /* mime.c */
 struct events; /* demo.c */
-struct keep;   /* keep.c */
 
 struct server {
 	struct config cfg;
 	struct mhdgz *gz;
 	int level; /* the level in use, for /stats */
+	/* The codings offered, in the server's order (mhdgz_get_codings());
+	 * for --precompressed, the siblings looked for. */
+	enum mhdgz_coding order[MHDGZ_CODING_COUNT];
+	size_t norder;
 	struct MHD_Daemon *daemon;
-	char *root;        /* realpath of --root; NULL in demo mode */
-	size_t root_len;   /* 0 when the root is "/" */
-	int root_fd;       /* the root directory, opened once (files.c); -1: none */
-	struct keep *keep; /* kept file responses (keep.c); NULL: off */
+	char *root;      /* realpath of --root; NULL in demo mode */
+	size_t root_len; /* 0 when the root is "/" */
+	int root_fd;     /* the root directory: every file is opened beneath it */
 	struct mime *mimes;
 	size_t nmimes;
 	struct demo *demos;
 	size_t ndemos;
 	struct dict_demo *dict_demo; /* dict.c: the /dict/ demo (demo mode) */
-	uint8_t *payload[3];
 
 	atomic_uint_fast64_t requests;
 	atomic_int in_flight;
@@ -136,7 +116,6 @@ struct req {
 	unsigned int status;
 	uint64_t body_nbytes; /* identity body bytes of the response */
 	const char *coding;
-	uint64_t coded_nbytes;          /* the body as coded (mhdgz_outcome) */
 	_Atomic uint64_t stream_nbytes; /* /events: bytes produced so far */
 	bool streamed;
 	/* POST /echo (echo.c): the request body being read, its decoded
@@ -145,13 +124,6 @@ struct req {
 	struct mhdgz_upload *upload; /* freed by on_completed */
 	uint64_t echo_nbytes;
 	unsigned long echo_crc;
-};
-
-/* Every Accept-Encoding line of a request, for mhdgz_accept_gzip_q(). */
-struct ae_lines {
-	const char **v; /* malloc'd; the strings are libmicrohttpd's */
-	size_t n, cap;
-	bool failed; /* out of memory: some lines are missing */
 };
 
 /* options.c: the command line. parse_options fills cfg or exits (0 for
@@ -170,18 +142,14 @@ void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 __attribute__((format(printf, 2, 0))) void on_mhd_log(void *cls, const char *fmt, va_list ap);
 
 /* respond.c: queueing through the handler. */
-/* 0, or -1 when out of memory (then treat the request as identity-only). */
-int accept_encoding(struct MHD_Connection *conn, struct ae_lines *ae);
-void ae_lines_free(struct ae_lines *ae);
-/* The coding the request's Accept-Encoding prefers among offered (in the
- * server's order), chosen as the handler chooses (mhdgz_accept_coding):
- * true and *coding_ret, or false (identity, or out of memory). */
-bool preferred_coding(struct MHD_Connection *conn, const enum mhdgz_coding *offered,
-		      size_t noffered, enum mhdgz_coding *coding_ret);
 enum MHD_Result queue(struct req *rq, struct MHD_Connection *conn, unsigned int status,
 		      struct MHD_Response *r, uint64_t body_nbytes);
 enum MHD_Result respond(struct req *rq, struct MHD_Connection *conn, unsigned int status,
 			struct MHD_Response *r, uint64_t body_nbytes);
+/* A small HTML page for status, with one more header field (field NULL:
+ * none); respond_error: the page, with Allow for a 405. */
+enum MHD_Result respond_page(struct req *rq, struct MHD_Connection *conn, unsigned int status,
+			     const char *field, const char *value);
 enum MHD_Result respond_error(struct req *rq, struct MHD_Connection *conn, unsigned int status);
 
 /* demo.c: the built-in demo, /events, /stats, and the event ticker (which
@@ -194,8 +162,7 @@ int ticker_start(struct server *s);
 void ticker_stop(struct server *s);
 void ticker_join(struct server *s);
 
-/* echo.c: POST /echo in demo mode: the decoded length and CRC-32 of a
- * request body sent identity or gzip. echo_path: is the target /echo?
+/* echo.c: POST /echo in demo mode. echo_path: is the target /echo?
  * echo_begin: the access handler's first call; echo_request: the later
  * ones. */
 bool echo_path(const struct req *rq);
@@ -203,11 +170,9 @@ enum MHD_Result echo_begin(struct req *rq, struct MHD_Connection *conn);
 enum MHD_Result echo_request(struct req *rq, struct MHD_Connection *conn, const char *upload,
 			     size_t *upload_len);
 
-/* dict.c: RFC 9842 dictionaries: --dictionary files registered, and in
- * demo mode /dict/ (a page), /dict/app.v1.js (the dictionary, advertised
- * with Use-As-Dictionary) and /dict/app.v2.js (dcz for a client that
- * holds v1). dict_init: 0 or -1 (message printed). dict_serve: true when
- * the path is one of the demo's, *ret then set. */
+/* dict.c: RFC 9842 dictionaries: --dictionary files, and the demo's
+ * /dict/. dict_init: 0 or -1 (message printed). dict_serve: true when the
+ * path is one of the demo's, *ret then set. */
 struct dict_demo;
 int dict_init(struct server *s);
 void dict_fini(struct server *s);
@@ -219,84 +184,8 @@ int mime_load(struct server *s, const char *file);
 void mime_free(struct server *s);
 void mime_type(const struct server *s, const char *name, char *out, size_t cap);
 
-/* notify.c: change notification for keep.c (inotify and the mount
- * table). notify_new: NULL when unavailable. notify_gen: the generation
- * after taking in every queued event, 0 when notification is off (then
- * check every request). notify_watch: watch rel beneath dirfd, directory
- * by directory, then fstat it into *st: 0, or -1 when the path cannot be
- * watched (a symlink, a mount point or a hard link on it, another kind of
- * file system) or resolved. Thread-safe. */
-struct notify;
-struct notify *notify_new(void);
-void notify_free(struct notify *n);
-uint64_t notify_gen(struct notify *n);
-int notify_watch(struct notify *n, int dirfd, const char *rel, struct stat *st);
-
-/* keep.c: file responses kept in memory, revalidated per request by
- * resolving the path beneath the root and fstat-ing it unless notify.c
- * reports no change since the last such check (--keep-size). A struct kept is shared: read its fields, queue
- * its response, never modify it; keep_get and keep_add hand out a
- * reference that keep_put returns. All functions are thread-safe. */
-struct kept {
-	struct kept *next; /* hash chain, or the reap list */
-	struct kept *lru_prev, *lru_next;
-	uint64_t hash;
-	unsigned int refs; /* under the lock: the table's while listed, and users' */
-	bool listed;       /* under the lock */
-	/* Codings whose variant is charged: set under the lock, read without
-	 * it first (every GET asks; only the first per coding charges). */
-	atomic_uint charged;
-	size_t charge_nbytes;   /* under the lock: bytes counted against the budget */
-	struct stat st;         /* the file version kept */
-	uint64_t note_gen;      /* under the lock: notify generation of its last full
-	                         * check with watches (0: none; notify.c) */
-	uint64_t note_us;       /* under the lock: CLOCK_MONOTONIC of that check (us) */
-	bool note_never;        /* under the lock: its path cannot be watched */
-	struct MHD_Response *r; /* its 200 response (the table's reference) */
-	char etag[80];
-	time_t mtime;
-	uint64_t body_nbytes;
-	char rel[]; /* the key: the path relative to the root */
-};
-/* NULL when budget_nbytes is 0 or out of memory (then nothing is kept). */
-struct keep *keep_new(size_t budget_nbytes, unsigned int recheck_ms);
-void keep_free(struct keep *k); /* after the daemon stopped; NULL: no-op */
-/* The kept response of rel if rel, resolved beneath dirfd as the open
- * does, shows the same version, referenced; NULL otherwise (a stale
- * entry is dropped). */
-struct kept *keep_get(struct keep *k, int dirfd, const char *rel);
-void keep_put(struct keep *k, struct kept *e);
-/* Is this file version (st of the open file) one to keep? Regular, not
- * empty, within the size limit, not changed in the last 2 s, and openat2
- * available. */
-bool keep_wanted(const struct keep *k, const struct stat *st);
-/* Would keep_get find rel's version st: rel resolved beneath dirfd as its
- * check does (an absolute symlink, refused there, is not), showing st? One
- * openat2 and fstat; kept only then, or every request would miss and
- * replace the entry. */
-bool keep_findable(struct keep *k, int dirfd, const char *rel, const struct stat *st);
-/* The whole file fd (of version st) read into a malloc'd buffer, or NULL
- * (out of memory, a read error, a file that changed or shrank meanwhile). */
-void *keep_read(int fd, const struct stat *st);
-/* Keep r (a 200 response of rel's version st; ownership passes to the
- * table) and return it referenced; NULL when out of memory (r is then
- * still the caller's). */
-struct kept *keep_add(struct keep *k, const char *rel, const struct stat *st,
-		      struct MHD_Response *r, const char *etag, uint64_t body_nbytes);
-/* Charge a coded variant queued from e (once per coding). */
-void keep_charge(struct keep *k, struct kept *e, const char *coding, uint64_t coded_nbytes);
-/* One line of counters. */
-void keep_report(struct keep *k, FILE *f);
-
 /* validate.c: a file's validators and the conditional and range request
- * fields (RFC 9110). file_etag: the strong ETag of a file version (inode,
- * size, mtime and ctime in ns); http_date: IMF-fixdate; parse_range: 1
- * and the one range of Range: bytes=... for a body of len bytes, -1 not
- * satisfiable (416), 0 ignore (absent, other unit, several ranges);
- * if_range_ok: does If-Range let the range apply (etag_shared: the gzip
- * representation carries the same ETag); file_preconditions: RFC 9110
- * section 13.2.2 for a file of that ETag and modification time: 0 to
- * proceed, 412 or 304 (If-Modified-Since for GET and HEAD only). */
+ * fields (RFC 9110; each function says what it returns). */
 void file_etag(const struct stat *st, char *out, size_t cap);
 void http_date(time_t t, char *out, size_t cap);
 int parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret);
@@ -304,19 +193,20 @@ bool if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bo
 unsigned int file_preconditions(struct MHD_Connection *conn, const char *method, const char *etag,
 				time_t mtime);
 
-/* files.c: the static files under --root. open_in_root: rel (relative,
- * already checked) opened read-only beneath the root, *st its fstat; -1
- * and *status_ret (404, 403, 500) when it cannot be. */
+/* files.c: the static files under --root. */
 enum MHD_Result serve_file(struct req *rq, struct MHD_Connection *conn, const char *method);
+
+/* beneath.c: rel (relative to the root, no "." or ".." segments; "" for
+ * the root itself) opened read-only beneath the root, any type, *st its
+ * fstat: the descriptor, or -1 and *status_ret (404, 403). */
 int open_in_root(const struct server *s, const char *rel, struct stat *st,
 		 unsigned int *status_ret);
 
-/* siblings.c: --precompressed. The precompressed sibling of rel to send:
- * among the codings of --codings whose FILE.gz/.zst/.br exists (a regular
- * file inside the root), the one the client's Accept-Encoding prefers;
- * its descriptor (and *st, *coding_ret) or -1 (identity). *any_ret: some
- * sibling exists (the response then varies with Accept-Encoding). */
+/* siblings.c: --precompressed. The sibling of rel (whose fstat is
+ * file_st) to send: its descriptor (and *st, *coding_ret), or -1 for
+ * FILE; *any_ret: some sibling is usable (the response varies). */
 int choose_precompressed(const struct server *s, struct MHD_Connection *conn, const char *rel,
-			 struct stat *st, enum mhdgz_coding *coding_ret, bool *any_ret);
+			 const struct stat *file_st, struct stat *st, enum mhdgz_coding *coding_ret,
+			 bool *any_ret);
 
 #endif /* GZSERVE_H */

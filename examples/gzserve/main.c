@@ -3,32 +3,34 @@
  * gzserve serves the files under --root, or a built-in demo, on
  * libmicrohttpd, its responses gzip-compressed by mhdgz. Its files:
  * main.c (this), options.c (the command line), respond.c (queueing
- * through the handler), files.c (--root), validate.c (validators and
- * ranges), keep.c (--keep-size: file
- * responses kept, revalidated per request), mime.c (media types),
- * demo.c (the demo, /events, /stats),
+ * through the handler), files.c (--root), beneath.c (opens beneath the
+ * root), validate.c (validators and ranges), siblings.c (precompressed
+ * files), mime.c (media types), demo.c (the demo, /events, /stats),
  * echo.c (POST /echo: request bodies coded gzip), dict.c (RFC 9842
  * dictionaries), log.c (the access log), gzserve.h (what they share).
  *
  * What to copy from here:
- *  - responses are made with mhdgz_response_from_buffer/_from_fd_at_offset64/
+ *  - responses are made with mhdgz_response_from_buffer/_from_fd64/
  *    _from_callback instead of MHD_create_response_*, then queued through
  *    the handler with the request method (queue() in respond.c:
- *    mhdgz_queue_response_ex, whose outcome feeds the access log);
- *  - conditional requests (files.c, demo.c) use mhdgz_evaluate_preconditions, so the ETag forms
- *    mhdgz gives gzip responses (W/"x", "x-gzip") still validate;
+ *    mhdgz_queue_response_url, whose outcome feeds the access log);
+ *  - a file is a fresh fd response per request (files.c), opened beneath
+ *    the root (beneath.c); the handler's file cache (--cache-size)
+ *    compresses each file version once;
+ *  - conditional requests (files.c, demo.c) use mhdgz_evaluate_preconditions,
+ *    so the ETag forms mhdgz gives coded responses (W/"x", "x-gzip") still
+ *    validate;
  *  - a 304 is the 200's own response queued with status 304: libmicrohttpd
  *    sends its header fields without the body (Content-Length stays the
- *    200's, as RFC 9110 section 8.6 requires), and mhdgz gives it the Vary
- *    and ETag form the 200 would have for this client;
- *  - a precompressed FILE.gz (files.c) is queued with Content-Encoding already set, so
- *    the handler leaves it alone;
- *  - a response made once and queued for many requests (keep.c) keeps its
- *    coded bodies in the handler (one compression per file version), or,
- *    marked mhdgz_response_set_uncached, compresses per request;
- *  - a server-sent event stream (demo.c) waits between events by suspending its
- *    connection (MHD_suspend_connection from the content reader) instead of
- *    returning 0, which would spin libmicrohttpd's polling threads.
+ *    200's, RFC 9110 section 8.6), and mhdgz gives it the Vary and ETag
+ *    form the 200 would have for this client;
+ *  - a precompressed FILE.gz (siblings.c), chosen with mhdgz_accept_coding
+ *    among the codings of mhdgz_get_codings, is queued with its
+ *    Content-Encoding set, so the handler leaves it alone;
+ *  - a server-sent event stream (demo.c) waits between events by
+ *    suspending its connection (MHD_suspend_connection from the content
+ *    reader) instead of returning 0, which would spin libmicrohttpd's
+ *    polling threads.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -74,13 +76,9 @@ raise_nofile(void)
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return 1024;
-	if (rl.rlim_cur < rl.rlim_max) {
-		rlim_t want = rl.rlim_max;
-
-		rl.rlim_cur = want;
-		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-			getrlimit(RLIMIT_NOFILE, &rl);
-	}
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		getrlimit(RLIMIT_NOFILE, &rl);
 	return rl.rlim_cur == RLIM_INFINITY ? 1048576ul : (unsigned long)rl.rlim_cur;
 }
 
@@ -125,7 +123,6 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 
 	(void)version;
 	(void)upload;
-	(void)url; /* decoded; we work from the raw target (see target_to_relpath) */
 	if (!rq)
 		return MHD_NO; /* the URI callback ran out of memory */
 	if (!rq->seen) {
@@ -145,23 +142,30 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	}
 	if (!get && !head)
 		return respond_error(rq, conn, MHD_HTTP_METHOD_NOT_ALLOWED);
+	/* Files are found from the raw target (files.c: target_to_relpath);
+	 * the demo's plain ASCII paths from libmicrohttpd's decoded url. */
 	if (s->root)
 		return serve_file(rq, conn, method);
-	{
-		/* The demo's paths are plain ASCII: compare the raw path. */
-		char path[64];
-		size_t n = strcspn(rq->uri, "?#");
-
-		if (n >= sizeof path)
-			return respond_error(rq, conn, MHD_HTTP_NOT_FOUND);
-		memcpy(path, rq->uri, n);
-		path[n] = '\0';
-		return serve_demo(rq, conn, path, method);
-	}
+	return serve_demo(rq, conn, url, method);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Start and stop                                                           */
+
+/* mhdgz_new() refused --codings or --types (rc): say which, with the
+ * library's words, and exit 2. Both given: a handler with the codings
+ * alone tells. */
+static void
+refused_list(const struct server *s, int rc)
+{
+	struct mhdgz_options o = { .size = sizeof o, .codings = s->cfg.codings };
+	struct mhdgz *gz = NULL;
+
+	if (s->cfg.codings && (!s->cfg.types || (rc = mhdgz_new(&o, &gz)) != 0))
+		bad_option("--codings: '%s': mhdgz_new: %s", s->cfg.codings, mhdgz_strerror(rc));
+	mhdgz_free(gz);
+	bad_option("--types: invalid media type pattern in the list");
+}
 
 static int
 handler_new(struct server *s)
@@ -194,16 +198,126 @@ handler_new(struct server *s)
 	if (!s->cfg.level_set)
 		(void)mhdgz_backend_levels(s->cfg.backend, NULL, NULL, &s->level);
 	rc = mhdgz_new(&o, &s->gz);
-	if (rc == MHDGZ_EINVAL && s->cfg.types) {
-		fprintf(stderr, "gzserve: --types: invalid media type pattern in the list\n"
-				"Try 'gzserve --help'.\n");
-		exit(2);
-	}
+	/* options.c checked every other value: the library refused a list. */
+	if ((rc == MHDGZ_EINVAL || rc == MHDGZ_ENOTSUP) && (s->cfg.codings || s->cfg.types))
+		refused_list(s, rc);
 	if (rc != 0) {
 		fprintf(stderr, "gzserve: mhdgz_new: %s\n", mhdgz_strerror(rc));
 		return -1;
 	}
+	/* The codings in the order mhdgz_new() read them: the siblings that
+	 * --precompressed looks for, chosen as on the fly. */
+	s->norder = mhdgz_get_codings(s->gz, s->order, MHDGZ_CODING_COUNT);
 	return 0;
+}
+
+/* --bind and --port as a socket address in *ss; true for IPv6. */
+static bool
+bind_addr(const struct config *cfg, struct sockaddr_storage *ss)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+	bool v6 = strchr(cfg->bind, ':') != NULL;
+
+	memset(ss, 0, sizeof *ss);
+	if (v6) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons((uint16_t)cfg->port);
+		if (inet_pton(AF_INET6, cfg->bind, &sin6->sin6_addr) != 1)
+			bad_option("--bind: '%s' is not an IPv6 address", cfg->bind);
+	} else {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons((uint16_t)cfg->port);
+		if (inet_pton(AF_INET, cfg->bind, &sin->sin_addr) != 1)
+			bad_option("--bind: '%s' is not an IPv4 address", cfg->bind);
+	}
+	return v6;
+}
+
+/* --root: its real path, and its descriptor, beneath which every file is
+ * opened (beneath.c). */
+static void
+open_root(struct server *s)
+{
+	struct stat st;
+
+	s->root = realpath(s->cfg.root, NULL);
+	if (!s->root || stat(s->root, &st) != 0 || !S_ISDIR(st.st_mode))
+		bad_option("--root: '%s' is not a directory", s->cfg.root);
+	/* "/" as "": every real path starts with it and then "/". */
+	s->root_len = strcmp(s->root, "/") == 0 ? 0 : strlen(s->root);
+	s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->root_fd < 0)
+		bad_option("--root: '%s' cannot be opened", s->cfg.root);
+}
+
+/* The daemon, listening; its "listening on" line printed. 0 or -1. */
+static int
+start_daemon(struct server *s, struct sockaddr_storage *ss, bool v6)
+{
+	/* Suspend/resume for /events; it also brings the inter-thread
+	 * channel MHD_quiesce_daemon() needs with a thread pool. */
+	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
+			     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+	const union MHD_DaemonInfo *info;
+
+	s->nofile = raise_nofile();
+	s->conn_limit = s->nofile > 2 * GZS_FD_RESERVE ? (unsigned int)(s->nofile - GZS_FD_RESERVE)
+						       : (unsigned int)(s->nofile / 2);
+	s->daemon = MHD_start_daemon(
+		flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+		on_mhd_log, s, /* first, or it misses some */
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)ss, MHD_OPTION_CONNECTION_LIMIT,
+		s->conn_limit, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)GZS_LISTEN_BACKLOG,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_THREAD_POOL_SIZE,
+		(unsigned int)(s->cfg.threads > 1 ? s->cfg.threads : 0),
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)GZS_CONN_TIMEOUT_S,
+		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+		s, MHD_OPTION_END);
+	if (!s->daemon) {
+		fprintf(stderr, "gzserve: cannot listen on %s port %u\n", s->cfg.bind, s->cfg.port);
+		return -1;
+	}
+	/* Once listening: a refused port is the only line then. */
+	if (!s->cfg.quiet)
+		fprintf(stderr, "gzserve: up to %u connections (RLIMIT_NOFILE %lu)\n",
+			s->conn_limit, s->nofile);
+	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	printf(v6 ? "listening on http://[%s]:%u/\n" : "listening on http://%s:%u/\n", s->cfg.bind,
+	       info ? info->port : s->cfg.port);
+	fflush(stdout);
+	return 0;
+}
+
+/* Wait for SIGINT/SIGTERM; once a second, give back the compressors a
+ * burst left idle (mhdgz_trim: the pools trim by themselves only when
+ * compressors are taken or given back, and a quiet server takes none).
+ * Then stop accepting, let requests in flight finish (GZS_GRACE_MS at
+ * most) and stop the daemon. */
+static void
+serve_until_signal(struct server *s, const sigset_t *sigs)
+{
+	const struct timespec tick = { .tv_sec = 1, .tv_nsec = 0 };
+	MHD_socket lfd;
+	uint64_t deadline;
+	int sig;
+
+	while ((sig = sigtimedwait(sigs, NULL, &tick)) != SIGINT && sig != SIGTERM)
+		mhdgz_trim(s->gz);
+	if (!s->cfg.quiet)
+		fprintf(stderr, "gzserve: %s: finishing requests in flight\n",
+			sig == SIGINT ? "SIGINT" : "SIGTERM");
+	/* Stop accepting; connections already open are served. */
+	lfd = MHD_quiesce_daemon(s->daemon);
+	if (lfd != MHD_INVALID_SOCKET)
+		close(lfd);
+	/* Event streams end at their next event instead of running on. */
+	ticker_stop(s);
+	deadline = now_us() + (uint64_t)GZS_GRACE_MS * 1000u;
+	while (atomic_load(&s->in_flight) > 0 && now_us() < deadline)
+		usleep(10000);
+	ticker_join(s);
+	MHD_stop_daemon(s->daemon);
 }
 
 int
@@ -211,47 +325,15 @@ main(int argc, char **argv)
 {
 	static struct server srv;
 	struct server *s = &srv;
-	struct sockaddr_in sin;
-	struct sockaddr_in6 sin6;
-	struct sockaddr *sa;
-	const union MHD_DaemonInfo *info;
-	unsigned int flags, port;
+	struct sockaddr_storage ss;
 	sigset_t sigs;
-	uint64_t deadline;
-	int sig = 0;
 	bool v6;
 
 	parse_options(argc, argv, &s->cfg);
-
-	memset(&sin, 0, sizeof sin);
-	memset(&sin6, 0, sizeof sin6);
-	v6 = strchr(s->cfg.bind, ':') != NULL;
-	if (v6) {
-		sin6.sin6_family = AF_INET6;
-		sin6.sin6_port = htons((uint16_t)s->cfg.port);
-		if (inet_pton(AF_INET6, s->cfg.bind, &sin6.sin6_addr) != 1)
-			bad_option("--bind: '%s' is not an IPv6 address", s->cfg.bind);
-		sa = (struct sockaddr *)&sin6;
-	} else {
-		sin.sin_family = AF_INET;
-		sin.sin_port = htons((uint16_t)s->cfg.port);
-		if (inet_pton(AF_INET, s->cfg.bind, &sin.sin_addr) != 1)
-			bad_option("--bind: '%s' is not an IPv4 address", s->cfg.bind);
-		sa = (struct sockaddr *)&sin;
-	}
-	if (s->cfg.root) {
-		struct stat st;
-
-		s->root = realpath(s->cfg.root, NULL);
-		if (!s->root || stat(s->root, &st) != 0 || !S_ISDIR(st.st_mode))
-			bad_option("--root: '%s' is not a directory", s->cfg.root);
-		/* "/" as "": every real path starts with it and then "/". */
-		s->root_len = strcmp(s->root, "/") == 0 ? 0 : strlen(s->root);
-		/* Files are opened beneath it (files.c); -1: by real path only. */
-		s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	}
-
-	/* Signals are taken by sigwait() below; every thread started from
+	v6 = bind_addr(&s->cfg, &ss);
+	if (s->cfg.root)
+		open_root(s);
+	/* Signals are taken by sigtimedwait(); every thread started from
 	 * here on inherits the block, so none of them is interrupted. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
@@ -261,16 +343,6 @@ main(int argc, char **argv)
 
 	if (handler_new(s) != 0 || dict_init(s) != 0)
 		return 1;
-	/* Kept responses would bypass the sibling and dictionary choices;
-	 * they are checked beneath the root's descriptor (keep.c). */
-	if (s->root && s->root_fd >= 0 && !s->cfg.precompressed && !s->cfg.ndict &&
-	    s->cfg.keep_size) {
-		s->keep = keep_new(s->cfg.keep_size, s->cfg.recheck_ms);
-		if (!s->keep) {
-			fprintf(stderr, "gzserve: out of memory\n");
-			return 1;
-		}
-	}
 	if (s->root ? mime_load(s, "/etc/mime.types") != 0 : demo_init(s) != 0) {
 		fprintf(stderr, "gzserve: out of memory\n");
 		return 1;
@@ -279,78 +351,14 @@ main(int argc, char **argv)
 		fprintf(stderr, "gzserve: cannot start a thread\n");
 		return 1;
 	}
-
-	s->nofile = raise_nofile();
-	s->conn_limit = s->nofile > 2 * GZS_FD_RESERVE ? (unsigned int)(s->nofile - GZS_FD_RESERVE)
-						       : (unsigned int)(s->nofile / 2);
-	/* Suspend/resume for /events; it also brings the inter-thread
-	 * channel MHD_quiesce_daemon() needs with a thread pool. */
-	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
-		MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
-	s->daemon = MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s,
-				     MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-				     s, /* first, or it misses some */
-				     MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
-				     s->conn_limit, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-				     (unsigned int)GZS_LISTEN_BACKLOG, MHD_OPTION_NOTIFY_CONNECTION,
-				     on_connection, s, MHD_OPTION_THREAD_POOL_SIZE,
-				     (unsigned int)(s->cfg.threads > 1 ? s->cfg.threads : 0),
-				     MHD_OPTION_CONNECTION_TIMEOUT,
-				     (unsigned int)GZS_CONN_TIMEOUT_S, MHD_OPTION_URI_LOG_CALLBACK,
-				     on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-				     MHD_OPTION_END);
-	if (!s->daemon) {
-		fprintf(stderr, "gzserve: cannot listen on %s port %u\n", s->cfg.bind, s->cfg.port);
+	if (start_daemon(s, &ss, v6) != 0)
 		return 1;
-	}
-	/* Once listening: a refused port is the only line then. */
-	if (!s->cfg.quiet)
-		fprintf(stderr, "gzserve: up to %u connections (RLIMIT_NOFILE %lu)\n",
-			s->conn_limit, s->nofile);
-	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	port = info ? info->port : s->cfg.port;
-	printf(v6 ? "listening on http://[%s]:%u/\n" : "listening on http://%s:%u/\n", s->cfg.bind,
-	       port);
-	fflush(stdout);
-
-	/* Wait for SIGINT/SIGTERM; once a second, give back the compressors
-	 * a burst left idle (mhdgz_trim: the pools trim by themselves only
-	 * when compressors are taken or given back, and a quiet server takes
-	 * none). */
-	for (;;) {
-		const struct timespec tick = { .tv_sec = 1, .tv_nsec = 0 };
-
-		sig = sigtimedwait(&sigs, NULL, &tick);
-		if (sig == SIGINT || sig == SIGTERM)
-			break;
-		mhdgz_trim(s->gz);
-	}
-	if (!s->cfg.quiet)
-		fprintf(stderr, "gzserve: %s: finishing requests in flight\n",
-			sig == SIGINT ? "SIGINT" : "SIGTERM");
-
-	/* Stop accepting; connections already open are served. */
-	{
-		MHD_socket lfd = MHD_quiesce_daemon(s->daemon);
-
-		if (lfd != MHD_INVALID_SOCKET)
-			close(lfd);
-	}
-	/* Event streams end at their next event instead of running on. */
-	ticker_stop(s);
-	deadline = now_us() + (uint64_t)GZS_GRACE_MS * 1000u;
-	while (atomic_load(&s->in_flight) > 0 && now_us() < deadline)
-		usleep(10000);
-	ticker_join(s);
-	MHD_stop_daemon(s->daemon);
-	if (s->keep && !s->cfg.quiet)
-		keep_report(s->keep, stderr);
-	keep_free(s->keep); /* its responses before the handler */
+	serve_until_signal(s, &sigs);
 	demo_fini(s);
 	dict_fini(s);
 	mhdgz_free(s->gz);
 	mime_free(s);
-	if (s->root && s->root_fd >= 0)
+	if (s->root)
 		close(s->root_fd);
 	free(s->root);
 	free(s->cfg.types_buf);

@@ -10,107 +10,86 @@
 struct mime {
 	char *ext; /* lowercase */
 	char *type;
+	int rank; /* 0: built in, 1: /etc/mime.types; the lower wins */
 };
 
-
-/* What a static site needs, looked up before /etc/mime.types so the web's
- * core extensions get the same type whatever the system's media-types
- * version says (older ones map .js to application/javascript, and a minimal
- * system has no /etc/mime.types at all). */
-static const struct {
-	const char *ext;
-	const char *type;
-} builtin_mimes[] = {
-	{ "html", "text/html" },
-	{ "htm", "text/html" },
-	{ "css", "text/css" },
-	{ "js", "text/javascript" },
-	{ "mjs", "text/javascript" },
-	{ "json", "application/json" },
-	{ "map", "application/json" },
-	{ "webmanifest", "application/manifest+json" },
-	{ "txt", "text/plain" },
-	{ "md", "text/markdown" },
-	{ "csv", "text/csv" },
-	{ "xml", "application/xml" },
-	{ "svg", "image/svg+xml" },
-	{ "wasm", "application/wasm" },
-	{ "png", "image/png" },
-	{ "jpg", "image/jpeg" },
-	{ "jpeg", "image/jpeg" },
-	{ "gif", "image/gif" },
-	{ "webp", "image/webp" },
-	{ "avif", "image/avif" },
-	{ "ico", "image/vnd.microsoft.icon" },
-	{ "pdf", "application/pdf" },
-	{ "zip", "application/zip" },
-	{ "gz", "application/gzip" },
-	{ "woff", "font/woff" },
-	{ "woff2", "font/woff2" },
-	{ "ttf", "font/ttf" },
-	{ "otf", "font/otf" },
-	{ "mp4", "video/mp4" },
-	{ "webm", "video/webm" },
-	{ "mp3", "audio/mpeg" },
-	{ "ogg", "audio/ogg" },
-};
+/* What a static site needs, in /etc/mime.types' own format and read
+ * before it, so the web's core extensions get the same type whatever the
+ * system's media-types version says (older ones map .js to
+ * application/javascript, and a minimal system has no /etc/mime.types). */
+static const char builtin_mimes[] =
+	"text/html html htm\ntext/css css\ntext/javascript js mjs\n"
+	"application/json json map\napplication/manifest+json webmanifest\n"
+	"text/plain txt\ntext/markdown md\ntext/csv csv\napplication/xml xml\n"
+	"image/svg+xml svg\napplication/wasm wasm\nimage/png png\nimage/jpeg jpg jpeg\n"
+	"image/gif gif\nimage/webp webp\nimage/avif avif\nimage/vnd.microsoft.icon ico\n"
+	"application/pdf pdf\napplication/zip zip\napplication/gzip gz\n"
+	"font/woff woff\nfont/woff2 woff2\nfont/ttf ttf\nfont/otf otf\n"
+	"video/mp4 mp4\nvideo/webm webm\naudio/mpeg mp3\naudio/ogg ogg\n";
 
 static int
 mime_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct mime *)a)->ext, ((const struct mime *)b)->ext);
+	const struct mime *x = a, *y = b;
+	int c = strcmp(x->ext, y->ext);
+
+	return c ? c : x->rank - y->rank;
 }
 
-/* Read /etc/mime.types ("type ext ext ..." lines) into a sorted table for
- * the extensions the built-in table lacks. A missing file is not an error. */
+/* Add one "type ext ext ..." line's extensions. 0, or -1 out of memory. */
+static int
+mime_line(struct server *s, char *line, int rank, size_t *cap)
+{
+	char *save = NULL, *type = strtok_r(line, " \t\r\n", &save), *ext;
+
+	if (!type || type[0] == '#' || !strchr(type, '/'))
+		return 0;
+	while ((ext = strtok_r(NULL, " \t\r\n", &save))) {
+		struct mime *m = s->mimes;
+
+		if (s->nmimes == *cap) {
+			*cap = *cap ? *cap * 2 : 1024;
+			m = realloc(s->mimes, *cap * sizeof *m);
+			if (!m)
+				return -1;
+			s->mimes = m;
+		}
+		m += s->nmimes;
+		m->ext = strdup(ext);
+		m->type = strdup(type);
+		m->rank = rank;
+		if (!m->ext || !m->type) {
+			free(m->ext);
+			free(m->type);
+			return -1;
+		}
+		for (char *p = m->ext; *p; p++)
+			*p = (char)tolower((unsigned char)*p);
+		s->nmimes++;
+	}
+	return 0;
+}
+
+/* The built-in table, then file ("type ext ext ..." lines; a missing file
+ * is not an error), into one table sorted by extension. */
 int
 mime_load(struct server *s, const char *file)
 {
+	char buf[sizeof builtin_mimes], line[1024], *save = NULL, *l;
 	FILE *f = fopen(file, "r");
-	char line[1024];
 	size_t cap = 0;
+	int rc = 0;
 
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof line, f)) {
-		char *save = NULL, *type, *ext;
-
-		if (line[0] == '#')
-			continue;
-		type = strtok_r(line, " \t\r\n", &save);
-		if (!type || !strchr(type, '/'))
-			continue;
-		while ((ext = strtok_r(NULL, " \t\r\n", &save))) {
-			char *p;
-
-			if (s->nmimes == cap) {
-				struct mime *m;
-
-				cap = cap ? cap * 2 : 1024;
-				m = realloc(s->mimes, cap * sizeof *m);
-				if (!m)
-					goto fail;
-				s->mimes = m;
-			}
-			s->mimes[s->nmimes].ext = strdup(ext);
-			s->mimes[s->nmimes].type = strdup(type);
-			if (!s->mimes[s->nmimes].ext || !s->mimes[s->nmimes].type) {
-				free(s->mimes[s->nmimes].ext);
-				free(s->mimes[s->nmimes].type);
-				goto fail;
-			}
-			for (p = s->mimes[s->nmimes].ext; *p; p++)
-				*p = (char)tolower((unsigned char)*p);
-			s->nmimes++;
-		}
-	}
-	fclose(f);
+	memcpy(buf, builtin_mimes, sizeof buf);
+	for (l = strtok_r(buf, "\n", &save); l && rc == 0; l = strtok_r(NULL, "\n", &save))
+		rc = mime_line(s, l, 0, &cap);
+	while (f && rc == 0 && fgets(line, sizeof line, f))
+		rc = mime_line(s, line, 1, &cap);
+	if (f)
+		fclose(f);
 	if (s->nmimes)
 		qsort(s->mimes, s->nmimes, sizeof *s->mimes, mime_cmp);
-	return 0;
-fail:
-	fclose(f);
-	return -1;
+	return rc;
 }
 
 void
@@ -129,23 +108,21 @@ static const char *
 mime_lookup_ext(const struct server *s, const char *ext)
 {
 	char low[64];
-	struct mime key = { .ext = low }, *m;
+	struct mime key = { .ext = low, .rank = 0 }, *m;
 	size_t i;
 
 	for (i = 0; ext[i] && i < sizeof low - 1; i++)
 		low[i] = (char)tolower((unsigned char)ext[i]);
-	if (ext[i])
+	if (ext[i] || !s->nmimes)
 		return NULL;
 	low[i] = '\0';
-	for (i = 0; i < sizeof builtin_mimes / sizeof builtin_mimes[0]; i++)
-		if (strcmp(builtin_mimes[i].ext, low) == 0)
-			return builtin_mimes[i].type;
-	if (s->nmimes) {
+	/* Rank 0 first: the built-in type, if any, else the file's. */
+	m = bsearch(&key, s->mimes, s->nmimes, sizeof *s->mimes, mime_cmp);
+	if (!m) {
+		key.rank = 1;
 		m = bsearch(&key, s->mimes, s->nmimes, sizeof *s->mimes, mime_cmp);
-		if (m)
-			return m->type;
 	}
-	return NULL;
+	return m ? m->type : NULL;
 }
 
 /* The Content-Type for a file name: the longest listed extension wins

@@ -6,56 +6,6 @@
 
 #include "gzserve.h"
 
-static enum MHD_Result
-ae_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-	struct ae_lines *ae = cls;
-
-	(void)kind;
-	if (!value || strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_ENCODING) != 0)
-		return MHD_YES;
-	if (ae->n == ae->cap) { /* every line counts (RFC 9110 section 5.3) */
-		size_t cap = ae->cap ? 2 * ae->cap : 8;
-		const char **v = realloc(ae->v, cap * sizeof *v);
-
-		if (!v) {
-			ae->failed = true;
-			return MHD_NO;
-		}
-		ae->v = v;
-		ae->cap = cap;
-	}
-	ae->v[ae->n++] = value;
-	return MHD_YES;
-}
-
-int
-accept_encoding(struct MHD_Connection *conn, struct ae_lines *ae)
-{
-	memset(ae, 0, sizeof *ae);
-	MHD_get_connection_values(conn, MHD_HEADER_KIND, ae_iter, ae);
-	return ae->failed ? -1 : 0;
-}
-
-void
-ae_lines_free(struct ae_lines *ae)
-{
-	free(ae->v);
-	memset(ae, 0, sizeof *ae);
-}
-
-bool
-preferred_coding(struct MHD_Connection *conn, const enum mhdgz_coding *offered, size_t noffered,
-		 enum mhdgz_coding *coding_ret)
-{
-	struct ae_lines ae;
-	bool ok = accept_encoding(conn, &ae) == 0 &&
-		  mhdgz_accept_coding(ae.v, ae.n, offered, noffered, coding_ret);
-
-	ae_lines_free(&ae); /* whatever accept_encoding returned */
-	return ok;
-}
-
 /*
  * Queue r through the handler with the request's method (so a HEAD gets
  * exactly GET's header fields), and record status, identity body size and
@@ -90,7 +40,6 @@ queue(struct req *rq, struct MHD_Connection *conn, unsigned int status, struct M
 	}
 	rq->status = status;
 	rq->body_nbytes = o.body_nbytes != MHDGZ_NBYTES_UNKNOWN ? o.body_nbytes : body_nbytes;
-	rq->coded_nbytes = o.coded_nbytes;
 	return ret;
 }
 
@@ -110,39 +59,31 @@ respond(struct req *rq, struct MHD_Connection *conn, unsigned int status, struct
 	return ret;
 }
 
-/* A small HTML body for an error status. */
+/* A small HTML page for status, titled with libmicrohttpd's reason
+ * phrase, with one more header field when field is not NULL. */
+enum MHD_Result
+respond_page(struct req *rq, struct MHD_Connection *conn, unsigned int status, const char *field,
+	     const char *value)
+{
+	const char *phrase = MHD_get_reason_phrase_for(status);
+	char body[192];
+	int n = snprintf(body, sizeof body, "<!doctype html><title>%u %s</title><h1>%u %s</h1>\n",
+			 status, phrase, status, phrase);
+	struct MHD_Response *r = mhdgz_response_from_buffer(rq->s->gz, (size_t)n, body,
+							    MHD_RESPMEM_MUST_COPY);
+
+	if (r) {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+					"text/html; charset=utf-8");
+		if (field)
+			MHD_add_response_header(r, field, value);
+	}
+	return respond(rq, conn, status, r, (uint64_t)n);
+}
+
 enum MHD_Result
 respond_error(struct req *rq, struct MHD_Connection *conn, unsigned int status)
 {
-	static const struct {
-		unsigned int status;
-		const char *body;
-	} pages[] = {
-		{ 400, "<!doctype html><title>400 Bad Request</title><h1>400 Bad Request</h1>\n" },
-		{ 403, "<!doctype html><title>403 Forbidden</title><h1>403 Forbidden</h1>\n" },
-		{ 404, "<!doctype html><title>404 Not Found</title><h1>404 Not Found</h1>\n" },
-		{ 405, "<!doctype html><title>405 Method Not Allowed</title>"
-		       "<h1>405 Method Not Allowed</h1><p>GET and HEAD only.</p>\n" },
-		{ 412, "<!doctype html><title>412 Precondition Failed</title>"
-		       "<h1>412 Precondition Failed</h1>\n" },
-		{ 416, "<!doctype html><title>416 Range Not Satisfiable</title>"
-		       "<h1>416 Range Not Satisfiable</h1>\n" },
-		{ 500, "<!doctype html><title>500 Internal Server Error</title>"
-		       "<h1>500 Internal Server Error</h1>\n" },
-	};
-	const char *body = pages[sizeof pages / sizeof pages[0] - 1].body;
-	struct MHD_Response *r;
-	size_t i;
-
-	for (i = 0; i < sizeof pages / sizeof pages[0]; i++)
-		if (pages[i].status == status)
-			body = pages[i].body;
-	r = mhdgz_response_from_buffer(rq->s->gz, strlen(body), (void *)body,
-				       MHD_RESPMEM_PERSISTENT);
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
-	if (status == 405)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-	return respond(rq, conn, status, r, strlen(body));
+	return respond_page(rq, conn, status, status == 405 ? MHD_HTTP_HEADER_ALLOW : NULL,
+			    "GET, HEAD");
 }

@@ -175,6 +175,8 @@ date_precondition(struct MHD_Connection *conn, const char *unless, const char *n
 	return v && parse_http_date(v, t_ret);
 }
 
+/* RFC 9110 section 13.2.2 for a file of that ETag and modification time:
+ * 0 to proceed, 412, or 304 (If-Modified-Since for GET and HEAD only). */
 unsigned int
 file_preconditions(struct MHD_Connection *conn, const char *method, const char *etag, time_t mtime)
 {
