@@ -40,9 +40,9 @@ gz_dcz_window_max(size_t dict_len)
 }
 
 #ifdef HAVE_ZSTD
-/* RFC 9842 section 4.1: the dcz header's magic, before the dictionary's hash. */
+/* RFC 9842: the dcz header's magic (a zstd skippable frame's), then the
+ * dictionary's hash. */
 static const uint8_t dcz_magic[8] = { 0x5e, 0x2a, 0x4d, 0x18, 0x20, 0x00, 0x00, 0x00 };
-
 
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
