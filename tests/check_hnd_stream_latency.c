@@ -630,7 +630,7 @@ END_TEST
 struct pk {
 	_Atomic unsigned int n;
 	char log[2 * PK_CALLS + 8]; /* 'a' or 'b' per reader call */
-	_Atomic bool b_started;
+	_Atomic unsigned int started; /* routes that queued their stream */
 	_Atomic unsigned int waits;
 	struct pk_stream {
 		struct pk *pk;
@@ -646,11 +646,10 @@ pk_read(void *cls, uint64_t pos, char *buf, size_t max)
 	unsigned int k;
 
 	(void)pos;
-	/* a waits (no data now) until b's request is in, boundedly */
-	if (p->name == 'a' && !atomic_load(&p->pk->b_started) &&
-	    atomic_fetch_add(&p->pk->waits, 1) < 5000000) {
+	/* each waits (no data now) until both requests are in, so that both
+	 * read their keys at once; boundedly */
+	if (atomic_load(&p->pk->started) < 2 && atomic_fetch_add(&p->pk->waits, 1) < 5000000)
 		return 0;
-	}
 	if (p->calls >= PK_CALLS)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	p->calls++;
@@ -674,8 +673,7 @@ pk_route(struct th_server *s, struct MHD_Connection *conn, const char *url, cons
 	ck_assert(MHD_add_response_header(r, "Content-Type", "text/plain") == MHD_YES);
 	ok = mhdgz_queue_response_ex(s->gz, conn, method, 200, r, NULL);
 	MHD_destroy_response(r);
-	if (p->name == 'b')
-		atomic_store(&pk->b_started, true);
+	atomic_fetch_add(&pk->started, 1);
 	return ok;
 }
 
@@ -739,8 +737,8 @@ START_TEST(pad_key_interleaves)
 	n = atomic_load(&pk->n);
 	ck_assert_uint_eq(n, 2 * PK_CALLS);
 	/* The longest run of one stream's calls while both read their keys
-	 * (64 calls each, nothing written yet; a waits for b's request):
-	 * 64 with the loop. Past the
+	 * (64 calls each, nothing written yet; each waits for the other's
+	 * request): 64 with the loop. Past the
 	 * keys a full socket may leave one stream waiting, so runs there say
 	 * nothing. */
 	{
