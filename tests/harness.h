@@ -349,9 +349,8 @@ bool th_wait(bool (*pred)(void *cls), void *cls, unsigned int timeout_ms);
 struct mhdgz_stats th_stats(struct mhdgz *gz);
 /* Each reason counter equals want[reason]. */
 void th_expect_reasons(const struct mhdgz_stats *st, const uint64_t want[MHDGZ_REASON_COUNT]);
-/* Every compressor taken from the compressor pool is back: no get without its
- * put. True when every created compressor is idle (pool below its cap), or
- * in pass-through mode when nothing is idle and every get was a miss. */
+/* Every compressor taken from the handle's compressor pools is back: each
+ * pool's gets equal its puts (gz_pool_get_stats), pooled or not. */
 bool th_pool_all_back(struct mhdgz *gz);
 /* th_wait predicate over a struct mhdgz *. */
 bool th_pool_back_pred(void *gz);
