@@ -589,6 +589,157 @@ START_TEST(in_place_footers_pipelined)
 }
 END_TEST
 
+/* ===================================================================== */
+/*        One response of unknown size queued again and again            */
+/* ===================================================================== */
+
+/* An application that keeps one response and queues it for every request
+ * (libmicrohttpd allows it): the reader is pure (bytes by position). */
+struct shared_resp {
+	struct MHD_Response *r;
+	const uint8_t *data;
+	size_t data_len; /* cycled over */
+	uint64_t len;
+	_Atomic unsigned int frees, after_free;
+};
+
+static ssize_t
+shared_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct shared_resp *sr = cls;
+	size_t n = 16 * KIB, i;
+
+	if (atomic_load(&sr->frees))
+		atomic_fetch_add(&sr->after_free, 1);
+	if (pos >= sr->len)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (n > max)
+		n = max;
+	if (n > sr->len - pos)
+		n = (size_t)(sr->len - pos);
+	for (i = 0; i < n; i++)
+		buf[i] = (char)sr->data[(pos + i) % sr->data_len];
+	return (ssize_t)n;
+}
+
+static void
+shared_free(void *cls)
+{
+	atomic_fetch_add(&((struct shared_resp *)cls)->frees, 1);
+}
+
+/* Every compressor the (pooled) handler created is idle in its pool
+ * (th_pool_all_back also takes "none ever came back" for the unpooled). */
+static bool
+pooled_all_idle(void *gz)
+{
+	struct mhdgz_stats st = th_stats(gz);
+
+	return st.pool_misses > 0 && st.pool_idle == st.pool_misses;
+}
+
+static enum MHD_Result
+shared_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
+{
+	struct shared_resp *sr = s->cls;
+
+	(void)url;
+	return mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, sr->r, NULL);
+}
+
+static struct MHD_Response *
+shared_new(struct mhdgz *gz, struct shared_resp *sr)
+{
+	struct MHD_Response *r =
+		mhdgz_response_from_callback(gz, MHD_SIZE_UNKNOWN, 16 * KIB, shared_read, sr,
+					     shared_free);
+
+	ck_assert(r != NULL);
+	ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain") ==
+		  MHD_YES);
+	sr->r = r;
+	return r;
+}
+
+/*
+ * The documented promise (mhdgz.h, mhdgz_response_from_callback): each
+ * coded connection's compressor is "returned as soon as the gzip trailer
+ * is produced or the connection goes away". The first coded queue of a
+ * response the application keeps carries its stream in place; its client
+ * goes away mid-stream; the application still holds the response (it
+ * queues it again later). The compressor must go back to the pool now,
+ * not when the application at last destroys its response.
+ */
+START_TEST(in_place_shared_client_leaves)
+{
+	size_t dlen = 256 * KIB;
+	uint8_t *data = tu_payload(dlen, TU_RANDOM, 311);
+	struct shared_resp sr = { .data = data, .data_len = dlen, .len = 256ull * MIB };
+	struct st_test t;
+	bool back;
+
+	st_begin(&t, th_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0), data, dlen, shared_route, &sr);
+	shared_new(t.gz, &sr);
+	t.r.abort_after = 64 * KIB;
+	st_get(&t, TH_GZIP);
+	ck_assert_msg(t.r.rc == CURLE_WRITE_ERROR, "%s", curl_easy_strerror(t.r.rc));
+	ck_assert_str_eq(th_header(&t.r, "Content-Encoding", NULL), "gzip");
+	back = th_wait(pooled_all_idle, t.gz, RELEASE_WAIT_MS);
+	MHD_destroy_response(sr.r); /* the application lets go only now */
+	th_stop(&t.s);
+	ck_assert_uint_eq(atomic_load(&sr.frees), 1);
+	ck_assert_uint_eq(atomic_load(&sr.after_free), 0);
+	st_end(&t);
+	ck_assert_msg(back, "the abandoned stream's compressor is not back in the pool while "
+			    "the application holds its response (in place: freed only with it)");
+}
+END_TEST
+
+#if MHD_VERSION >= 0x01000000
+/*
+ * libmicrohttpd 1.0: an application's own Content-Length on a response of
+ * unknown size (MHD_RF_INSANITY_HEADER_CONTENT_LENGTH, set through
+ * mhdgz_response_set_options). Coded, the body has another length: the
+ * gzip response must not carry the identity Content-Length (every coded
+ * variant drops it, copy_iter), in place or not.
+ */
+START_TEST(in_place_app_content_length)
+{
+	size_t len = 40 * KIB + 7;
+	uint8_t *data = tu_payload(len, TU_TEXT, 312), *dec = NULL;
+	struct shared_resp sr = { .data = data, .data_len = len, .len = len };
+	struct st_test t;
+	char cl[32];
+	size_t dec_len = 0;
+	unsigned int k;
+
+	st_begin(&t, th_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0), data, len, shared_route, &sr);
+	shared_new(t.gz, &sr);
+	snprintf(cl, sizeof cl, "%zu", len);
+	ck_assert_int_eq(
+		mhdgz_response_set_options(t.gz, sr.r, MHD_RF_INSANITY_HEADER_CONTENT_LENGTH), 0);
+	ck_assert(MHD_add_response_header(sr.r, MHD_HTTP_HEADER_CONTENT_LENGTH, cl) == MHD_YES);
+	for (k = 0; k < 2; k++) { /* in place, then a stream of its own */
+		st_get(&t, TH_GZIP);
+		ck_assert_msg(t.r.rc == CURLE_OK, "%s", curl_easy_strerror(t.r.rc));
+		ck_assert_str_eq(th_header(&t.r, "Content-Encoding", NULL), "gzip");
+		ck_assert_msg(th_hdr_count(&t.r, "Content-Length") == 0,
+			      "queue %u: the gzip stream carries the identity Content-Length %s", k,
+			      th_header(&t.r, "Content-Length", NULL));
+		ck_assert_int_eq(tu_gunzip(t.r.body, t.r.body_len, &dec, &dec_len), 0);
+		ck_assert_uint_eq(dec_len, len);
+		ck_assert(memcmp(dec, data, len) == 0);
+		free(dec);
+		dec = NULL;
+	}
+	MHD_destroy_response(sr.r);
+	th_stop(&t.s);
+	ck_assert_uint_eq(atomic_load(&sr.frees), 1);
+	st_end(&t);
+}
+END_TEST
+#endif
+
 struct ck_case
 stream_lifetime_case(void)
 {
@@ -598,7 +749,12 @@ stream_lifetime_case(void)
 				   { daemon_stops_mid_stream, 0, 0 },
 				   { head_like_get, 0, 2 },
 				   { in_place_footers, 0, 8 },
-				   { in_place_footers_pipelined, 0, 0 } } };
+				   { in_place_footers_pipelined, 0, 0 },
+				   { in_place_shared_client_leaves, 0, 0 },
+#if MHD_VERSION >= 0x01000000
+				   { in_place_app_content_length, 0, 0 },
+#endif
+			   } };
 }
 
 struct ck_case
