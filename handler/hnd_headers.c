@@ -333,6 +333,39 @@ drop_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 	return MHD_YES;
 }
 
+struct cl_ctx {
+	char key[32], value[32];
+	bool found;
+};
+
+static enum MHD_Result
+cl_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct cl_ctx *c = cls;
+
+	if (kind != MHD_HEADER_KIND || !value || strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 ||
+	    strlen(key) >= sizeof c->key || strlen(value) >= sizeof c->value)
+		return MHD_YES;
+	memcpy(c->key, key, strlen(key) + 1); /* deleted by its exact spelling */
+	memcpy(c->value, value, strlen(value) + 1);
+	c->found = true;
+	return MHD_NO;
+}
+
+/* Delete every Content-Length field of r (found one at a time: not while
+ * iterating r). */
+static void
+drop_content_length(struct MHD_Response *r)
+{
+	for (unsigned int i = 0; i < 8; i++) {
+		struct cl_ctx c = { .found = false };
+
+		MHD_get_response_headers(r, cl_iter, &c);
+		if (!c.found || MHD_del_response_header(r, c.key, c.value) != MHD_YES)
+			return;
+	}
+}
+
 /* The fields a coded representation adds: Vary, the ETag per policy,
  * Content-Encoding, the Trailer of the digest. Values point into f or buf. */
 struct added {
@@ -377,6 +410,11 @@ hnd_rewrite_coded(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response 
 	MHD_get_response_headers(orig, drop_iter, &c);
 	if (c.digests)
 		hnd_count(gz, HND_C_DIGESTS_DROPPED, c.digests);
+	/* The copy has no Content-Length (hnd_copy_fields): the
+	 * application's own (libmicrohttpd 1.0 takes one with
+	 * MHD_RF_INSANITY_HEADER_CONTENT_LENGTH) goes too, as the identity
+	 * length of a body sent coded (in_place_app_content_length). */
+	drop_content_length(r);
 	return 0;
 }
 

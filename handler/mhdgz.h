@@ -1045,7 +1045,11 @@ mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, co
  * known size (whose libmicrohttpd framing would announce the identity
  * length), are sent as responses of mhdgz's: there a reader must not use
  * its response once the application has destroyed it (a reader that adds
- * footers announces MHD_SIZE_UNKNOWN).
+ * footers announces MHD_SIZE_UNKNOWN). The stream in the response itself
+ * lives as long as the response: a response the application keeps and
+ * queues again, whose first coded client left mid-stream, holds that
+ * stream's compressor until it is destroyed (one per response, not per
+ * request; in_place_shared_client_leaves).
  *
  * With a whole-buffer-only backend (libdeflate), streams are compressed
  * by zlib at the same level, capped at zlib's 9 (DESIGN.md, design notes).
