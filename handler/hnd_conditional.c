@@ -45,7 +45,8 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 			if (len == HND_MEMO_NOT_SMALLER) {
 				gzip = false;
 			} else if (e->uncached) {
-				v = hnd_fields_response(gz, hnd_identity_fields(e), f, len, HND_REP_GZIP_304);
+				v = hnd_fields_response(gz, hnd_identity_fields(e), f, len,
+							HND_REP_GZIP_304);
 				if (!v)
 					hnd_count(gz, HND_C_FAILURES, 1);
 				*fresh_ret = v != NULL;
@@ -78,8 +79,9 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 			} else {
 				if (!k->rep_304) {
 					atomic_fetch_add(&k->body->refs, 1);
-					if (hnd_build_response(gz, hnd_identity_fields(e), f, k->body,
-							       HND_REP_GZIP_304, &k->rep_304) < 0)
+					if (hnd_build_response(gz, hnd_identity_fields(e), f,
+							       k->body, HND_REP_GZIP_304,
+							       &k->rep_304) < 0)
 						hnd_count(gz, HND_C_FAILURES, 1);
 				}
 				return k->rep_304;
@@ -90,8 +92,8 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 		/* An empty response stands for the 304 itself. */
 		if (gz->etag_policy == MHDGZ_ETAG_KEEP || !f->etag)
 			return e->response;
-		if (!k->rep_304 &&
-		    hnd_build_response(gz, hnd_identity_fields(e), f, NULL, HND_REP_GZIP_304, &k->rep_304) < 0)
+		if (!k->rep_304 && hnd_build_response(gz, hnd_identity_fields(e), f, NULL,
+						      HND_REP_GZIP_304, &k->rep_304) < 0)
 			hnd_count(gz, HND_C_FAILURES, 1);
 		return k->rep_304;
 	}
@@ -100,7 +102,8 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 			if (hnd_gzip_stream_length(gz, e, f->etag, hnd_low_latency(e, f), f->coding,
 						   &len) != 0)
 				len = MHD_SIZE_UNKNOWN;
-			k->rep_304 = hnd_fields_response(gz, hnd_identity_fields(e), f, len, HND_REP_GZIP_304);
+			k->rep_304 = hnd_fields_response(gz, hnd_identity_fields(e), f, len,
+							 HND_REP_GZIP_304);
 			if (!k->rep_304)
 				hnd_count(gz, HND_C_FAILURES, 1);
 		}
@@ -109,8 +112,8 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	if (e->body_len != MHD_SIZE_UNKNOWN)
 		return e->response;
 	if (!e->rep_304_identity) {
-		e->rep_304_identity = hnd_fields_response(gz, hnd_identity_fields(e), f, MHD_SIZE_UNKNOWN,
-							  HND_REP_IDENTITY);
+		e->rep_304_identity = hnd_fields_response(gz, hnd_identity_fields(e), f,
+							  MHD_SIZE_UNKNOWN, HND_REP_IDENTITY);
 		if (!e->rep_304_identity)
 			hnd_count(gz, HND_C_FAILURES, 1);
 	}

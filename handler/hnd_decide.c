@@ -197,7 +197,8 @@ hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *
 		acc = &p->acc_padded;
 	}
 	p->acc = acc;
-	p->whole = in->kind == HND_BUFFER || (in->kind == HND_FD && in->body_len <= HND_FD_WHOLE_MAX);
+	p->whole = in->kind == HND_BUFFER ||
+		   (in->kind == HND_FD && in->body_len <= HND_FD_WHOLE_MAX);
 	hnd_decide(gz, in->opt_out, in->status, in->f, in->sniff, in->sniff_len, in->body_len, acc,
 		   &p->d);
 	coded = p->d.reason == MHDGZ_COMPRESSED;

@@ -476,8 +476,7 @@ out:
 
 const struct mhdgz_dictionary *
 hnd_dcz_plan(const struct mhdgz *gz, const struct hnd_request *rq, const struct hnd_accept *acc,
-	     const struct hnd_decision *d, const struct hnd_facts *f, bool whole,
-	     uint64_t body_len)
+	     const struct hnd_decision *d, const struct hnd_facts *f, bool whole, uint64_t body_len)
 {
 	bool is_304 = d->reason == MHDGZ_SKIP_STATUS;
 
@@ -554,7 +553,8 @@ hnd_dcz_build(struct mhdgz *gz, struct hnd_entry *e, const struct mhdgz_dictiona
 
 		vf.etag = NULL;
 		vf.coding = GZ_CODING_ZSTD;
-		v = hnd_fields_response(gz, hnd_identity_fields(e), &vf, k->rep_len, HND_REP_GZIP_304);
+		v = hnd_fields_response(gz, hnd_identity_fields(e), &vf, k->rep_len,
+					HND_REP_GZIP_304);
 		if (v && etag &&
 		    MHD_add_response_header(v, MHD_HTTP_HEADER_ETAG, etag) != MHD_YES) {
 			MHD_destroy_response(v);

@@ -343,8 +343,9 @@ cl_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct cl_ctx *c = cls;
 
-	if (kind != MHD_HEADER_KIND || !value || strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 ||
-	    strlen(key) >= sizeof c->key || strlen(value) >= sizeof c->value)
+	if (kind != MHD_HEADER_KIND || !value ||
+	    strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 || strlen(key) >= sizeof c->key ||
+	    strlen(value) >= sizeof c->value)
 		return MHD_YES;
 	memcpy(c->key, key, strlen(key) + 1); /* deleted by its exact spelling */
 	memcpy(c->value, value, strlen(value) + 1);
@@ -380,7 +381,8 @@ hnd_rewrite_coded(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response 
 	struct drop_ctx c = { .r = r, .skip_vary = f->vary_add && f->vary_replace };
 	struct added a = { .n = 0 };
 	char buf[HND_ETAG_MAX];
-	const char *etag = hnd_etag_for_coding(gz->etag_policy, f->etag, f->coding, buf, sizeof buf);
+	const char *etag = hnd_etag_for_coding(gz->etag_policy, f->etag, f->coding, buf,
+					       sizeof buf);
 	size_t i;
 
 	if (f->vary_add) {

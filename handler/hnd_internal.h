@@ -922,11 +922,10 @@ struct hnd_plan_in {
 
 struct hnd_plan {
 	enum hnd_plan_kind kind;
-	struct hnd_decision d;    /* the decision for this status */
-	struct hnd_decision d200; /* HND_PLAN_NOT_MODIFIED: the 200's */
-	const struct hnd_accept *acc; /* the client's codings as planned on: the
-				       * request's, or acc_padded */
-	struct hnd_accept acc_padded; /* length hiding: the request's, gzip alone */
+	struct hnd_decision d;               /* the decision for this status */
+	struct hnd_decision d200;            /* HND_PLAN_NOT_MODIFIED: the 200's */
+	const struct hnd_accept *acc;        /* the codings planned on: rq's or acc_padded */
+	struct hnd_accept acc_padded;        /* length hiding: the request's, gzip alone */
 	const struct mhdgz_dictionary *dict; /* HND_PLAN_DCZ */
 	bool whole;                          /* the body is coded whole, not streamed */
 	bool digest;                         /* a Content-Digest of the coded body */

@@ -118,8 +118,8 @@ build_whole(struct build *b)
 	}
 	/* a HEAD gets the same response, whose Content-Length libmicrohttpd
 	 * sends without the body */
-	b->reason = hnd_gzip_representation(b->gz, e, &b->f, b->rq->flags & HND_REQ_NO_CACHE,
-					    &b->v, &fresh_rep);
+	b->reason = hnd_gzip_representation(b->gz, e, &b->f, b->rq->flags & HND_REQ_NO_CACHE, &b->v,
+					    &fresh_rep);
 	if (b->reason != MHDGZ_COMPRESSED)
 		return;
 	if (fresh_rep)
@@ -175,8 +175,8 @@ static void
 build_not_modified(struct build *b)
 {
 	bool fresh_rep;
-	struct MHD_Response *v = hnd_not_modified(b->gz, b->e, &b->f, &b->p.d200,
-						  b->p.d.gzip_304, &fresh_rep);
+	struct MHD_Response *v = hnd_not_modified(b->gz, b->e, &b->f, &b->p.d200, b->p.d.gzip_304,
+						  &fresh_rep);
 
 	if (v) {
 		b->v = v;
@@ -199,7 +199,8 @@ build_identity(struct build *b)
 	if (b->v != b->response || b->in_place)
 		return;
 	if (e->kind == HND_FD) {
-		struct MHD_Response *v = hnd_file_identity(b->gz, e, &b->f, b->rq->head, &fresh_rep);
+		struct MHD_Response *v = hnd_file_identity(b->gz, e, &b->f, b->rq->head,
+							   &fresh_rep);
 
 		if (v) {
 			b->v = v;
@@ -249,7 +250,8 @@ plan_in(struct build *b, struct hnd_plan_in *in, uint8_t *sniff_buf)
 	if (e->kind == HND_BUFFER) {
 		in->sniff = e->body;
 		in->sniff_len = e->body_len;
-	} else if (e->kind == HND_FD && !b->f.content_type && fd_sniff(e, sniff_buf, &in->sniff_len)) {
+	} else if (e->kind == HND_FD && !b->f.content_type &&
+		   fd_sniff(e, sniff_buf, &in->sniff_len)) {
 		in->sniff = sniff_buf;
 	}
 }

@@ -455,7 +455,8 @@ hnd_stream_in_place(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 		return MHDGZ_ENOMEM;
 	st->in_place = true;
 	orig = MHD_create_response_from_buffer_with_free_callback_cls(0, NULL, NULL, NULL);
-	if (!orig || hnd_copy_fields(r, orig) < 0 || hnd_rewrite_coded(gz, r, orig, f, digest) < 0) {
+	if (!orig || hnd_copy_fields(r, orig) < 0 ||
+	    hnd_rewrite_coded(gz, r, orig, f, digest) < 0) {
 		if (orig)
 			MHD_destroy_response(orig);
 		stream_free(st);

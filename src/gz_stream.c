@@ -208,8 +208,8 @@ gz_pump_read(struct gz_pump *p, gz_source_fn src, void *cls, uint8_t *out, size_
 		int rc;
 
 		while (p->hdr_len < GZ_HEADER_NBYTES) {
-			n = pump_fill(p, src, cls, p->hdr + p->hdr_len, GZ_HEADER_NBYTES - p->hdr_len,
-				      end_ret, &flushed);
+			n = pump_fill(p, src, cls, p->hdr + p->hdr_len,
+				      GZ_HEADER_NBYTES - p->hdr_len, end_ret, &flushed);
 			if (n < 0)
 				return n;
 			if (n == 0) /* a member is longer than its header */

@@ -570,18 +570,18 @@ static const struct {
 } plan_rows[] = {
 	{ "buffer GET", 200, "gzip", "text/plain", NULL, HND_BUFFER, 8192, 0, HND_PLAN_WHOLE,
 	  MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, true },
-	{ "buffer HEAD: the same coded response", 200, "gzip", "text/plain", NULL, HND_BUFFER,
-	  8192, PL_HEAD, HND_PLAN_WHOLE, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, true },
-	{ "buffer below min_nbytes: no Vary", 200, "gzip", "text/plain", NULL, HND_BUFFER, 100,
-	  0, HND_PLAN_IDENTITY, MHDGZ_SKIP_SMALL, GZ_CODING_GZIP, false, true },
+	{ "buffer HEAD: the same coded response", 200, "gzip", "text/plain", NULL, HND_BUFFER, 8192,
+	  PL_HEAD, HND_PLAN_WHOLE, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, true },
+	{ "buffer below min_nbytes: no Vary", 200, "gzip", "text/plain", NULL, HND_BUFFER, 100, 0,
+	  HND_PLAN_IDENTITY, MHDGZ_SKIP_SMALL, GZ_CODING_GZIP, false, true },
 	{ "client refuses every coding", 200, "identity", "text/plain", NULL, HND_BUFFER, 8192, 0,
 	  HND_PLAN_IDENTITY, MHDGZ_SKIP_NOT_ACCEPTED, GZ_CODING_GZIP, true, true },
 	{ "no Accept-Encoding", 200, NULL, "text/plain", NULL, HND_BUFFER, 8192, 0,
 	  HND_PLAN_IDENTITY, MHDGZ_SKIP_NOT_ACCEPTED, GZ_CODING_GZIP, true, true },
 	{ "image", 200, "gzip", "image/png", NULL, HND_BUFFER, 8192, 0, HND_PLAN_IDENTITY,
 	  MHDGZ_SKIP_TYPE, GZ_CODING_GZIP, false, true },
-	{ "already coded", 200, "gzip", "text/plain", "br", HND_BUFFER, 8192, 0,
-	  HND_PLAN_IDENTITY, MHDGZ_SKIP_ENCODED, GZ_CODING_GZIP, false, true },
+	{ "already coded", 200, "gzip", "text/plain", "br", HND_BUFFER, 8192, 0, HND_PLAN_IDENTITY,
+	  MHDGZ_SKIP_ENCODED, GZ_CODING_GZIP, false, true },
 	{ "opted out", 200, "gzip", "text/plain", NULL, HND_BUFFER, 8192, PL_OPTOUT,
 	  HND_PLAN_IDENTITY, MHDGZ_SKIP_OPT_OUT, GZ_CODING_GZIP, false, true },
 	{ "204", 204, "gzip", "text/plain", NULL, HND_BUFFER, 8192, 0, HND_PLAN_IDENTITY,
@@ -590,9 +590,8 @@ static const struct {
 	  HND_PLAN_WHOLE, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, true },
 	{ "larger file: a stream", 200, "gzip", "text/html", NULL, HND_FD, 2 * 1024 * 1024, 0,
 	  HND_PLAN_STREAM, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, false },
-	{ "HEAD of a file stream: fields", 200, "gzip", "text/html", NULL, HND_FD,
-	  2 * 1024 * 1024, PL_HEAD, HND_PLAN_STREAM_FIELDS, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true,
-	  false },
+	{ "HEAD of a file stream: fields", 200, "gzip", "text/html", NULL, HND_FD, 2 * 1024 * 1024,
+	  PL_HEAD, HND_PLAN_STREAM_FIELDS, MHDGZ_COMPRESSED, GZ_CODING_GZIP, true, false },
 	{ "reader of unknown size, first queue: in place", 200, "gzip", "text/plain", NULL,
 	  HND_CALLBACK, MHD_SIZE_UNKNOWN, 0, HND_PLAN_STREAM_IN_PLACE, MHDGZ_COMPRESSED,
 	  GZ_CODING_GZIP, true, false },
@@ -665,8 +664,8 @@ START_TEST(test_plan)
 			/* the 304 of the 200 this request would get */
 			bool coded_200 = plan_rows[i].vary;
 
-			ck_assert_msg(p.d.gzip_304 == coded_200, "%s: gzip_304 %d", plan_rows[i].why,
-				      p.d.gzip_304);
+			ck_assert_msg(p.d.gzip_304 == coded_200, "%s: gzip_304 %d",
+				      plan_rows[i].why, p.d.gzip_304);
 			ck_assert_msg((p.d200.reason == MHDGZ_COMPRESSED) == coded_200,
 				      "%s: the 200's reason %s", plan_rows[i].why,
 				      mhdgz_reason_name(p.d200.reason));

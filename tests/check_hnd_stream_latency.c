@@ -629,7 +629,7 @@ END_TEST
 #define PK_CALLS 200 /* per stream: 64 KiB of key in 1 KiB calls, and more */
 struct pk {
 	_Atomic unsigned int n;
-	char log[2 * PK_CALLS + 8]; /* 'a' or 'b' per reader call */
+	char log[2 * PK_CALLS + 8];   /* 'a' or 'b' per reader call */
 	_Atomic unsigned int started; /* routes that queued their stream */
 	_Atomic unsigned int waits;
 	struct pk_stream {

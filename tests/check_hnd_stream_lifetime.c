@@ -481,7 +481,7 @@ START_TEST(in_place_footers)
 
 	if (want && strcmp(want, "gzip") != 0 &&
 	    !mhdgz_coding_available(strcmp(want, "zstd") == 0 ? MHDGZ_CODING_ZSTD
-								: MHDGZ_CODING_BR))
+							      : MHDGZ_CODING_BR))
 		return;
 	sf.data = data;
 	pair = calloc(2, sizeof *pair);
@@ -640,9 +640,8 @@ shared_route(struct th_server *s, struct MHD_Connection *c, const char *url, con
 static struct MHD_Response *
 shared_new(struct mhdgz *gz, struct shared_resp *sr)
 {
-	struct MHD_Response *r =
-		mhdgz_response_from_callback(gz, MHD_SIZE_UNKNOWN, 16 * KIB, shared_read, sr,
-					     shared_free);
+	struct MHD_Response *r = mhdgz_response_from_callback(gz, MHD_SIZE_UNKNOWN, 16 * KIB,
+							      shared_read, sr, shared_free);
 
 	ck_assert(r != NULL);
 	ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain") ==
@@ -718,8 +717,9 @@ START_TEST(in_place_app_content_length)
 	st_begin(&t, th_gz_new(MHDGZ_BACKEND_ZLIB, 6, 0), data, len, shared_route, &sr);
 	shared_new(t.gz, &sr);
 	snprintf(cl, sizeof cl, "%zu", len);
-	ck_assert_int_eq(
-		mhdgz_response_set_options(t.gz, sr.r, MHD_RF_INSANITY_HEADER_CONTENT_LENGTH), 0);
+	ck_assert_int_eq(mhdgz_response_set_options(t.gz, sr.r,
+						    MHD_RF_INSANITY_HEADER_CONTENT_LENGTH),
+			 0);
 	ck_assert(MHD_add_response_header(sr.r, MHD_HTTP_HEADER_CONTENT_LENGTH, cl) == MHD_YES);
 	for (k = 0; k < 2; k++) { /* in place, then a stream of its own */
 		st_get(&t, TH_GZIP);
@@ -747,16 +747,17 @@ stream_lifetime_case(void)
 {
 	return (struct ck_case){ "lifetime",
 				 CK_CASE_TIMEOUT,
-				 { { client_disconnects, 0, (int)(2 * N_ELEMS(dc_backends)) },
-				   { daemon_stops_mid_stream, 0, 0 },
-				   { head_like_get, 0, 2 },
-				   { in_place_footers, 0, 8 },
-				   { in_place_footers_pipelined, 0, 0 },
-				   { in_place_shared_client_leaves, 0, 0 },
+				 {
+					 { client_disconnects, 0, (int)(2 * N_ELEMS(dc_backends)) },
+					 { daemon_stops_mid_stream, 0, 0 },
+					 { head_like_get, 0, 2 },
+					 { in_place_footers, 0, 8 },
+					 { in_place_footers_pipelined, 0, 0 },
+					 { in_place_shared_client_leaves, 0, 0 },
 #if MHD_VERSION >= 0x01000000
-				   { in_place_app_content_length, 0, 0 },
+					 { in_place_app_content_length, 0, 0 },
 #endif
-			   } };
+				 } };
 }
 
 struct ck_case

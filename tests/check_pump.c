@@ -411,18 +411,23 @@ START_TEST(test_member_comment)
 		ck_assert(plain && out);
 		snprintf(ctx, sizeof ctx, "%s, comment %zu", be->name, cn);
 		if (be->caps & GZ_CAP_ONESHOT) {
-			ck_assert_int_eq(gz_compress_member(c, body, len, 0, plain, bound, &plain_len), 0);
-			ck_assert_int_eq(gz_compress_member(c, body, len, cn, out, bound, &out_len), 0);
+			ck_assert_int_eq(gz_compress_member(c, body, len, 0, plain, bound,
+							    &plain_len),
+					 0);
+			ck_assert_int_eq(gz_compress_member(c, body, len, cn, out, bound, &out_len),
+					 0);
 			ck_assert_uint_eq(out_len, plain_len + cn);
 			expect_commented(out, out_len, cn, body, len, ctx);
 			ck_assert_int_eq(memcmp(out + GZ_HEADER_NBYTES + cn,
-						plain + GZ_HEADER_NBYTES, plain_len - GZ_HEADER_NBYTES),
+						plain + GZ_HEADER_NBYTES,
+						plain_len - GZ_HEADER_NBYTES),
 					 0);
 			/* byte by byte as whole */
 			for (size_t at = 0; at < GZ_HEADER_NBYTES + cn; at++)
 				ck_assert_int_eq(gz_header_comment(plain, cn, at, one + at, 1), 0);
 			ck_assert_int_eq(memcmp(one, out, GZ_HEADER_NBYTES + cn), 0);
-			ck_assert_int_eq(gz_header_comment(plain, cn, 0, one, GZ_HEADER_NBYTES + cn + 1),
+			ck_assert_int_eq(gz_header_comment(plain, cn, 0, one,
+							   GZ_HEADER_NBYTES + cn + 1),
 					 GZ_EINVAL);
 			plain[3] |= 0x08; /* FNAME: not plain */
 			ck_assert_int_eq(gz_header_comment(plain, cn, 0, one, 1), GZ_EINVAL);
@@ -436,8 +441,9 @@ START_TEST(test_member_comment)
 
 			for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
 				static const size_t script[] = { 4096, 0, 1000 };
-				struct src sr = { .body = body, .len = len, .script = script,
-						  .nscript = 3 };
+				struct src sr = {
+					.body = body, .len = len, .script = script, .nscript = 3
+				};
 				struct gz_pool *pool;
 				struct gz_pump p;
 				uint8_t *win = malloc(runs[r].cap);
@@ -450,8 +456,8 @@ START_TEST(test_member_comment)
 				ck_assert_int_eq(gz_pump_init(&p, pool, 4096, runs[r].flags), 0);
 				ck_assert_int_eq(gz_pump_set_comment(&p, cn), 0);
 				while (!end) {
-					ssize_t n = gz_pump_read(&p, src_read, &sr, win, runs[r].cap,
-								 &end);
+					ssize_t n = gz_pump_read(&p, src_read, &sr, win,
+								 runs[r].cap, &end);
 
 					ck_assert_msg(n >= 0, "%s: gz_pump_read %zd", ctx, n);
 					ck_assert_uint_lt(++reads, PUMP_MAX_READS);
@@ -461,7 +467,8 @@ START_TEST(test_member_comment)
 					got += (size_t)n;
 					/* once anything went out, no comment can be set */
 					if (got > 0)
-						ck_assert_int_eq(gz_pump_set_comment(&p, cn), GZ_EINVAL);
+						ck_assert_int_eq(gz_pump_set_comment(&p, cn),
+								 GZ_EINVAL);
 				}
 				ck_assert_uint_eq(p.out_total, got);
 				expect_commented(out, got, cn, body, len, ctx);

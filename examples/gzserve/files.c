@@ -22,7 +22,7 @@
  * any control byte. Returns 0 with *rel_ret (malloc'd; "" for the root)
  * and *slash_ret (the path ends in "/"), or the status to refuse with.
  */
-static unsigned int
+unsigned int
 target_to_relpath(const char *target, char **rel_ret, bool *slash_ret)
 {
 	const char *p = target, *end;

@@ -188,13 +188,16 @@ void mime_type(const struct server *s, const char *name, char *out, size_t cap);
  * fields (RFC 9110; each function says what it returns). */
 void file_etag(const struct stat *st, char *out, size_t cap);
 void http_date(time_t t, char *out, size_t cap);
+bool parse_http_date(const char *v, time_t *t_ret);
 int parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret);
 bool if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool etag_shared);
 unsigned int file_preconditions(struct MHD_Connection *conn, const char *method, const char *etag,
 				time_t mtime);
 
-/* files.c: the static files under --root. */
+/* files.c: the static files under --root; the relative path a request
+ * target names (tests/fuzz/fuzz_gzserve.c checks it). */
 enum MHD_Result serve_file(struct req *rq, struct MHD_Connection *conn, const char *method);
+unsigned int target_to_relpath(const char *target, char **rel_ret, bool *slash_ret);
 
 /* beneath.c: rel (relative to the root, no "." or ".." segments; "" for
  * the root itself) opened read-only beneath the root, any type, *st its

@@ -35,7 +35,7 @@ http_date(time_t t, char *out, size_t cap)
  * a recipient must all accept: IMF-fixdate, the obsolete RFC 850 form
  * (a two-digit year, taken as the nearest such year not over 50 years
  * ahead) and asctime's. */
-static bool
+bool
 parse_http_date(const char *v, time_t *t_ret)
 {
 	static const char *const forms[] = {

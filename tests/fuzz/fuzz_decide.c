@@ -465,15 +465,15 @@ select_once(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_request *
 				 p.d.coding == p2.d.coding,
 			 "two plans differ");
 		FZ_CHECK(p.whole, "a buffer planned as a stream");
-		FZ_CHECK(p.kind == (status == 304		      ? HND_PLAN_NOT_MODIFIED
+		FZ_CHECK(p.kind == (status == 304                    ? HND_PLAN_NOT_MODIFIED
 				    : p.d.reason == MHDGZ_COMPRESSED ? HND_PLAN_WHOLE
 								     : HND_PLAN_IDENTITY),
 			 "plan kind %d for %s, status %u", (int)p.kind,
 			 mhdgz_reason_name(p.d.reason), status);
 		FZ_CHECK(status != 304 || !p.d.gzip_304 || len == 0 ||
 				 (p.d200.reason == MHDGZ_COMPRESSED) ==
-					 (ref_decide(gz, opt_out, 200, f, body, len, wants, &vary200) ==
-					  MHDGZ_COMPRESSED),
+					 (ref_decide(gz, opt_out, 200, f, body, len, wants,
+						     &vary200) == MHDGZ_COMPRESSED),
 			 "a 304's 200 planned unlike the reference's 200");
 	}
 	if (want == MHDGZ_COMPRESSED && why == MHDGZ_SKIP_NOT_SMALLER)

@@ -19,7 +19,7 @@
 # build's tests/fuzz/work/, failing ones in tests/fuzz/artifacts/.
 # FUZZ_JOBS targets run at once (one core each); FUZZ_FLAGS adds libFuzzer
 # options, e.g. make fuzz FUZZ_SECONDS=600 FUZZ_JOBS=2 FUZZ_TARGETS=fuzz_stream.
-FUZZ_TARGETS = fuzz_accept fuzz_decide fuzz_types fuzz_etag fuzz_stream fuzz_inflate
+FUZZ_TARGETS = fuzz_accept fuzz_decide fuzz_types fuzz_etag fuzz_stream fuzz_inflate fuzz_gzserve
 FUZZ_SECONDS = 60
 FUZZ_JOBS = 1
 FUZZ_FLAGS =
@@ -39,7 +39,7 @@ EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/corpus tests/fuzz/fuzz_accept.dict \
 # configures (their sources are distributed either way).
 if FUZZ_TARGETS
 noinst_PROGRAMS += tests/fuzz/fuzz_accept tests/fuzz/fuzz_decide tests/fuzz/fuzz_types \
-	tests/fuzz/fuzz_etag tests/fuzz/fuzz_stream tests/fuzz/fuzz_inflate
+	tests/fuzz/fuzz_etag tests/fuzz/fuzz_stream tests/fuzz/fuzz_inflate tests/fuzz/fuzz_gzserve
 fuzz_hnd_cflags = $(AM_CFLAGS) $(MHD_CFLAGS)
 fuzz_hnd_ldadd = handler/libmhdgz_hnd.la $(MHD_LIBS)
 tests_fuzz_fuzz_accept_SOURCES = tests/fuzz/fuzz_accept.c tests/fuzz/fuzz_util.h
@@ -76,6 +76,18 @@ tests_fuzz_fuzz_inflate_CPPFLAGS = $(CORE_CPPFLAGS)
 tests_fuzz_fuzz_inflate_CFLAGS = $(AM_CFLAGS) $(ZLIB_CFLAGS)
 tests_fuzz_fuzz_inflate_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_inflate_LDADD = src/libmhdgz_core.la $(tests_dec_libs)
+# fuzz_gzserve: gzserve's parsers, with gzserve's sources but its main.c.
+tests_fuzz_fuzz_gzserve_SOURCES = tests/fuzz/fuzz_gzserve.c tests/fuzz/fuzz_util.h \
+	examples/gzserve/gzserve.h examples/gzserve/respond.c examples/gzserve/files.c \
+	examples/gzserve/mime.c examples/gzserve/demo.c examples/gzserve/log.c \
+	examples/gzserve/echo.c examples/gzserve/dict.c examples/gzserve/options.c \
+	examples/gzserve/validate.c examples/gzserve/siblings.c examples/gzserve/beneath.c
+tests_fuzz_fuzz_gzserve_CPPFLAGS = $(AM_CPPFLAGS) \
+	-I$(top_srcdir)/examples/gzserve -I$(top_srcdir)/examples/payload
+tests_fuzz_fuzz_gzserve_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(ZLIB_CFLAGS) $(ZSTD_CFLAGS)
+tests_fuzz_fuzz_gzserve_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_gzserve_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la \
+	$(MHD_LIBS) $(ZLIB_LIBS) $(ZSTD_LIBS)
 endif
 
 .PHONY: fuzz fuzz-build
