@@ -98,6 +98,7 @@ static void
 build_whole(struct build *b)
 {
 	struct hnd_entry *e = b->e;
+	struct MHD_Response *v;
 	bool fresh_rep;
 
 	if (b->rq->head && !e->coded[b->f.coding].rep && !(b->rq->flags & HND_REQ_NO_CACHE) &&
@@ -118,10 +119,11 @@ build_whole(struct build *b)
 	}
 	/* a HEAD gets the same response, whose Content-Length libmicrohttpd
 	 * sends without the body */
-	b->reason = hnd_gzip_representation(b->gz, e, &b->f, b->rq->flags & HND_REQ_NO_CACHE, &b->v,
+	b->reason = hnd_gzip_representation(b->gz, e, &b->f, b->rq->flags & HND_REQ_NO_CACHE, &v,
 					    &fresh_rep);
 	if (b->reason != MHDGZ_COMPRESSED)
 		return;
+	b->v = v;
 	if (fresh_rep)
 		b->release = HND_RELEASE;
 	b->out_len = b->coded_len = e->coded[b->f.coding].rep_len;
