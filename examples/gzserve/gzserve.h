@@ -194,8 +194,7 @@ bool if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bo
 unsigned int file_preconditions(struct MHD_Connection *conn, const char *method, const char *etag,
 				time_t mtime);
 
-/* files.c: the static files under --root; the relative path a request
- * target names (tests/fuzz/fuzz_gzserve.c checks it). */
+/* files.c: the files under --root; a target's path beneath it (fuzz_gzserve). */
 enum MHD_Result serve_file(struct req *rq, struct MHD_Connection *conn, const char *method);
 unsigned int target_to_relpath(const char *target, char **rel_ret, bool *slash_ret);
 
