@@ -972,6 +972,46 @@ if have_codings zstd,gzip && command -v zstd >/dev/null 2>&1 && have_python; the
 else
 	echo "SKIP: --dictionary (gzserve without zstd, or no zstd command or python3)"
 fi
+# --- the descriptor budget --------------------------------------------------
+# With RLIMIT_NOFILE 64: 16 connections, 8 of them serving files (main.c).
+# 20 slow readers of a 5 MB file: 8 stream it, the others get 503 (and the
+# connection closes) rather than taking descriptors an open or accept()
+# then lacks; new clients meanwhile get an answer at once, not a stalled
+# accept(); once the slow ones are gone, the file again.
+if command -v prlimit >/dev/null 2>&1; then
+	mkdir -p "$T/fdroot"
+	yes "alpha beta gamma delta epsilon zeta eta theta" | head -c 5000000 >"$T/fdroot/big.txt"
+	if tl_start fdlimit "$T/fdlimit.err" prlimit --nofile=64:64 "$GZSERVE" --port 0 \
+		--root "$T/fdroot"; then
+		check "64 descriptors: 16 connections, 8 serving files" \
+			grep -q 'up to 16 connections, 8 of them serving files (RLIMIT_NOFILE 64)' \
+			"$T/fdlimit.err"
+		slow=()
+		for i in $(seq 1 20); do
+			curl -s --limit-rate 2k --max-time 8 -H 'Accept-Encoding: gzip' -o /dev/null \
+				-w '%{http_code}\n' "$BASE/big.txt" >"$T/fdslow.$i" 2>/dev/null &
+			slow+=($!)
+		done
+		sleep 1.5
+		answered=0
+		for i in 1 2 3; do
+			code=$(curl -s --max-time 3 -o /dev/null -w '%{http_code}' -r 0-9 "$BASE/big.txt")
+			case $code in 206 | 503) answered=$((answered + 1)) ;; esac
+		done
+		eq "new clients answered while 20 slow readers hold" "$answered" 3
+		wait "${slow[@]}" 2>/dev/null
+		eq "the slow readers: some streamed, the rest 503, none unanswered" \
+			"$(cat "$T"/fdslow.* | sort -u | grep -v -x -e 200 -e 503 | wc -l)|$(grep -l -x 200 "$T"/fdslow.* | wc -l | tr -d ' ')" \
+			"0|8"
+		eq "the file again once they left" \
+			"$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' -r 0-9 "$BASE/big.txt")" 206
+		tl_stop "$PID"
+	else
+		nok "gzserve under RLIMIT_NOFILE 64 starts" "see $T/fdlimit.err"
+	fi
+else
+	echo "SKIP: the descriptor budget (no prlimit)"
+fi
 if grep -qi 'AddressSanitizer\|LeakSanitizer\|runtime error' "$T"/*.err; then
 	nok "no sanitizer reports" "$(grep -h -i -m1 'Sanitizer\|runtime error' "$T"/*.err)"
 else

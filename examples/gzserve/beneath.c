@@ -205,6 +205,7 @@ open_in_root(const struct server *s, const char *rel, struct stat *st, unsigned 
 	if (fd < 0)
 		*status_ret = errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG
 				      ? MHD_HTTP_NOT_FOUND
-				      : MHD_HTTP_FORBIDDEN;
+			      : errno == EMFILE || errno == ENFILE ? MHD_HTTP_SERVICE_UNAVAILABLE
+								    : MHD_HTTP_FORBIDDEN;
 	return fd;
 }

@@ -285,7 +285,12 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	unsigned int status;
 	enum MHD_Result ret;
 
-	status = target_to_relpath(rq->uri, &f.rel, &f.slash);
+	/* Past the file limit (main.c: the descriptor budget), or out of
+	 * descriptors anyway (open_in_root): 503, and the connection closes. */
+	if ((unsigned int)atomic_load(&s->conns) > s->file_limit)
+		status = MHD_HTTP_SERVICE_UNAVAILABLE;
+	else
+		status = target_to_relpath(rq->uri, &f.rel, &f.slash);
 	if (status == 0)
 		status = resolve_file(s, &f);
 	if (status == 0) {

@@ -91,6 +91,7 @@ struct server {
 	 * RLIMIT_NOFILE); limit_warned: the limit message is out. */
 	atomic_int conns;
 	unsigned int conn_limit;
+	unsigned int file_limit; /* connections that may be serving a file (main.c) */
 	unsigned long nofile;
 	atomic_bool limit_warned;
 

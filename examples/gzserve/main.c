@@ -47,8 +47,8 @@
 #include "gzserve.h"
 
 /* File descriptors kept for other uses than connections (the listening
- * socket, a thread pool's epoll and signalling descriptors, files being
- * served, stdio): the connection limit is RLIMIT_NOFILE minus these. */
+ * socket, a thread pool's epoll and signalling descriptors, the walk
+ * beneath the root, stdio). */
 #ifndef GZS_FD_RESERVE
 #define GZS_FD_RESERVE 256
 #endif
@@ -262,8 +262,20 @@ start_daemon(struct server *s, struct sockaddr_storage *ss, bool v6)
 	const union MHD_DaemonInfo *info;
 
 	s->nofile = raise_nofile();
-	s->conn_limit = s->nofile > 2 * GZS_FD_RESERVE ? (unsigned int)(s->nofile - GZS_FD_RESERVE)
-						       : (unsigned int)(s->nofile / 2);
+	/* The descriptor budget: a connection is a socket, and one serving
+	 * a file holds two more at its peak (the file, and the library's
+	 * duplicate for a stream or for sendfile). Half of what is left
+	 * after the reserve goes to sockets, half to files: at the
+	 * connection limit no open fails, and connections past the file
+	 * limit get a 503 at once (serve_file) instead of a stalled
+	 * accept(). */
+	{
+		unsigned long avail = s->nofile > 2 * GZS_FD_RESERVE ? s->nofile - GZS_FD_RESERVE
+								     : s->nofile / 2;
+
+		s->conn_limit = (unsigned int)(avail / 2);
+		s->file_limit = (unsigned int)(avail / 4);
+	}
 	s->daemon = MHD_start_daemon(
 		flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
 		on_mhd_log, s, /* first, or it misses some */
@@ -280,8 +292,10 @@ start_daemon(struct server *s, struct sockaddr_storage *ss, bool v6)
 	}
 	/* Once listening: a refused port is the only line then. */
 	if (!s->cfg.quiet)
-		fprintf(stderr, "gzserve: up to %u connections (RLIMIT_NOFILE %lu)\n",
-			s->conn_limit, s->nofile);
+		fprintf(stderr,
+			"gzserve: up to %u connections, %u of them serving files (RLIMIT_NOFILE "
+			"%lu)\n",
+			s->conn_limit, s->file_limit, s->nofile);
 	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	printf(v6 ? "listening on http://[%s]:%u/\n" : "listening on http://%s:%u/\n", s->cfg.bind,
 	       info ? info->port : s->cfg.port);

@@ -84,6 +84,8 @@ respond_page(struct req *rq, struct MHD_Connection *conn, unsigned int status, c
 enum MHD_Result
 respond_error(struct req *rq, struct MHD_Connection *conn, unsigned int status)
 {
+	if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
+		return respond_page(rq, conn, status, MHD_HTTP_HEADER_CONNECTION, "close");
 	return respond_page(rq, conn, status, status == 405 ? MHD_HTTP_HEADER_ALLOW : NULL,
 			    "GET, HEAD");
 }
