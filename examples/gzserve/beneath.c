@@ -169,16 +169,11 @@ walk_beneath(const struct server *s, const char *rel)
 	return fd < 0 ? -1 : fd;
 }
 
-/*
- * The fast path is one openat2() from the root's descriptor with
- * RESOLVE_BENEATH: the kernel refuses, during the lookup itself, any
- * resolution that would leave the root (a ".." above it, an absolute
- * symlink, a /proc magic link) with EXDEV, so no check races the open. A
- * symlink inside the root is followed. Nothing here opens an absolute
- * path: a directory swapped for a symlink to outside while a request
- * resolves answers 403 or 404, never the outside file (test_files_swap_race
- * in tests/check_gzserve.c).
- */
+/* One openat2() from the root's descriptor with RESOLVE_BENEATH: the
+ * kernel refuses any lookup that would leave the root (EXDEV), so no check
+ * races the open, and a symlink inside is followed. Never an absolute
+ * path: a directory swapped for a symlink to outside answers 403 or 404,
+ * never the outside file (test_files_swap_race). */
 int
 open_in_root(const struct server *s, const char *rel, struct stat *st, unsigned int *status_ret)
 {
@@ -206,6 +201,6 @@ open_in_root(const struct server *s, const char *rel, struct stat *st, unsigned 
 		*status_ret = errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG
 				      ? MHD_HTTP_NOT_FOUND
 			      : errno == EMFILE || errno == ENFILE ? MHD_HTTP_SERVICE_UNAVAILABLE
-								    : MHD_HTTP_FORBIDDEN;
+								   : MHD_HTTP_FORBIDDEN;
 	return fd;
 }

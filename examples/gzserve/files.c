@@ -285,8 +285,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	unsigned int status;
 	enum MHD_Result ret;
 
-	/* Past the file limit (main.c: the descriptor budget), or out of
-	 * descriptors anyway (open_in_root): 503, and the connection closes. */
+	/* past the descriptor budget's file limit (main.c): 503, and close */
 	if ((unsigned int)atomic_load(&s->conns) > s->file_limit)
 		status = MHD_HTTP_SERVICE_UNAVAILABLE;
 	else

@@ -15,14 +15,10 @@
 #include <microhttpd.h>
 #include <mhdgz.h>
 
-/* /events: how many events, and the milliseconds between them (--events,
- * --event-ms). */
-#ifndef GZS_EVENTS
+/* /events: how many events, and the milliseconds between them (defaults
+ * of --events, --event-ms). */
 #define GZS_EVENTS 10
-#endif
-#ifndef GZS_EVENT_MS
 #define GZS_EVENT_MS 1000
-#endif
 /* How long SIGINT/SIGTERM waits for requests in flight before stopping the
  * daemon anyway, in milliseconds: long enough for a large download on a
  * local network, short enough that a stuck client cannot hold a restart. */

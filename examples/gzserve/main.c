@@ -1,13 +1,8 @@
 /* main.c: gzserve, the sample server: access handler, start and stop. */
 /*
  * gzserve serves the files under --root, or a built-in demo, on
- * libmicrohttpd, its responses gzip-compressed by mhdgz. Its files:
- * main.c (this), options.c (the command line), respond.c (queueing
- * through the handler), files.c (--root), beneath.c (opens beneath the
- * root), validate.c (validators and ranges), siblings.c (precompressed
- * files), mime.c (media types), demo.c (the demo, /events, /stats),
- * echo.c (POST /echo: request bodies coded gzip), dict.c (RFC 9842
- * dictionaries), log.c (the access log), gzserve.h (what they share).
+ * libmicrohttpd, its responses compressed by mhdgz (its files, one
+ * concern each: DESIGN.md).
  *
  * What to copy from here:
  *  - responses are made with mhdgz_response_from_buffer/_from_fd64/
@@ -20,10 +15,9 @@
  *  - conditional requests (files.c, demo.c) use mhdgz_evaluate_preconditions,
  *    so the ETag forms mhdgz gives coded responses (W/"x", "x-gzip") still
  *    validate;
- *  - a 304 is the 200's own response queued with status 304: libmicrohttpd
- *    sends its header fields without the body (Content-Length stays the
- *    200's, RFC 9110 section 8.6), and mhdgz gives it the Vary and ETag
- *    form the 200 would have for this client;
+ *  - a 304 is the 200's own response queued with status 304: its fields
+ *    without the body (RFC 9110 section 8.6), with the Vary and ETag form
+ *    mhdgz gives the 200 for this client;
  *  - a precompressed FILE.gz (siblings.c), chosen with mhdgz_accept_coding
  *    among the codings of mhdgz_get_codings, is queued with its
  *    Content-Encoding set, so the handler leaves it alone;
@@ -103,10 +97,9 @@ on_connection(void *cls, struct MHD_Connection *connection, void **socket_contex
 	n = atomic_fetch_add(&s->conns, 1) + 1;
 	if ((unsigned int)n >= s->conn_limit && !atomic_exchange(&s->limit_warned, true))
 		fprintf(stderr,
-			"gzserve: connection limit reached: %u connections open, the most "
-			"RLIMIT_NOFILE %lu allows (minus %u for other uses); new connections "
-			"are closed until some end (raise the hard limit: ulimit -Hn)\n",
-			(unsigned int)n, s->nofile, (unsigned int)GZS_FD_RESERVE);
+			"gzserve: connection limit reached (%u, from RLIMIT_NOFILE %lu): "
+			"new ones closed until some end (ulimit -Hn)\n",
+			(unsigned int)n, s->nofile);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -260,22 +253,15 @@ start_daemon(struct server *s, struct sockaddr_storage *ss, bool v6)
 	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
 			     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
 	const union MHD_DaemonInfo *info;
+	unsigned long avail;
 
 	s->nofile = raise_nofile();
-	/* The descriptor budget: a connection is a socket, and one serving
-	 * a file holds two more at its peak (the file, and the library's
-	 * duplicate for a stream or for sendfile). Half of what is left
-	 * after the reserve goes to sockets, half to files: at the
-	 * connection limit no open fails, and connections past the file
-	 * limit get a 503 at once (serve_file) instead of a stalled
-	 * accept(). */
-	{
-		unsigned long avail = s->nofile > 2 * GZS_FD_RESERVE ? s->nofile - GZS_FD_RESERVE
-								     : s->nofile / 2;
-
-		s->conn_limit = (unsigned int)(avail / 2);
-		s->file_limit = (unsigned int)(avail / 4);
-	}
+	/* Descriptors past the reserve: half for sockets, half for the two
+	 * a connection serving a file holds (gzserve(1)); past the file
+	 * limit a 503 at once (serve_file), not a stalled accept(). */
+	avail = s->nofile > 2 * GZS_FD_RESERVE ? s->nofile - GZS_FD_RESERVE : s->nofile / 2;
+	s->conn_limit = (unsigned int)(avail / 2);
+	s->file_limit = (unsigned int)(avail / 4);
 	s->daemon = MHD_start_daemon(
 		flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
 		on_mhd_log, s, /* first, or it misses some */
@@ -293,8 +279,8 @@ start_daemon(struct server *s, struct sockaddr_storage *ss, bool v6)
 	/* Once listening: a refused port is the only line then. */
 	if (!s->cfg.quiet)
 		fprintf(stderr,
-			"gzserve: up to %u connections, %u of them serving files (RLIMIT_NOFILE "
-			"%lu)\n",
+			"gzserve: up to %u connections, %u of them serving files "
+			"(RLIMIT_NOFILE %lu)\n",
 			s->conn_limit, s->file_limit, s->nofile);
 	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	printf(v6 ? "listening on http://[%s]:%u/\n" : "listening on http://%s:%u/\n", s->cfg.bind,
