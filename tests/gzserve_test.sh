@@ -974,8 +974,8 @@ else
 fi
 # --- the descriptor budget --------------------------------------------------
 # With RLIMIT_NOFILE 64: 16 connections, 8 of them serving files (main.c).
-# 20 slow readers of a 5 MB file: 8 stream it, the others get 503 (and the
-# connection closes) rather than taking descriptors an open or accept()
+# 20 slow readers of a 5 MB file: up to 8 stream it, the others get 503 (and
+# the connection closes) rather than taking descriptors an open or accept()
 # then lacks; new clients meanwhile get an answer at once, not a stalled
 # accept(); once the slow ones are gone, the file again.
 if command -v prlimit >/dev/null 2>&1; then
@@ -1000,9 +1000,13 @@ if command -v prlimit >/dev/null 2>&1; then
 		done
 		eq "new clients answered while 20 slow readers hold" "$answered" 3
 		wait "${slow[@]}" 2>/dev/null
-		eq "the slow readers: some streamed, the rest 503, none unanswered" \
-			"$(cat "$T"/fdslow.* | sort -u | grep -v -x -e 200 -e 503 | wc -l)|$(grep -l -x 200 "$T"/fdslow.* | wc -l | tr -d ' ')" \
-			"0|8"
+		# 200 for at most the 8 the file limit allows (fewer, even none,
+		# when more connections were open before their request came), 503
+		# for the rest, none unanswered
+		n200=$(grep -l -x 200 "$T"/fdslow.* | wc -l | tr -d ' ')
+		eq "the slow readers: at most 8 streamed, the rest 503, none unanswered" \
+			"$(cat "$T"/fdslow.* | sort -u | grep -v -x -e 200 -e 503 | wc -l)|$((n200 <= 8))" \
+			"0|1"
 		eq "the file again once they left" \
 			"$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' -r 0-9 "$BASE/big.txt")" 206
 		tl_stop "$PID"
