@@ -211,43 +211,47 @@ struct copy_ctx {
 	bool failed;
 };
 
-/* Copy the fields of the identity response to a variant. A gzip variant
- * drops the ones the coding changes: Content-Encoding, Content-Length (set
- * by libmicrohttpd from the new body), ETag (rewritten) and Accept-Ranges
- * (byte ranges of the identity body do not apply to the gzip body). */
+/* Is this field of the identity representation left out of a coded one
+ * (which copy_iter builds and drop_iter rewrites in place)? Integrity
+ * fields, header or trailer, describe the identity bytes; Content-Encoding
+ * is the coded one's own, the ETag rewritten, and byte ranges of the
+ * identity body do not apply to the coded body. */
+static bool
+coded_leaves_out(enum MHD_ValueKind kind, const char *key)
+{
+	if (hnd_is_digest_field(key))
+		return true;
+	return kind == MHD_HEADER_KIND && (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
+					   strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
+					   strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0);
+}
+
+/* Copy the fields of the identity response to a variant: all but
+ * Content-Length (libmicrohttpd's, from the new body), a replaced Vary, a
+ * Transfer-Encoding where there is no content, and for a coded variant what
+ * coded_leaves_out says. */
 static enum MHD_Result
 copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct copy_ctx *c = cls;
 	enum MHD_Result ok;
 
-	if (!value)
+	if (!value || (kind != MHD_HEADER_KIND && kind != MHD_FOOTER_KIND))
 		return MHD_YES;
+	if (c->coded && coded_leaves_out(kind, key)) {
+		c->digests += hnd_is_digest_field(key);
+		return MHD_YES;
+	}
 	if (kind == MHD_FOOTER_KIND) {
-		/* A digest trailer describes the identity bytes too. */
-		if (c->coded && hnd_is_digest_field(key)) {
-			c->digests += c->coded;
-			return MHD_YES;
-		}
 		ok = MHD_add_response_footer(c->to, key, value);
-	} else if (kind == MHD_HEADER_KIND) {
+	} else {
 		if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
 			return MHD_YES;
 		if (!c->framing && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
 			return MHD_YES;
 		if (c->skip_vary && strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0)
 			return MHD_YES;
-		if (c->coded && (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
-				 strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
-				 strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0))
-			return MHD_YES;
-		if (c->coded && hnd_is_digest_field(key)) {
-			c->digests++;
-			return MHD_YES;
-		}
 		ok = MHD_add_response_header(c->to, key, value);
-	} else {
-		return MHD_YES;
 	}
 	if (ok != MHD_YES) {
 		c->failed = true;
@@ -305,27 +309,20 @@ struct drop_ctx {
 };
 
 /* Delete from r each field of the original that the coded representation
- * leaves out: the ones copy_iter does not copy to a coded variant. */
+ * leaves out (coded_leaves_out, and Content-Length and a replaced Vary, as
+ * copy_iter). */
 static enum MHD_Result
 drop_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct drop_ctx *c = cls;
 	bool drop;
 
-	if (!value)
+	if (!value || (kind != MHD_HEADER_KIND && kind != MHD_FOOTER_KIND))
 		return MHD_YES;
-	if (kind == MHD_FOOTER_KIND) {
-		drop = hnd_is_digest_field(key);
-	} else if (kind == MHD_HEADER_KIND) {
-		drop = strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0 ||
-		       strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
-		       strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
-		       strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0 ||
-		       hnd_is_digest_field(key) ||
-		       (c->skip_vary && strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0);
-	} else {
-		return MHD_YES;
-	}
+	drop = coded_leaves_out(kind, key) ||
+	       (kind == MHD_HEADER_KIND &&
+		(strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0 ||
+		 (c->skip_vary && strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0)));
 	if (drop) {
 		c->digests += hnd_is_digest_field(key);
 		MHD_del_response_header(c->r, key, value);
