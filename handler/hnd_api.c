@@ -221,10 +221,8 @@ handle_destroy(struct mhdgz *gz)
 		gz_pool_free(gz->coder[k].pool);
 	}
 	hnd_table_fini(&gz->table);
-	if (gz->memo_ready)
-		hnd_memo_fini(&gz->memo);
 	gz_pool_free(gz->event_pool);
-	hnd_fc_fini(&gz->filecache);
+	hnd_store_fini(&gz->store);
 	hnd_dicts_free(gz);
 	gz_pool_free(gz->stream_pool);
 	gz_pool_free(gz->pool);
@@ -343,11 +341,7 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	rc = hnd_table_init(&gz->table);
 	if (rc < 0)
 		goto fail;
-	rc = hnd_memo_init(&gz->memo);
-	if (rc < 0)
-		goto fail;
-	gz->memo_ready = true;
-	rc = hnd_fc_init(&gz->filecache, o.file_cache_nbytes);
+	rc = hnd_store_init(&gz->store, o.file_cache_nbytes);
 	if (rc < 0)
 		goto fail;
 	*gz_ret = gz;

@@ -12,8 +12,9 @@
  * (and chunked framing, body bytes included, with one of unknown size).
  *
  * A 200 that would be gzip (gzip_client, and the response compresses):
- * for a body compressed whole, the 304 response shares the gzip body
- * (never sent with a 304) to get its size; for a file streamed compressed
+ * for a body compressed whole, the 304 response states the coded length
+ * the store knows (hnd_store.c: the entry's, its file version's or its
+ * strong ETag's), or that of the body coded now; for a file streamed compressed
  * (up to HND_HEAD_LENGTH_MAX) the gzip length is computed once; for any
  * other stream the length is not known, and the 304 has none
  * (hnd_fields_response: head-only with libmicrohttpd 1.0, closing the
@@ -25,67 +26,31 @@
  */
 struct MHD_Response *
 hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
-		 const struct hnd_decision *d200, bool gzip_client, bool *fresh_ret)
+		 const struct hnd_decision *d200, bool gzip_client)
 {
-	struct MHD_Response *v;
 	struct hnd_coded *k = &e->coded[f->coding];
-	bool gzip = gzip_client && !k->not_smaller;
+	struct MHD_Response *v;
+	bool gzip = gzip_client && e->body_len != 0 ? d200->reason == MHDGZ_COMPRESSED : gzip_client;
 	uint64_t len = MHD_SIZE_UNKNOWN;
 
-	*fresh_ret = false;
-	if (gzip && e->body_len != 0) {
-		gzip = d200->reason == MHDGZ_COMPRESSED;
-		/* An uncached entry keeps no 304 either: its length is that of
-		 * this queue's compression (a file may have changed since). */
-		if (gzip && hnd_whole_body(e) && k->rep_304 && !e->uncached) {
+	if (gzip && e->body_len != 0 && hnd_whole_body(e)) {
+		/* The 200's coded length: known to the store (no compression),
+		 * or by coding the body now (kept for the 200 too). */
+		if (k->rep_304) /* a length: the entry's bytes do not change */
 			return k->rep_304;
-		} else if (gzip && hnd_whole_body(e) && !k->rep &&
-			   hnd_coded_len_known(gz, e, f, &len)) {
-			/* Its length is known by its strong ETag: no compression. */
-			if (len == HND_MEMO_NOT_SMALLER) {
-				gzip = false;
-			} else if (e->uncached) {
-				v = hnd_fields_response(gz, hnd_identity_fields(e), f, len,
-							HND_REP_GZIP_304);
-				if (!v)
-					hnd_count(gz, HND_C_FAILURES, 1);
-				*fresh_ret = v != NULL;
-				return v;
-			} else {
-				k->rep_304 = hnd_fields_response(gz, hnd_identity_fields(e), f, len,
-								 HND_REP_GZIP_304);
-				if (!k->rep_304)
-					hnd_count(gz, HND_C_FAILURES, 1);
-				return k->rep_304;
-			}
-		} else if (gzip && hnd_whole_body(e)) {
-			bool fresh;
-
-			if (hnd_gzip_representation(gz, e, f, false, &v, &fresh) !=
-			    MHDGZ_COMPRESSED) {
-				gzip = false; /* not smaller, or failed: the 200 is identity */
-			} else if (fresh) {
-				/* An uncached response: the 200's fields and the
-				 * length of this compression, for this queue. */
-				uint64_t coded_len = k->rep_len;
-
-				MHD_destroy_response(v);
-				v = hnd_fields_response(gz, hnd_identity_fields(e), f, coded_len,
-							HND_REP_GZIP_304);
-				if (!v)
-					hnd_count(gz, HND_C_FAILURES, 1);
-				*fresh_ret = v != NULL;
-				return v;
-			} else {
-				if (!k->rep_304) {
-					atomic_fetch_add(&k->body->refs, 1);
-					if (hnd_build_response(gz, hnd_identity_fields(e), f,
-							       k->body, HND_REP_GZIP_304,
-							       &k->rep_304) < 0)
-						hnd_count(gz, HND_C_FAILURES, 1);
-				}
-				return k->rep_304;
-			}
+		if (!hnd_coded_len_known(gz, e, f->etag, f->coding, HND_SM_WHOLE, &len)) {
+			if (hnd_gzip_representation(gz, e, f, false, &v) == MHDGZ_COMPRESSED)
+				len = k->body->len;
+			else
+				len = HND_STORE_NOT_SMALLER; /* or failed: the 200 is identity */
+		}
+		gzip = len != HND_STORE_NOT_SMALLER;
+		if (gzip) {
+			k->rep_304 = hnd_fields_response(gz, hnd_identity_fields(e), f, len,
+							 HND_REP_GZIP_304);
+			if (!k->rep_304)
+				hnd_count(gz, HND_C_FAILURES, 1);
+			return k->rep_304;
 		}
 	}
 	if (gzip && e->body_len == 0) {

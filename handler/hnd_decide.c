@@ -188,6 +188,7 @@ hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *
 	p->d200 = (struct hnd_decision){ .reason = MHDGZ_SKIP_STATUS }; /* no 200 planned */
 	p->dict = NULL;
 	p->digest = p->low_latency = false;
+	p->coded_len = MHDGZ_NBYTES_UNKNOWN;
 	/* The request's lines are read on first use (a response that is
 	 * never coded never reads them); a padded one plans on a copy. */
 	acc = &in->rq->acc;
@@ -222,7 +223,18 @@ hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *
 		return;
 	p->digest = gz->content_digest && in->f->content_digest;
 	if (p->whole) {
+		/* A HEAD needs the length alone: the store's, when it knows
+		 * it (a digest is of the coded bytes: those are coded). */
 		p->kind = HND_PLAN_WHOLE;
+		if (in->rq->head && !p->digest && in->known_len &&
+		    in->known_len(in->known_cls, p->d.coding, &p->coded_len)) {
+			if (p->coded_len == HND_STORE_NOT_SMALLER) {
+				p->kind = HND_PLAN_IDENTITY;
+				p->d.reason = MHDGZ_SKIP_NOT_SMALLER;
+			} else {
+				p->kind = HND_PLAN_WHOLE_FIELDS;
+			}
+		}
 		return;
 	}
 	p->low_latency = in->low_latency || is_event_stream(in->f->content_type);

@@ -522,7 +522,7 @@ hnd_dcz_build(struct mhdgz *gz, struct hnd_entry *e, const struct mhdgz_dictiona
 	}
 	if (k->not_smaller)
 		return false;
-	if (!k->rep || no_cache || e->uncached) {
+	if (!k->rep || no_cache) {
 		struct hnd_dcz fresh_k = { .dict = dict };
 
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);

@@ -27,6 +27,7 @@
 #include "gz_backend.h"
 #include "gz_error.h"
 #include "gz_pool.h"
+#include "hnd_store.h"
 
 /* Default idle cap of the compressor pool: enough for a thread pool of 16
  * workers to never miss, while bounding idle memory (zlib level 6 state is
@@ -101,10 +102,10 @@ enum hnd_counter {
 	HND_C_UPLOAD_BYTES_IN,
 	HND_C_UPLOAD_BYTES_OUT,
 	HND_C_UPLOAD_REFUSED0, /* + enum mhdgz_upload_refusal */
-	/* The file cache (hnd_filecache.c). */
-	HND_C_FC_HITS = HND_C_UPLOAD_REFUSED0 + MHDGZ_UPLOAD_REFUSAL_COUNT,
-	HND_C_FC_MISSES,
-	HND_C_FC_EVICTIONS,
+	/* The store of coded bytes and lengths (hnd_store.c). */
+	HND_C_STORE_HITS = HND_C_UPLOAD_REFUSED0 + MHDGZ_UPLOAD_REFUSAL_COUNT,
+	HND_C_STORE_MISSES,
+	HND_C_STORE_EVICTIONS,
 	HND_C_COUNT
 };
 
@@ -249,97 +250,6 @@ struct hnd_entry *hnd_entry_locked(struct mhdgz *gz, const struct MHD_Response *
 /* Entries in the table now (tests). */
 size_t hnd_table_count(struct hnd_table *t);
 
-/* hnd_memo.c: gzip lengths by strong ETag (see there). Slots of the
- * table, and the longest ETag remembered, in bytes. */
-#ifndef HND_MEMO_SLOTS
-#define HND_MEMO_SLOTS 64
-#endif
-#define HND_MEMO_ETAG_MAX 128
-
-/* Which gzip bytes a length is of: compressed whole, or a stream (of a
- * file: HND_FD_BLOCK input blocks), flushed per block or not. */
-enum hnd_memo_mode { HND_MEMO_WHOLE, HND_MEMO_STREAM, HND_MEMO_STREAM_LL };
-
-/* The memo's mode of a coding's bytes, padded by length hiding or not:
- * the modes above for unpadded gzip, shifted per other coding, and apart
- * again when padded (length hiding is per response, so one ETag may name a
- * padded and an unpadded length), so that each is remembered apart. */
-#define HND_MEMO_MODE(mode, coding, padded)                                                        \
-	((enum hnd_memo_mode)((unsigned int)(mode) + 4u * (unsigned int)(coding) +                 \
-			      ((padded) ? 16u : 0u)))
-
-/* What the gzip length is when gzip was found not smaller (identity 200). */
-#define HND_MEMO_NOT_SMALLER UINT64_MAX
-
-struct hnd_memo_slot {
-	uint64_t body_len, gzip_len;
-	uint8_t mode, used;
-	char etag[HND_MEMO_ETAG_MAX];
-};
-
-struct hnd_memo {
-	pthread_mutex_t lock;
-	struct hnd_memo_slot slot[HND_MEMO_SLOTS];
-};
-
-int hnd_memo_init(struct hnd_memo *m);
-void hnd_memo_fini(struct hnd_memo *m);
-/* Remember, or look up, the gzip length of the representation named by a
- * strong etag with body_len identity bytes; a weak, absent or too long ETag
- * is never remembered. Thread-safe. */
-void hnd_memo_put(struct hnd_memo *m, const char *etag, uint64_t body_len, enum hnd_memo_mode mode,
-		  uint64_t gzip_len);
-bool hnd_memo_get(struct hnd_memo *m, const char *etag, uint64_t body_len, enum hnd_memo_mode mode,
-		  uint64_t *gzip_len_ret);
-
-/* hnd_filecache.c: the compressed representations of file responses,
- * shared by every response of the handle on the same file version. */
-struct hnd_fc_key {
-	uint64_t dev, ino, size;   /* fstat of the descriptor */
-	int64_t mtime_s, mtime_ns; /* st_mtim */
-	int64_t ctime_s, ctime_ns; /* st_ctim: changes with every write, */
-	uint64_t offset, len;      /* and cannot be set back by utimensat */
-	uint32_t coding, padded;   /* the coding, length hiding asked for */
-	int32_t level;
-};
-
-struct hnd_fc_item;
-
-struct hnd_filecache {
-	pthread_mutex_t lock;
-	size_t budget;      /* bytes; 0: off */
-	atomic_size_t held; /* bytes charged now (bodies and item overhead); under lock */
-	size_t count;       /* items */
-	struct hnd_fc_item **bucket;
-	size_t nbuckets;                         /* power of two */
-	struct hnd_fc_item *lru_head, *lru_tail; /* most recent first */
-	/* A file changed less than this many nanoseconds before it is read
-	 * is not remembered: a rewrite within one tick of the file system's
-	 * clock would keep its timestamps. Tests set 0. */
-	int64_t racy_ns;
-	bool ready;
-};
-
-int hnd_fc_init(struct hnd_filecache *fc, size_t budget);
-void hnd_fc_fini(struct hnd_filecache *fc);
-/* The key of e's bytes in coding (fstat of e->fd); false when the
- * descriptor cannot be stat'ed or is not a regular file. */
-bool hnd_fc_key_of(const struct mhdgz *gz, const struct hnd_entry *e, enum gz_coding coding,
-		   bool padded, struct hnd_fc_key *key);
-/* Look key up: true on a hit, with *body_ret a new reference to the coded
- * bytes (NULL: the coding was found not smaller) and *padded_ret whether
- * they carry padding. Counted as a hit or a miss. Thread-safe. */
-bool hnd_fc_get(struct mhdgz *gz, const struct hnd_fc_key *key, struct hnd_body **body_ret,
-		bool *padded_ret);
-/* Remember body (NULL: not smaller; a reference is taken) under key when
- * e's file still has that key (it did not change while it was read) and
- * is not racy; evicts least recently used items to stay in the budget.
- * Thread-safe. */
-void hnd_fc_put(struct mhdgz *gz, const struct hnd_entry *e, const struct hnd_fc_key *key,
-		struct hnd_body *body, bool padded);
-/* Bytes held now. Thread-safe. */
-uint64_t hnd_fc_held(const struct mhdgz *gz);
-
 /* A content coding the handle offers: its backend, level and pools. For
  * gzip, the pools are the handle's own pool and stream_pool (not owned
  * here); for the others, created by mhdgz_new and owned here. */
@@ -354,8 +264,8 @@ struct hnd_coder {
  * Layout: what every response writes, from whichever thread serves it, sits
  * on cache lines of its own, apart from the settings every response reads:
  * refs (each entry's creation and release), table (its lock and count, at
- * each creation, lookup and release), memo and filecache (their locks, for
- * responses with a strong ETag or from a file), stats (striped). Sharing a
+ * each creation, lookup and release), store (its lock, for coded bodies
+ * and lengths), stats (striped). Sharing a
  * line, each such write would evict the settings from the other CPUs'
  * caches (false sharing): with two threads, misses on every response
  * (bench/README.md, "Parallel rows"). The handle itself is allocated
@@ -365,6 +275,7 @@ struct mhdgz {
 	/* 1 for the application until mhdgz_free, plus 1 per live entry: the
 	 * handle outlives every response made through it. */
 	atomic_uint refs;
+	_Atomic uint64_t next_id; /* the last entry's id (its name in the store) */
 	void *alloc; /* the block gz_calloc returned, the handle aligned within it */
 	const struct gz_backend *be HND_LINE_ALIGNED;
 	int level;
@@ -377,10 +288,8 @@ struct mhdgz {
 	struct gz_pool *stream_pool; /* streaming compressors (stream_window_bits) */
 	struct gz_pool *event_pool;  /* low-latency streams' (event_window_bits) */
 	struct hnd_table table HND_LINE_ALIGNED;
-	struct hnd_memo memo HND_LINE_ALIGNED;
-	bool memo_ready;
-	/* off unless options file_cache_nbytes */
-	struct hnd_filecache filecache HND_LINE_ALIGNED;
+	/* Coded bytes and lengths (hnd_store.c): options file_cache_nbytes */
+	struct hnd_store store HND_LINE_ALIGNED;
 	/* BREACH length hiding (hnd_pad.c): on for every response unless a
 	 * response says otherwise; padding of 1..pad_max bytes; the HMAC key. */
 	bool pad_default HND_LINE_ALIGNED;
@@ -425,16 +334,13 @@ enum hnd_kind {
 	HND_PIPE      /* mhdgz_response_from_pipe: read once, unknown size */
 };
 
-/* What an entry keeps per content coding (the gzip ones for gzip). */
+/* The responses an entry built per content coding (the gzip ones for
+ * gzip). The bytes and lengths are the store's (hnd_store.c): rep is
+ * built over a body the store holds and is reused while it does. */
 struct hnd_coded {
-	bool not_smaller;             /* the coding was tried and did not shrink the body */
-	bool padded;                  /* rep carries length-hiding padding (gzip) */
 	struct MHD_Response *rep;     /* the coded representation: body, headers */
-	size_t rep_len;               /* its body length in bytes */
-	bool len_known;               /* uncached buffer: rep_len is the coded length */
 	struct hnd_body *body;        /* its body (rep holds the reference) */
-	struct MHD_Response *rep_304; /* the 304 response: no body sent, the coding's ETag */
-	uint64_t stream_len[2]; /* HND_FD: coded stream length (bulk, low latency); 0: not known */
+	struct MHD_Response *rep_304; /* the 304 response: no body, the 200's length and ETag */
 };
 
 /*
@@ -454,6 +360,7 @@ struct hnd_coded {
 struct hnd_entry {
 	struct hnd_entry *next; /* table chain */
 	struct mhdgz *gz;
+	uint64_t id; /* its name in the store (HND_NAME_RESPONSE), unique per handle */
 	struct MHD_Response *response;
 	enum hnd_kind kind;
 	atomic_uint refs;
@@ -482,12 +389,12 @@ struct hnd_entry {
 	pthread_mutex_t lock; /* guards everything below */
 	bool opt_out;
 	bool low_latency;
-	bool uncached;        /* mhdgz_response_set_uncached: coded variants per queue */
 	int8_t length_hiding; /* 0: the handle's default; 1 on; -1 off */
 	bool response_queued; /* queued itself: its fields are now read-only */
 	enum MHD_ResponseFlags mhd_flags; /* mhdgz_response_set_options: every variant gets them */
 	bool vary_done;                   /* Vary: Accept-Encoding merged into the response */
 	int sniffed;                      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
+	uint32_t stored; /* the store has items under its id (hnd_store_bit), dropped with it */
 	struct hnd_coded coded[GZ_CODING_COUNT]; /* per content coding */
 	struct MHD_Response *rep_304_identity;   /* the 304 of an unknown-size identity 200 */
 	struct MHD_Response *sendfile_rep;       /* HND_FD: the sendfile identity response */
@@ -576,6 +483,7 @@ int hnd_rewrite_coded(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Respo
  */
 struct hnd_body {
 	atomic_uint refs;
+	atomic_bool stored; /* an item of the store holds it (hnd_store_holds) */
 	size_t len; /* bytes at data */
 	uint8_t data[];
 };
@@ -603,22 +511,37 @@ int hnd_build_response(struct mhdgz *gz, struct MHD_Response *r, const struct hn
 struct MHD_Response *hnd_fields_response(struct mhdgz *gz, struct MHD_Response *r,
 					 const struct hnd_facts *f, uint64_t size,
 					 enum hnd_rep rep);
-/* The gzip representation of a whole-body entry, built or reused: returns
- * MHDGZ_COMPRESSED and *v_ret, or why not (NOT_SMALLER, ERROR). With
- * no_cache it is built afresh (and then kept); for an uncached entry it is
- * built for this queue alone and not kept: *fresh_ret is then true and the
- * caller owns the reference to *v_ret; else the entry keeps it. e->lock
- * held. */
+/* The gzip representation of a whole-body entry: the entry's response
+ * while the store holds its body, else built over the store's body (a
+ * lookup) or over a new compression, which goes to the store. Returns
+ * MHDGZ_COMPRESSED and *v_ret (the entry keeps it), or why not
+ * (NOT_SMALLER, ERROR). With no_cache it is compressed afresh (and then
+ * kept). e->lock held. */
 enum mhdgz_reason hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e,
 					  const struct hnd_facts *f, bool no_cache,
-					  struct MHD_Response **v_ret, bool *fresh_ret);
-/* The coded length of a whole body in f->coding, known without compressing:
- * remembered under its strong ETag (hnd_memo.c), or, for an uncached
- * buffer response (an immutable body), from its last compression. true
- * and *len_ret (HND_MEMO_NOT_SMALLER: not smaller), or false. e->lock
- * held. */
-bool hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const struct hnd_facts *f,
-			 uint64_t *len_ret);
+					  struct MHD_Response **v_ret);
+/* The coded length of e's bytes in coding and mode (whole or a stream),
+ * known without coding them: from the entry's kept response, or the store
+ * under e's name (its file version or the response) or its strong etag
+ * (may be NULL). true and *len_ret (HND_STORE_NOT_SMALLER: not smaller),
+ * or false. e->lock held. */
+bool hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const char *etag,
+			 enum gz_coding coding, enum hnd_store_mode mode, uint64_t *len_ret);
+/* What the store holds of e's bytes in coding and mode, under e's name
+ * (its file version or the response), then its strong etag (may be
+ * NULL): true and *v (v->body a reference for the caller, or NULL), or
+ * false. e->lock held. */
+bool hnd_store_entry_get(struct mhdgz *gz, const struct hnd_entry *e, const char *etag,
+			 enum gz_coding coding, enum hnd_store_mode mode, struct hnd_store_val *v);
+/* Remember e's coded bytes (body, may be NULL) or length len
+ * (HND_STORE_NOT_SMALLER: not smaller) in coding and mode under e's name
+ * (its file version, else the response) and, unless that is a file
+ * version, the length under its strong etag (may be NULL). e->lock held. */
+void hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag,
+			 enum gz_coding coding, enum hnd_store_mode mode, struct hnd_body *body,
+			 uint64_t len);
+/* Forget what the store holds under e's id (its free). */
+void hnd_store_entry_drop(struct hnd_entry *e);
 /* Files up to this many bytes are sent to an identity GET from memory
  * (read per queue) rather than with sendfile(): header and body then go in
  * one sendmsg, and no descriptor is duplicated (hnd_file_identity). Served
@@ -635,13 +558,11 @@ struct MHD_Response *hnd_file_identity(struct mhdgz *gz, struct hnd_entry *e,
 				       const struct hnd_facts *f, bool head, bool *fresh_ret);
 /* The response to queue for a 304 (hnd_conditional.c); gzip_client: the
  * decision's gzip_304; d200: the plan's decision for the 200 it stands
- * for. NULL on failure. *fresh_ret true: made for this queue alone (an uncached
- * entry's), the caller releases it; else the entry keeps it. e->lock
- * held. */
+ * for. NULL on failure; else the entry keeps it. e->lock held. */
 struct hnd_decision;
 struct MHD_Response *hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e,
 				      const struct hnd_facts *f, const struct hnd_decision *d200,
-				      bool gzip_client, bool *fresh_ret);
+				      bool gzip_client);
 /* hnd_stream.c: the first bytes of a padded stream, read by its reader
  * to key the padding (hnd_pad.c) and sent first. */
 struct hnd_prefix {
@@ -681,8 +602,9 @@ void hnd_stream_in_place_fini(struct hnd_entry *e);
 #define HND_CONTENT_DIGEST_MAX (sizeof "sha-256=::" + BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE))
 void hnd_content_digest_value(struct sha256_ctx *ctx, char field[HND_CONTENT_DIGEST_MAX]);
 /* hnd_stream_len.c: the length in bytes of the gzip stream of a file entry
- * (for HEAD and 304), remembered under its strong etag (may be NULL) or
- * found by compressing the file (counted as a compression). 0, or MHDGZ_E*
+ * (for HEAD and 304), known to the store (hnd_coded_len_known; etag may be
+ * NULL) or found by compressing the file (counted as a compression) and
+ * then remembered (hnd_store_entry_put). 0, or MHDGZ_E*
  * when it cannot be known: not a file, over HND_HEAD_LENGTH_MAX, a
  * failure. e->lock held. */
 int hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag,
@@ -895,8 +817,10 @@ enum hnd_plan_kind {
 	HND_PLAN_IDENTITY,        /* the identity representation (hnd_queue.c: the response
 				   * itself, a file's identity response, or fields only) */
 	HND_PLAN_DCZ,             /* coded whole against plan.dict (GET, HEAD, 304) */
-	HND_PLAN_WHOLE,           /* coded whole, kept per coding (GET; HEAD: the length
-				   * from what is kept, else coded) */
+	HND_PLAN_WHOLE,           /* coded whole, kept in the store (GET; HEAD whose
+				   * length is not known: coded to learn it) */
+	HND_PLAN_WHOLE_FIELDS,    /* HEAD of a body coded whole: fields and the length
+				   * the store knows (plan.coded_len), no coding */
 	HND_PLAN_STREAM_FIELDS,   /* HEAD of a coded stream: fields, its length if cheap */
 	HND_PLAN_STREAM_IN_PLACE, /* a coded stream in the response itself */
 	HND_PLAN_STREAM,          /* a coded stream in a response of its own */
@@ -918,6 +842,14 @@ struct hnd_plan_in {
 	bool low_latency; /* mhdgz_response_set_low_latency (the plan adds text/event-stream) */
 	bool fresh;       /* never queued, no coded stream in it: may carry one in place */
 	bool no_dict;     /* plan without dcz (its build found it not smaller) */
+	/* Where the coded length comes from: the store's answer for the
+	 * planned coding (hnd_coded_len_known), asked at most once, for a
+	 * HEAD of a body coded whole: true with *len_ret (a length, or
+	 * HND_STORE_NOT_SMALLER), false when the body must be coded to know
+	 * it. NULL: nothing is known. A function of the coding alone, so the
+	 * plan stays a pure function of its inputs. */
+	bool (*known_len)(void *cls, enum gz_coding coding, uint64_t *len_ret);
+	void *known_cls;
 };
 
 struct hnd_plan {
@@ -928,6 +860,7 @@ struct hnd_plan {
 	struct hnd_accept acc_padded;        /* length hiding: the request's, gzip alone */
 	const struct mhdgz_dictionary *dict; /* HND_PLAN_DCZ */
 	bool whole;                          /* the body is coded whole, not streamed */
+	uint64_t coded_len;                  /* HND_PLAN_WHOLE_FIELDS: the 200's coded length */
 	bool digest;                         /* a Content-Digest of the coded body */
 	bool low_latency;
 };
@@ -992,7 +925,7 @@ const struct mhdgz_dictionary *hnd_dcz_plan(const struct mhdgz *gz, const struct
 					    bool whole, uint64_t body_len);
 /*
  * The dcz representation of e against dict, cached per dictionary (built
- * again with no_cache or for an uncached entry): true with *v_ret (the
+ * again with no_cache): true with *v_ret (the
  * entry's, not a reference for the caller) and its body length in
  * *len_ret; with is_304 *v_ret is the 304 of that dcz 200, its ETag and
  * length, a reference for the caller (*release_ret true). false when dcz

@@ -92,42 +92,47 @@ build_dcz(struct build *b)
 	return true;
 }
 
-/* Coded whole: the kept representation, or a HEAD's fields with the
- * length its strong ETag tells (no compression). */
+/* Coded whole: the kept representation, built over the store's body or a
+ * new compression (a HEAD gets the same response, whose Content-Length
+ * libmicrohttpd sends without the body). */
 static void
 build_whole(struct build *b)
 {
-	struct hnd_entry *e = b->e;
+	struct hnd_coded *k = &b->e->coded[b->f.coding];
 	struct MHD_Response *v;
-	bool fresh_rep;
 
-	if (b->rq->head && !e->coded[b->f.coding].rep && !(b->rq->flags & HND_REQ_NO_CACHE) &&
-	    !b->p.digest && hnd_coded_len_known(b->gz, e, &b->f, &b->coded_len)) {
-		if (b->coded_len == HND_MEMO_NOT_SMALLER) {
-			b->reason = MHDGZ_SKIP_NOT_SMALLER;
-			b->coded_len = MHDGZ_NBYTES_UNKNOWN;
-			return;
-		}
-		if (fresh(b, hnd_fields_response(b->gz, b->fields, &b->f, b->coded_len,
-						 HND_REP_GZIP))) {
-			b->out_len = b->coded_len;
-			b->padded = hnd_padded(b->gz, e, b->f.coding);
-		} else {
-			b->coded_len = MHDGZ_NBYTES_UNKNOWN;
-		}
-		return;
-	}
-	/* a HEAD gets the same response, whose Content-Length libmicrohttpd
-	 * sends without the body */
-	b->reason = hnd_gzip_representation(b->gz, e, &b->f, b->rq->flags & HND_REQ_NO_CACHE, &v,
-					    &fresh_rep);
+	b->reason = hnd_gzip_representation(b->gz, b->e, &b->f, b->rq->flags & HND_REQ_NO_CACHE,
+					    &v);
 	if (b->reason != MHDGZ_COMPRESSED)
 		return;
 	b->v = v;
-	if (fresh_rep)
-		b->release = HND_RELEASE;
-	b->out_len = b->coded_len = e->coded[b->f.coding].rep_len;
-	b->padded = e->coded[b->f.coding].padded;
+	b->out_len = b->coded_len = k->body->len;
+	b->padded = hnd_padded(b->gz, b->e, b->f.coding);
+}
+
+/* HEAD of a body coded whole: its fields with the length the store knows. */
+static void
+build_whole_fields(struct build *b)
+{
+	if (fresh(b, hnd_fields_response(b->gz, b->fields, &b->f, b->p.coded_len,
+					 HND_REP_GZIP))) {
+		b->out_len = b->coded_len = b->p.coded_len;
+		b->padded = hnd_padded(b->gz, b->e, b->f.coding);
+	}
+}
+
+/* The plan's hnd_plan_in known_len: what the store knows of e's coded
+ * length; nothing when e keeps its coded response (a HEAD gets it) or
+ * with HND_REQ_NO_CACHE. */
+static bool
+known_len(void *cls, enum gz_coding coding, uint64_t *len_ret)
+{
+	struct build *b = cls;
+	const struct hnd_coded *k = &b->e->coded[coding];
+
+	if ((b->rq->flags & HND_REQ_NO_CACHE) || (k->rep && hnd_store_holds(k->body)))
+		return false;
+	return hnd_coded_len_known(b->gz, b->e, b->f.etag, coding, HND_SM_WHOLE, len_ret);
 }
 
 /* HEAD of a coded stream: the fields GET would send, with the length
@@ -176,15 +181,10 @@ build_stream(struct build *b)
 static void
 build_not_modified(struct build *b)
 {
-	bool fresh_rep;
-	struct MHD_Response *v = hnd_not_modified(b->gz, b->e, &b->f, &b->p.d200, b->p.d.gzip_304,
-						  &fresh_rep);
+	struct MHD_Response *v = hnd_not_modified(b->gz, b->e, &b->f, &b->p.d200, b->p.d.gzip_304);
 
-	if (v) {
+	if (v)
 		b->v = v;
-		if (fresh_rep)
-			b->release = HND_RELEASE;
-	}
 }
 
 /* Identity: the response itself, or, where that is not what
@@ -248,7 +248,9 @@ plan_in(struct build *b, struct hnd_plan_in *in, uint8_t *sniff_buf)
 				    .opt_out = e->opt_out,
 				    .padded = hnd_padded(b->gz, e, GZ_CODING_GZIP),
 				    .low_latency = e->low_latency,
-				    .fresh = !e->response_queued && !e->fields };
+				    .fresh = !e->response_queued && !e->fields,
+				    .known_len = known_len,
+				    .known_cls = b };
 	if (e->kind == HND_BUFFER) {
 		in->sniff = e->body;
 		in->sniff_len = e->body_len;
@@ -325,6 +327,9 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		break;
 	case HND_PLAN_WHOLE:
 		build_whole(&b);
+		break;
+	case HND_PLAN_WHOLE_FIELDS:
+		build_whole_fields(&b);
 		break;
 	case HND_PLAN_STREAM_FIELDS:
 		build_stream_fields(&b);

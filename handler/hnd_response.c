@@ -335,18 +335,6 @@ mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response)
 }
 
 MHDGZ_API int
-mhdgz_response_set_uncached(struct mhdgz *gz, struct MHD_Response *response)
-{
-	struct hnd_entry *e = hnd_entry_locked(gz, response);
-
-	if (!e)
-		return MHDGZ_EINVAL;
-	e->uncached = true;
-	pthread_mutex_unlock(&e->lock);
-	return 0;
-}
-
-MHDGZ_API int
 mhdgz_response_set_length_hiding(struct mhdgz *gz, struct MHD_Response *response, int on)
 {
 	struct hnd_entry *e = hnd_entry_locked(gz, response);

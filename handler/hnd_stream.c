@@ -24,8 +24,8 @@ struct hnd_stream {
 	struct gz_pump pump;
 	enum gz_coding coding; /* of the pump's pool */
 	/* HND_FD: the entry's strong ETag, to remember the gzip length once
-	 * the member is complete (hnd_memo.c); "" for none. */
-	char etag[HND_MEMO_ETAG_MAX];
+	 * the member is complete (hnd_store.c); "" for none. */
+	char etag[HND_STORE_ETAG_MAX + 1];
 	/* Content-Digest trailer: the SHA-256 of the gzip bytes so far. */
 	bool digest;
 	struct sha256_ctx sha;
@@ -311,6 +311,22 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return n;
 }
 
+/* Remember a file stream's coded length under its strong ETag (the stream
+ * runs without its entry's lock: the entry's own name is not written). */
+static void
+stream_len_put(const struct hnd_stream *st, uint64_t len)
+{
+	struct mhdgz *gz = st->gz;
+	struct hnd_store_key k;
+	struct hnd_store_val v = { .len = len };
+
+	if (!hnd_store_key_etag(&k, st->etag, st->e->body_len))
+		return;
+	hnd_store_key_coding(&k, st->coding, gz->coder[st->coding].level, st->pad_on,
+			     st->pump.low_latency ? HND_SM_STREAM_LL : HND_SM_STREAM, NULL);
+	hnd_store_put(gz, &k, &v, -1);
+}
+
 static void
 stream_free(void *cls)
 {
@@ -321,11 +337,7 @@ stream_free(void *cls)
 
 	/* Abandoned (client gone) or finished: the compressor goes back now. */
 	if (st->pump.done && st->etag[0]) /* a file's whole member: its length */
-		hnd_memo_put(&st->gz->memo, st->etag, st->e->body_len,
-			     HND_MEMO_MODE(st->pump.low_latency ? HND_MEMO_STREAM_LL
-								: HND_MEMO_STREAM,
-					   st->coding, st->pad_on),
-			     out_total);
+		stream_len_put(st, out_total);
 	hnd_count(st->gz, HND_C_BYTES_IN, st->pump.in_total);
 	hnd_count(st->gz, HND_C_BYTES_OUT, out_total);
 	gz_pump_fini(&st->pump);
@@ -363,7 +375,7 @@ stream_new(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, boo
 	st->fd = -1;
 	st->coding = coding;
 	/* Only a file gives the same bytes every time (a reader may stall,
-	 * which adds flushes); hnd_memo_put takes strong ETags only. */
+	 * which adds flushes); the store names lengths by strong ETags only. */
 	if (e->kind == HND_FD && etag && strlen(etag) < sizeof st->etag)
 		memcpy(st->etag, etag, strlen(etag) + 1);
 	st->pad_on = hnd_padded(gz, e, coding);

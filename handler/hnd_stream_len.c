@@ -86,24 +86,18 @@ int
 hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, bool low_latency,
 		       enum gz_coding coding, uint64_t *len_ret)
 {
-	enum hnd_memo_mode mode = HND_MEMO_MODE(low_latency ? HND_MEMO_STREAM_LL : HND_MEMO_STREAM,
-						coding, hnd_padded(gz, e, coding));
-	uint64_t *known = &e->coded[coding].stream_len[low_latency];
+	enum hnd_store_mode mode = low_latency ? HND_SM_STREAM_LL : HND_SM_STREAM;
 	int rc;
 
-	/* Known for this response (the file as it was at the first count, as
-	 * for a body compressed whole), or for its strong ETag. */
-	if (e->kind == HND_FD && *known) {
-		*len_ret = *known;
-		return 0;
-	}
-	if (e->kind == HND_FD && hnd_memo_get(&gz->memo, etag, e->body_len, mode, len_ret))
+	/* Only a file gives the same bytes every time: known for this
+	 * response (the file as it was at the first count, as for a body
+	 * compressed whole), its file version or its strong ETag. */
+	if (e->kind == HND_FD && hnd_coded_len_known(gz, e, etag, coding, mode, len_ret))
 		return 0;
 	rc = stream_length(gz, e, etag, low_latency, coding, len_ret);
 	if (rc == 0) {
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
-		hnd_memo_put(&gz->memo, etag, e->body_len, mode, *len_ret);
-		*known = *len_ret;
+		hnd_store_entry_put(gz, e, etag, coding, mode, NULL, *len_ret);
 	}
 	return rc;
 }

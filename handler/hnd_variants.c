@@ -15,6 +15,7 @@ hnd_body_new(const void *data, size_t len)
 	if (!b)
 		return NULL;
 	atomic_init(&b->refs, 1);
+	atomic_init(&b->stored, false);
 	b->len = len;
 	if (len && data) /* NULL: the caller fills it */
 		memcpy(b->data, data, len);
@@ -242,51 +243,49 @@ read_file(struct hnd_entry *e, uint8_t **buf_ret)
 	return 0;
 }
 
-/* The coded variant of e in f->coding, built or reused (one cache per
- * coding). Returns 0 and the variant, or the reason it could not be had
- * (NOT_SMALLER, ERROR). Called with e->lock. */
+/* Drop e's responses built over a body the store no longer holds. */
+static void
+drop_stale(struct hnd_coded *k)
+{
+	if (k->rep)
+		MHD_destroy_response(k->rep);
+	if (k->rep_304)
+		MHD_destroy_response(k->rep_304);
+	k->rep = k->rep_304 = NULL;
+	k->body = NULL;
+}
+
+/* The coded variant of e in f->coding: the entry's response while the
+ * store holds its body (no lock taken), else built over the store's body
+ * or a new compression (which goes to the store). Returns 0 and the
+ * variant, or the reason it could not be had (NOT_SMALLER, ERROR). Called
+ * with e->lock. */
 enum mhdgz_reason
 hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f,
-			bool no_cache, struct MHD_Response **v_ret, bool *fresh_ret)
+			bool no_cache, struct MHD_Response **v_ret)
 {
 	struct hnd_coded *k = &e->coded[f->coding];
 	bool padded = hnd_padded(gz, e, f->coding);
-	enum hnd_memo_mode mode = HND_MEMO_MODE(HND_MEMO_WHOLE, f->coding, padded);
 	struct hnd_body *out = NULL;
 	struct MHD_Response *v = NULL;
+	struct hnd_store_val got;
 	size_t pad = 0;
-	struct hnd_fc_key fck;
-	bool fc_on, fc_padded = false;
-	/* no_cache (benchmarks): built afresh, then kept as usual; an
-	 * uncached entry: built afresh and never kept. */
-	bool reuse = !no_cache && !e->uncached, keep_it = !e->uncached;
 	int rc;
 
-	*fresh_ret = false;
-	if (reuse) {
-		if (k->not_smaller)
-			return MHDGZ_SKIP_NOT_SMALLER;
-		if (k->rep) {
-			hnd_count(gz, HND_C_CACHE_HITS, 1);
-			*v_ret = k->rep;
-			return MHDGZ_COMPRESSED;
-		}
+	if (!no_cache && k->rep && hnd_store_holds(k->body)) {
+		hnd_count(gz, HND_C_CACHE_HITS, 1);
+		hnd_count(gz, HND_C_STORE_HITS, 1);
+		*v_ret = k->rep;
+		return MHDGZ_COMPRESSED;
 	}
-	/* An uncached entry's body is compressed without its lock: many
-	 * requests for one shared response compress at once, as they would
-	 * with a response each. What is read meanwhile does not change (the
-	 * body, the descriptor, the facts in f); the response's fields are
-	 * copied below, under the lock again. */
-	if (!keep_it)
-		pthread_mutex_unlock(&e->lock);
-	/* A file's coded bytes may be remembered from another response on
-	 * the same file version (hnd_filecache.c). */
-	fc_on = e->kind == HND_FD && gz->filecache.ready && !no_cache &&
-		hnd_fc_key_of(gz, e, f->coding, padded, &fck);
-	if (fc_on && hnd_fc_get(gz, &fck, &out, &fc_padded)) {
-		rc = out ? 0 : MHDGZ_ENOSPC; /* NULL: remembered as not smaller */
-		pad = fc_padded;
-		fc_on = false; /* nothing to remember */
+	drop_stale(k);
+	if (!no_cache && hnd_store_entry_get(gz, e, NULL, f->coding, HND_SM_WHOLE, &got)) {
+		if (got.len == HND_STORE_NOT_SMALLER)
+			return MHDGZ_SKIP_NOT_SMALLER;
+		out = got.body; /* made by an earlier queue, or another response on the file */
+	}
+	if (out) {
+		rc = 0;
 	} else if (e->kind == HND_FD) {
 		uint8_t *file = NULL;
 
@@ -297,70 +296,36 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 			rc = compress_body(gz, f->coding, file, (size_t)e->body_len, &pad, &out);
 		}
 		gz_free(file);
-		if (fc_on && (rc == 0 || rc == MHDGZ_ENOSPC))
-			hnd_fc_put(gz, e, &fck, rc == 0 ? out : NULL, pad != 0);
+		if (rc == 0 || rc == MHDGZ_ENOSPC)
+			hnd_store_entry_put(gz, e, f->etag, f->coding, HND_SM_WHOLE, out,
+					    rc == 0 ? out->len : HND_STORE_NOT_SMALLER);
 	} else {
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		pad = padded ? hnd_pad_of_body(gz, e->body, (size_t)e->body_len) : 0;
 		rc = compress_body(gz, f->coding, e->body, (size_t)e->body_len, &pad, &out);
+		if (rc == 0 || rc == MHDGZ_ENOSPC)
+			hnd_store_entry_put(gz, e, f->etag, f->coding, HND_SM_WHOLE, out,
+					    rc == 0 ? out->len : HND_STORE_NOT_SMALLER);
 	}
-	if (!keep_it)
-		pthread_mutex_lock(&e->lock);
-	if (rc == MHDGZ_ENOSPC) {
-		k->not_smaller = true;
-		hnd_memo_put(&gz->memo, f->etag, e->body_len, mode, HND_MEMO_NOT_SMALLER);
+	if (rc == MHDGZ_ENOSPC)
 		return MHDGZ_SKIP_NOT_SMALLER;
-	}
-	if (rc == 0)
+	if (rc == 0) {
+		k->body = out; /* borrowed once rep holds the reference */
 		rc = hnd_build_response(gz, hnd_identity_fields(e), f, out, HND_REP_GZIP, &v);
+	}
 	if (rc == 0 && gz->content_digest && f->content_digest) {
 		rc = add_content_digest(v, out);
 		if (rc < 0)
 			MHD_destroy_response(v); /* drops the body */
 	}
 	if (rc < 0) {
+		k->body = NULL;
 		hnd_count(gz, HND_C_FAILURES, 1);
 		return MHDGZ_SKIP_ERROR;
 	}
-	hnd_memo_put(&gz->memo, f->etag, e->body_len, mode, out->len);
-	if (!keep_it) { /* this queue's alone: dropped once it is sent */
-		k->rep_len = out->len;
-		k->padded = pad != 0;
-		k->len_known = e->kind == HND_BUFFER; /* a file may change */
-		*fresh_ret = true;
-		*v_ret = v;
-		return MHDGZ_COMPRESSED;
-	}
-	if (k->rep)
-		MHD_destroy_response(k->rep);
 	k->rep = v;
-	k->rep_len = out->len;
-	k->padded = pad != 0;
-	k->body = out; /* borrowed: the variant holds the reference */
 	*v_ret = v;
 	return MHDGZ_COMPRESSED;
-}
-
-bool
-hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const struct hnd_facts *f,
-		    uint64_t *len_ret)
-{
-	const struct hnd_coded *k = &e->coded[f->coding];
-	bool padded = hnd_padded(gz, e, f->coding);
-
-	if (hnd_memo_get(&gz->memo, f->etag, e->body_len,
-			 HND_MEMO_MODE(HND_MEMO_WHOLE, f->coding, padded), len_ret))
-		return true;
-	if (!e->uncached || e->kind != HND_BUFFER)
-		return false;
-	if (k->not_smaller) {
-		*len_ret = HND_MEMO_NOT_SMALLER;
-		return true;
-	}
-	if (!k->len_known)
-		return false;
-	*len_ret = k->rep_len;
-	return true;
 }
 
 /* A free callback for a buffer gz_malloc'd (its cls). */

@@ -400,29 +400,37 @@ struct mhdgz_options {
 	 * MHDGZ_DEFAULT_EVENT_MEM_LEVEL (5): 38 KiB per zlib stream instead
 	 * of 262, for 9 % more bytes on 100-300-byte JSON events. */
 	int event_mem_level;
-	/** The file cache: the most bytes of coded file bodies kept for reuse
-	 * by later responses on the same file, in bytes (coded bytes plus
-	 * about 128 bytes per file version); 0 = off, the default.
+	/** The store's byte budget: the most bytes of coded bodies and coded
+	 * lengths the handler keeps for reuse, in bytes (coded bytes plus 128
+	 * bytes per item); 0 = 32 MiB without file versions, the default.
 	 *
-	 * A file server makes a fresh mhdgz_response_from_fd() per request,
-	 * so without it every request compresses the file again (a body is
-	 * compressed whole up to 1 MiB; larger files are streamed and not
-	 * cached). With it, the coded bytes of a file version are made once:
-	 * the key is what fstat() says of the descriptor (st_dev, st_ino,
-	 * st_size, st_mtim and st_ctim), the offset and length served, the
-	 * coding, its level and whether length hiding applies; the least
-	 * recently used versions are dropped to stay within the budget.
-	 * HEADs and 304s state the lengths of the same bytes.
+	 * One store keeps everything coded for later use: the coded bodies of
+	 * a response queued more than once (its later queues, HEADs and 304s
+	 * send them without compressing again), the coded lengths of streams
+	 * for HEAD and 304, coded lengths by strong ETag (the next response
+	 * made per request with that ETag answers a HEAD or 304 without
+	 * compressing) and, when this budget is given, coded file bodies by
+	 * file version. The least recently used items are dropped to stay
+	 * within the budget; a response whose coded body was dropped codes it
+	 * again at its next queue. Bytes a connection is still sending are
+	 * never freed under it.
 	 *
-	 * A changed file is never served stale: a write changes its size or
-	 * its change time, and a file changed less than 2 seconds before it
-	 * is read (within the file system's timestamp granularity, or while
-	 * it is still being written) is compressed but not remembered. It is
-	 * off by default because the memory is the application's to give and
-	 * because an application that serves files it rewrites in place
-	 * through a file system without reliable change times (some network
-	 * and FUSE file systems) must not turn it on. Counted in struct
-	 * mhdgz_stats filecache_*. */
+	 * File versions (on with a nonzero budget): a file server makes a
+	 * fresh mhdgz_response_from_fd() per request, so without them every
+	 * request compresses the file again (a body is compressed whole up to
+	 * 1 MiB; larger files are streamed). With them, the coded bytes of a
+	 * file version are made once: the key is what fstat() says of the
+	 * descriptor (st_dev, st_ino, st_size, st_mtim and st_ctim), the
+	 * offset and length served, the coding, its level and whether length
+	 * hiding applies. A changed file is never served stale: a write
+	 * changes its size or its change time, and a file changed less than 2
+	 * seconds before it is read (within the file system's timestamp
+	 * granularity, or while it is still being written) is compressed but
+	 * not remembered as a version. They are off by default because an
+	 * application that serves files it rewrites in place through a file
+	 * system without reliable change times (some network and FUSE file
+	 * systems) must not turn them on. Counted in struct mhdgz_stats
+	 * filecache_*. */
 	size_t file_cache_nbytes;
 };
 
@@ -669,40 +677,6 @@ MHDGZ_API int mhdgz_response_set_options(struct mhdgz *gz, struct MHD_Response *
  * @note Thread-safe; call before the response is first queued.
  */
 MHDGZ_API int mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response);
-
-/**
- * Compress one response at every queue instead of keeping its coded
- * bodies with it. By default a response queued more than once (made once
- * and reused) keeps each coded body it was sent with (gzip, zstd, br), so
- * later clients get those bytes without compression, and the memory is
- * held until the response is destroyed. After this call its gzip, zstd
- * and br bodies are compressed for each queue, outside the response's
- * lock (so threads queueing the same response compress at once, as with a
- * response each), and freed once sent: a reused response holds only its
- * identity body. For an application that keeps many responses and bounds
- * their memory (a file server keeping its files' responses), or that
- * measures compression per request.
- *
- * What a HEAD or a 304 needs is the coded length of the 200: it is taken
- * without compressing when known, from the response's strong ETag (the
- * handler remembers coded lengths by strong ETag) or, for a buffer
- * response, from its previous compression (the body cannot change);
- * otherwise the body is compressed for that HEAD or 304 too. A dcz body
- * (RFC 9842) is also made per queue, but the last one per dictionary stays
- * with the response until the next. The handler's file cache (struct
- * mhdgz_options file_cache_nbytes) is separate and still applies to file
- * responses.
- *
- * @param gz the handler that created @a response.
- * @param response a response created through @a gz; stays the caller's.
- * @return 0; MHDGZ_EINVAL if @a gz or @a response is NULL or @a response
- *         was not created by @a gz.
- * @note Thread-safe. Call it before the response is first queued: coded
- *       bodies kept by earlier queues stay with the response (unused) until
- *       it is destroyed. The response may then be queued from any number of
- *       threads at once, as any response of the handler.
- */
-MHDGZ_API int mhdgz_response_set_uncached(struct mhdgz *gz, struct MHD_Response *response);
 
 /**
  * Turn BREACH length hiding on or off for one response, overriding the
@@ -1610,10 +1584,12 @@ struct mhdgz_stats {
 	uint64_t uploads_refused[MHDGZ_UPLOAD_REFUSAL_COUNT];
 	uint64_t pool_trims; /**< compressor pools: idle compressors freed by
 				   *   trimming (pool_trim_ms) */
-	/** File cache (struct mhdgz_options file_cache_nbytes): coded file
-	 * bodies reused (no compression), looked up and not found, dropped
-	 * to stay within the budget; and the bytes held now (coded bytes and
-	 * per-version overhead). All 0 with the cache off. @{ */
+	/** The store of coded bodies and lengths (struct mhdgz_options
+	 * file_cache_nbytes): lookups answered (a coded body or length reused
+	 * without compressing: a kept response reused, a file version, a
+	 * HEAD's or 304's length), lookups not answered, items dropped to stay
+	 * within the budget; and the bytes held now (coded bytes and 128 per
+	 * item). A response queued once looks nothing up. @{ */
 	uint64_t filecache_hits;
 	uint64_t filecache_misses;
 	uint64_t filecache_evictions;

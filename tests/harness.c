@@ -188,8 +188,6 @@ site_make(struct th_site *s, const struct th_route *rt)
 			atomic_fetch_add(&s->errors, 1);
 	if ((rt->flags & TH_RT_IDENTITY) && mhdgz_response_set_identity(s->gz, r) != 0)
 		atomic_fetch_add(&s->errors, 1);
-	if ((rt->flags & TH_RT_UNCACHED) && mhdgz_response_set_uncached(s->gz, r) != 0)
-		atomic_fetch_add(&s->errors, 1);
 	return r;
 }
 

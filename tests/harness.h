@@ -119,7 +119,6 @@ struct mhdgz *th_gz_new(enum mhdgz_backend backend, int level, size_t min_nbytes
 	0x8u                 /* mhdgz_evaluate_preconditions(etag) first: 304 queues
 			      * this route's own response with status 304, 412 an
 			      * empty response */
-#define TH_RT_UNCACHED 0x10u /* mhdgz_response_set_uncached() before queueing */
 
 /* One URL the site answers with a buffer response. Strings and body are
  * borrowed. */
