@@ -28,7 +28,7 @@ tests_check_handler_SOURCES = $(tests_harness) tests/check_negotiate.c \
 	tests/check_hnd_headers.c tests/check_hnd_etag.c tests/check_hnd_decision.c \
 	tests/check_hnd_buffer.c tests/check_hnd_threads.c tests/check_hnd_wire.c \
 	tests/check_hnd_ctors.c tests/check_hnd_fidelity.c tests/check_hnd_memo.c \
-	tests/check_hnd_breach.c tests/check_hnd_filecache.c \
+	tests/check_hnd_breach.c tests/check_hnd_filecache.c tests/check_hnd_store.c \
 	tests/check_hnd_codings.c \
 	tests/check_hnd_upload.c tests/check_hnd_dict.c
 tests_check_handler_CPPFLAGS = $(HND_CPPFLAGS) -DCHECK_BIN_HANDLER
