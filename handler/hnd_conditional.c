@@ -30,7 +30,8 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 {
 	struct hnd_coded *k = &e->coded[f->coding];
 	struct MHD_Response *v;
-	bool gzip = gzip_client && e->body_len != 0 ? d200->reason == MHDGZ_COMPRESSED : gzip_client;
+	bool gzip = gzip_client && e->body_len != 0 ? d200->reason == MHDGZ_COMPRESSED
+						    : gzip_client;
 	uint64_t len = MHD_SIZE_UNKNOWN;
 
 	if (gzip && e->body_len != 0 && hnd_whole_body(e)) {

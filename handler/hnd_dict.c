@@ -20,14 +20,16 @@
 /* Most match-dest entries. */
 #define HND_DICT_DEST_MAX 8
 
-/* One dcz representation of an entry. */
+/* The dcz response an entry built per dictionary: its bytes are the
+ * store's (hnd_store.c, the entry's name with the dictionary), and rep is
+ * reused while the store holds them. */
 struct hnd_dcz {
 	struct hnd_dcz *next;
 	const struct mhdgz_dictionary *dict;
-	bool not_smaller;
 	struct MHD_Response *rep; /* our reference */
-	size_t rep_len;
-	size_t plain_len; /* plain zstd of the same body, bytes */
+	struct hnd_body *body;    /* its body (rep holds the reference) */
+	size_t plain_len;         /* plain zstd of the same body, bytes (dict_bytes_saved) */
+	bool stored;              /* the store has an item under the entry and dict */
 };
 
 /* Is the pattern one of the supported subset (see mhdgz.h)? */
@@ -396,19 +398,16 @@ entry_bytes(struct hnd_entry *e, uint8_t **owned)
 	return buf;
 }
 
-/* Build the dcz variant of e against dict into k. 0, MHDGZ_ENOSPC (not
- * smaller), or an error. */
+/* Code e's body against dict into a new body (*b_ret, one reference) and
+ * measure plain zstd of it (*plain_ret, 0 if unknown). 0, MHDGZ_ENOSPC
+ * (not smaller), or an error. */
 static int
-build(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, struct hnd_dcz *k)
+code(struct mhdgz *gz, struct hnd_entry *e, const struct mhdgz_dictionary *dict,
+     struct hnd_body **b_ret, size_t *plain_ret)
 {
 	uint8_t *owned, *scratch = NULL;
 	const uint8_t *body = entry_bytes(e, &owned);
 	size_t len = (size_t)e->body_len, bound = gz_dcz_bound(len), out_len = 0, plain = 0;
-	struct hnd_body *b = NULL;
-	struct MHD_Response *v = NULL;
-	struct hnd_facts vf = *f;
-	char ebuf[300];
-	const char *etag;
 	int rc = MHDGZ_ENOMEM;
 
 	if (!body)
@@ -420,7 +419,7 @@ build(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, struct h
 	scratch = gz_malloc(bound);
 	if (!scratch)
 		goto out;
-	rc = gz_dcz_compress(k->dict->zd, 0, body, len, scratch, bound, &out_len);
+	rc = gz_dcz_compress(dict->zd, 0, body, len, scratch, bound, &out_len);
 	if (rc < 0)
 		goto out;
 	if (out_len >= len) {
@@ -432,25 +431,40 @@ build(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, struct h
 			    gz->coder[GZ_CODING_ZSTD].be ? gz->coder[GZ_CODING_ZSTD].level : 0,
 			    body, len, scratch + out_len, bound - out_len, &plain) < 0)
 		plain = 0;
-	rc = MHDGZ_ENOMEM;
-	b = hnd_body_new(scratch, out_len);
-	if (!b)
-		goto out;
+	*b_ret = hnd_body_new(scratch, out_len);
+	rc = *b_ret ? 0 : MHDGZ_ENOMEM;
+	*plain_ret = plain;
+out:
+	gz_free(scratch);
+	gz_free(owned);
+	return rc;
+}
+
+/* The dcz response over b (one reference passes in) into k->rep. 0 or an
+ * error. */
+static int
+build(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, struct hnd_dcz *k,
+      struct hnd_body *b)
+{
+	struct MHD_Response *v;
+	struct hnd_facts vf = *f;
+	char ebuf[300];
+	const char *etag;
+
 	v = MHD_create_response_from_buffer_with_free_callback_cls(b->len, b->data, hnd_body_unref,
 								   b);
 	if (!v) {
 		hnd_body_unref(b);
-		goto out;
+		return MHDGZ_ENOMEM;
 	}
-	rc = MHDGZ_EMHD;
 	vf.coding = GZ_CODING_ZSTD;
 	vf.etag = NULL; /* ours below */
 	if (hnd_copy_headers(gz, hnd_identity_fields(e), v, &vf, HND_REP_GZIP, true) < 0 ||
 	    MHD_add_response_header(v, MHD_HTTP_HEADER_CONTENT_ENCODING, "dcz") != MHD_YES)
-		goto out;
+		goto fail;
 	etag = dcz_etag(gz->etag_policy, f->etag, k->dict->hash, ebuf, sizeof ebuf);
 	if (etag && MHD_add_response_header(v, MHD_HTTP_HEADER_ETAG, etag) != MHD_YES)
-		goto out;
+		goto fail;
 	if (gz->content_digest && f->content_digest) {
 		struct sha256_ctx ctx;
 		char field[HND_CONTENT_DIGEST_MAX];
@@ -459,19 +473,22 @@ build(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, struct h
 		sha256_update(&ctx, b->len, b->data);
 		hnd_content_digest_value(&ctx, field);
 		if (MHD_add_response_header(v, "Content-Digest", field) != MHD_YES)
-			goto out;
+			goto fail;
 	}
 	k->rep = v;
-	k->rep_len = b->len;
-	k->plain_len = plain;
-	v = NULL;
-	rc = 0;
-out:
-	if (v)
-		MHD_destroy_response(v); /* drops the body */
-	gz_free(scratch);
-	gz_free(owned);
-	return rc;
+	k->body = b;
+	return 0;
+fail:
+	MHD_destroy_response(v); /* drops the body */
+	return MHDGZ_EMHD;
+}
+
+/* The store's key of e's bytes coded against dict. */
+static void
+dcz_key(const struct hnd_entry *e, const struct mhdgz_dictionary *dict, struct hnd_store_key *key)
+{
+	hnd_store_key_response(key, e->id);
+	hnd_store_key_coding(key, GZ_CODING_ZSTD, 0, false, HND_SM_WHOLE, dict);
 }
 
 const struct mhdgz_dictionary *
@@ -503,6 +520,8 @@ hnd_dcz_build(struct mhdgz *gz, struct hnd_entry *e, const struct mhdgz_dictiona
 	      bool is_304, bool no_cache, const struct hnd_facts *f, struct MHD_Response **v_ret,
 	      uint64_t *len_ret, bool *release_ret)
 {
+	struct hnd_store_key key;
+	struct hnd_store_val got = { .body = NULL };
 	struct hnd_dcz *k;
 	bool fresh = false;
 	int rc;
@@ -520,27 +539,32 @@ hnd_dcz_build(struct mhdgz *gz, struct hnd_entry *e, const struct mhdgz_dictiona
 		k->next = e->dcz;
 		e->dcz = k;
 	}
-	if (k->not_smaller)
-		return false;
-	if (!k->rep || no_cache) {
-		struct hnd_dcz fresh_k = { .dict = dict };
-
-		hnd_count(gz, HND_C_COMPRESSIONS, 1);
-		rc = build(gz, e, f, &fresh_k);
-		if (rc == MHDGZ_ENOSPC) {
-			k->not_smaller = true;
-			return false;
+	dcz_key(e, dict, &key);
+	if (!no_cache && k->rep && hnd_store_holds(k->body)) {
+		hnd_count(gz, HND_C_STORE_HITS, 1);
+	} else {
+		if (k->rep)
+			MHD_destroy_response(k->rep);
+		k->rep = NULL;
+		k->body = NULL;
+		if (no_cache || !k->stored || !hnd_store_get(gz, &key, &got)) {
+			hnd_count(gz, HND_C_COMPRESSIONS, 1);
+			rc = code(gz, e, dict, &got.body, &k->plain_len);
+			if (rc < 0 && rc != MHDGZ_ENOSPC) {
+				hnd_count(gz, HND_C_FAILURES, 1);
+				return false;
+			}
+			got.len = rc == 0 ? got.body->len : HND_STORE_NOT_SMALLER;
+			if (hnd_store_put(gz, &key, &got, -1))
+				k->stored = true;
+			fresh = true;
 		}
-		if (rc < 0) {
+		if (!got.body) /* not smaller */
+			return false;
+		if (build(gz, e, f, k, got.body) < 0) {
 			hnd_count(gz, HND_C_FAILURES, 1);
 			return false;
 		}
-		if (k->rep)
-			MHD_destroy_response(k->rep);
-		k->rep = fresh_k.rep;
-		k->rep_len = fresh_k.rep_len;
-		k->plain_len = fresh_k.plain_len;
-		fresh = true;
 	}
 	if (is_304) {
 		/* The 304 standing for this dcz 200: its fields, its ETag and
@@ -553,7 +577,7 @@ hnd_dcz_build(struct mhdgz *gz, struct hnd_entry *e, const struct mhdgz_dictiona
 
 		vf.etag = NULL;
 		vf.coding = GZ_CODING_ZSTD;
-		v = hnd_fields_response(gz, hnd_identity_fields(e), &vf, k->rep_len,
+		v = hnd_fields_response(gz, hnd_identity_fields(e), &vf, k->body->len,
 					HND_REP_GZIP_304);
 		if (v && etag &&
 		    MHD_add_response_header(v, MHD_HTTP_HEADER_ETAG, etag) != MHD_YES) {
@@ -572,10 +596,10 @@ hnd_dcz_build(struct mhdgz *gz, struct hnd_entry *e, const struct mhdgz_dictiona
 	if (!fresh)
 		hnd_count(gz, HND_C_CACHE_HITS, 1);
 	hnd_count(gz, HND_C_DICT_HITS, 1);
-	if (k->plain_len > k->rep_len)
-		hnd_count(gz, HND_C_DICT_SAVED, k->plain_len - k->rep_len);
+	if (k->plain_len > k->body->len)
+		hnd_count(gz, HND_C_DICT_SAVED, k->plain_len - k->body->len);
 	*v_ret = k->rep;
-	*len_ret = k->rep_len;
+	*len_ret = k->body->len;
 	return true;
 }
 
@@ -586,6 +610,12 @@ hnd_dcz_free(struct hnd_entry *e)
 
 	for (; k; k = next) {
 		next = k->next;
+		if (k->stored) {
+			struct hnd_store_key key;
+
+			dcz_key(e, k->dict, &key);
+			hnd_store_drop(e->gz, &key);
+		}
 		if (k->rep)
 			MHD_destroy_response(k->rep);
 		gz_free(k);

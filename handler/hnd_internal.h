@@ -276,7 +276,7 @@ struct mhdgz {
 	 * handle outlives every response made through it. */
 	atomic_uint refs;
 	_Atomic uint64_t next_id; /* the last entry's id (its name in the store) */
-	void *alloc; /* the block gz_calloc returned, the handle aligned within it */
+	void *alloc;              /* the block gz_calloc returned, the handle aligned within it */
 	const struct gz_backend *be HND_LINE_ALIGNED;
 	int level;
 	size_t min_nbytes;
@@ -389,8 +389,8 @@ struct hnd_entry {
 	pthread_mutex_t lock; /* guards everything below */
 	bool opt_out;
 	bool low_latency;
-	int8_t length_hiding; /* 0: the handle's default; 1 on; -1 off */
-	bool response_queued; /* queued itself: its fields are now read-only */
+	int8_t length_hiding;             /* 0: the handle's default; 1 on; -1 off */
+	bool response_queued;             /* queued itself: its fields are now read-only */
 	enum MHD_ResponseFlags mhd_flags; /* mhdgz_response_set_options: every variant gets them */
 	bool vary_done;                   /* Vary: Accept-Encoding merged into the response */
 	int sniffed;                      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
@@ -484,7 +484,7 @@ int hnd_rewrite_coded(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Respo
 struct hnd_body {
 	atomic_uint refs;
 	atomic_bool stored; /* an item of the store holds it (hnd_store_holds) */
-	size_t len; /* bytes at data */
+	size_t len;         /* bytes at data */
 	uint8_t data[];
 };
 

@@ -114,8 +114,7 @@ build_whole(struct build *b)
 static void
 build_whole_fields(struct build *b)
 {
-	if (fresh(b, hnd_fields_response(b->gz, b->fields, &b->f, b->p.coded_len,
-					 HND_REP_GZIP))) {
+	if (fresh(b, hnd_fields_response(b->gz, b->fields, &b->f, b->p.coded_len, HND_REP_GZIP))) {
 		b->out_len = b->coded_len = b->p.coded_len;
 		b->padded = hnd_padded(b->gz, b->e, b->f.coding);
 	}

@@ -243,8 +243,8 @@ unlink_item(struct hnd_store *s, struct hnd_store_item *it)
 		pp = &(*pp)->hnext;
 	*pp = it->hnext;
 	lru_unlink(s, it);
-	atomic_store_explicit(&s->held, atomic_load_explicit(&s->held, memory_order_relaxed) -
-						it->charge,
+	atomic_store_explicit(&s->held,
+			      atomic_load_explicit(&s->held, memory_order_relaxed) - it->charge,
 			      memory_order_relaxed);
 	s->count--;
 }
@@ -360,7 +360,8 @@ hnd_store_put(struct mhdgz *gz, const struct hnd_store_key *k, const struct hnd_
 	it->hnext = s->bucket[it->hash & (s->nbuckets - 1)];
 	s->bucket[it->hash & (s->nbuckets - 1)] = it;
 	lru_push_front(s, it);
-	atomic_store_explicit(&s->held, atomic_load_explicit(&s->held, memory_order_relaxed) + charge,
+	atomic_store_explicit(&s->held,
+			      atomic_load_explicit(&s->held, memory_order_relaxed) + charge,
 			      memory_order_relaxed);
 	s->count++;
 	if (old)
@@ -475,9 +476,8 @@ hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const char *eta
 }
 
 void
-hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag,
-		    enum gz_coding coding, enum hnd_store_mode mode, struct hnd_body *body,
-		    uint64_t len)
+hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag, enum gz_coding coding,
+		    enum hnd_store_mode mode, struct hnd_body *body, uint64_t len)
 {
 	struct hnd_store_val v = { .body = body, .len = len };
 	struct hnd_store_key k;
@@ -492,8 +492,8 @@ hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag,
 	if (hnd_store_put(gz, &k, &v, -1))
 		e->stored |= stored_bit(&k);
 	if (hnd_store_key_etag(&k, etag, e->body_len)) {
-		hnd_store_key_coding(&k, coding, gz->coder[coding].level,
-				     hnd_padded(gz, e, coding), mode, NULL);
+		hnd_store_key_coding(&k, coding, gz->coder[coding].level, hnd_padded(gz, e, coding),
+				     mode, NULL);
 		v.body = NULL;
 		hnd_store_put(gz, &k, &v, -1);
 	}
@@ -509,8 +509,8 @@ hnd_store_entry_drop(struct hnd_entry *e)
 		for (mode = HND_SM_WHOLE; mode <= HND_SM_STREAM_LL; mode++)
 			for (padded = 0; padded < 2; padded++) {
 				hnd_store_key_response(&k, e->id);
-				hnd_store_key_coding(&k, coding, e->gz->coder[coding].level,
-						     padded, mode, NULL);
+				hnd_store_key_coding(&k, coding, e->gz->coder[coding].level, padded,
+						     mode, NULL);
 				if (!(e->stored & stored_bit(&k)))
 					continue;
 				e->stored &= ~stored_bit(&k);

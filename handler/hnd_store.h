@@ -50,11 +50,11 @@ enum hnd_store_mode { HND_SM_WHOLE, HND_SM_STREAM, HND_SM_STREAM_LL };
  * hashed and compared as bytes), then hnd_store_key_coding.
  */
 struct hnd_store_key {
-	uint8_t name;    /* enum hnd_name */
-	uint8_t coding;  /* enum gz_coding */
-	uint8_t mode;    /* enum hnd_store_mode */
-	uint8_t padded;  /* length hiding (the handle's HMAC key is fixed) */
-	int32_t level;   /* the coding's level */
+	uint8_t name;                        /* enum hnd_name */
+	uint8_t coding;                      /* enum gz_coding */
+	uint8_t mode;                        /* enum hnd_store_mode */
+	uint8_t padded;                      /* length hiding (the handle's HMAC key is fixed) */
+	int32_t level;                       /* the coding's level */
 	const struct mhdgz_dictionary *dict; /* coded against it; NULL: none */
 	union {
 		uint64_t response; /* HND_NAME_RESPONSE: the entry's id */

@@ -286,7 +286,8 @@ START_TEST(test_request_faults)
 			if (!pooled)
 				ck_assert_msg(th_wait(live_is, &lw, TF_RELEASE_MS),
 					      "%s: %lld blocks live, %lld before", ctx,
-					      (long long)tu_alloc_live(), (long long)live_want(&lw));
+					      (long long)tu_alloc_live(),
+					      (long long)live_want(&lw));
 			s1 = th_stats(gz);
 			ce = th_header(&r, "Content-Encoding", NULL);
 			etag = th_header(&r, "ETag", NULL);

@@ -680,6 +680,110 @@ START_TEST(test_plan)
 }
 END_TEST
 
+/* The store's answer for plan_known: per coding, a length, not smaller,
+ * or nothing; counts the questions. */
+struct known_fix {
+	bool known[GZ_CODING_COUNT];
+	uint64_t len[GZ_CODING_COUNT];
+	unsigned int asked;
+	enum gz_coding asked_coding;
+};
+
+static bool
+known_answer(void *cls, enum gz_coding coding, uint64_t *len_ret)
+{
+	struct known_fix *k = cls;
+
+	k->asked++;
+	k->asked_coding = coding;
+	if (!k->known[coding])
+		return false;
+	*len_ret = k->len[coding];
+	return true;
+}
+
+/*
+ * Where the length comes from, as an input of the plan: a HEAD of a body
+ * coded whole asks the store once, for the planned coding: a length known
+ * plans the fields with it (no coding), "not smaller" plans identity for
+ * that reason, nothing known plans the body coded to learn it. A GET, a
+ * stream, a digest (of the coded bytes) and identity never ask.
+ */
+START_TEST(test_plan_known_len)
+{
+	static const struct {
+		const char *why;
+		bool head, digest, known;
+		uint64_t len;
+		enum hnd_kind kind;
+		uint64_t body_len;
+		const char *ae;
+		unsigned int asked;
+		enum hnd_plan_kind plan;
+		enum mhdgz_reason reason;
+	} rows[] = {
+		{ "HEAD, length known", true, false, true, 1234, HND_BUFFER, 8192, "gzip", 1,
+		  HND_PLAN_WHOLE_FIELDS, MHDGZ_COMPRESSED },
+		{ "HEAD, not smaller", true, false, true, HND_STORE_NOT_SMALLER, HND_BUFFER, 8192,
+		  "gzip", 1, HND_PLAN_IDENTITY, MHDGZ_SKIP_NOT_SMALLER },
+		{ "HEAD, nothing known", true, false, false, 0, HND_BUFFER, 8192, "gzip", 1,
+		  HND_PLAN_WHOLE, MHDGZ_COMPRESSED },
+		{ "HEAD of a small file, known", true, false, true, 77, HND_FD, 8192, "gzip", 1,
+		  HND_PLAN_WHOLE_FIELDS, MHDGZ_COMPRESSED },
+		{ "GET, known", false, false, true, 1234, HND_BUFFER, 8192, "gzip", 0,
+		  HND_PLAN_WHOLE, MHDGZ_COMPRESSED },
+		{ "HEAD with a digest", true, true, true, 1234, HND_BUFFER, 8192, "gzip", 0,
+		  HND_PLAN_WHOLE, MHDGZ_COMPRESSED },
+		{ "HEAD of a stream", true, false, true, 1234, HND_FD, 4u << 20, "gzip", 0,
+		  HND_PLAN_STREAM_FIELDS, MHDGZ_COMPRESSED },
+		{ "HEAD, identity client", true, false, true, 1234, HND_BUFFER, 8192, NULL, 0,
+		  HND_PLAN_IDENTITY, MHDGZ_SKIP_NOT_ACCEPTED },
+	};
+	struct mhdgz_options o = th_opts();
+	struct mhdgz *gz;
+	size_t i;
+
+	o.flags |= MHDGZ_F_CONTENT_DIGEST;
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	for (i = 0; i < N_ELEMS(rows); i++) {
+		struct hnd_request rq = { .head = rows[i].head };
+		struct hnd_facts f = { .content_type = "text/plain",
+				       .content_digest = rows[i].digest };
+		struct known_fix k = { .asked = 0 };
+		struct hnd_plan_in in = { .status = 200,
+					  .rq = &rq,
+					  .f = &f,
+					  .kind = rows[i].kind,
+					  .body_len = rows[i].body_len,
+					  .fresh = true,
+					  .known_len = known_answer,
+					  .known_cls = &k };
+		struct hnd_plan p;
+		const char *ae = rows[i].ae;
+
+		k.known[GZ_CODING_GZIP] = rows[i].known;
+		k.len[GZ_CODING_GZIP] = rows[i].len;
+		hnd_accept_parse(ae ? &ae : NULL, ae ? 1 : 0, &rq.acc);
+		hnd_plan(gz, &in, &p);
+		ck_assert_msg(k.asked == rows[i].asked, "%s: asked %u times", rows[i].why, k.asked);
+		if (k.asked)
+			ck_assert_msg(k.asked_coding == GZ_CODING_GZIP, "%s: asked for %d",
+				      rows[i].why, (int)k.asked_coding);
+		ck_assert_msg(p.kind == rows[i].plan, "%s: plan %d, want %d", rows[i].why,
+			      (int)p.kind, (int)rows[i].plan);
+		ck_assert_msg(p.d.reason == rows[i].reason, "%s: reason %s", rows[i].why,
+			      mhdgz_reason_name(p.d.reason));
+		if (p.kind == HND_PLAN_WHOLE_FIELDS)
+			ck_assert_msg(p.coded_len == rows[i].len, "%s: length %llu", rows[i].why,
+				      (unsigned long long)p.coded_len);
+		else
+			ck_assert_msg(p.coded_len == MHDGZ_NBYTES_UNKNOWN, "%s: a length",
+				      rows[i].why);
+	}
+	mhdgz_free(gz);
+}
+END_TEST
+
 struct ck_case
 hnd_decision_case(void)
 {
@@ -694,5 +798,6 @@ hnd_decision_case(void)
 				   { test_opt_out, 0, 0 },
 				   { test_untracked, 0, 0 },
 				   { test_bad_accept_encoding, 0, 0 },
-				   { test_plan, 0, 0 } } };
+				   { test_plan, 0, 0 },
+				   { test_plan_known_len, 0, 0 } } };
 }

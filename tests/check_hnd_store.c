@@ -100,7 +100,8 @@ START_TEST(test_store_key_fields)
 	for (int field = 0; field < 5; field++) {
 		st_key(&k, 7);
 		hnd_store_key_coding(&k, field == 0 ? GZ_CODING_ZSTD : GZ_CODING_GZIP,
-				     field == 1 ? 9 : 6, field == 2, field == 3 ? HND_SM_STREAM : HND_SM_WHOLE,
+				     field == 1 ? 9 : 6, field == 2,
+				     field == 3 ? HND_SM_STREAM : HND_SM_WHOLE,
 				     field == 4 ? dict : NULL);
 		ck_assert_msg(!hnd_store_key_eq(&base, &k), "coding field %d", field);
 	}
@@ -112,15 +113,33 @@ START_TEST(test_store_key_fields)
 		hnd_store_key_coding(&k, GZ_CODING_GZIP, 6, false, HND_SM_WHOLE, NULL);
 		ck_assert(hnd_store_key_eq(&base, &k));
 		switch (field) {
-		case 0: k.u.file.dev++; break;
-		case 1: k.u.file.ino++; break;
-		case 2: k.u.file.size++; break;
-		case 3: k.u.file.mtime_s++; break;
-		case 4: k.u.file.mtime_ns++; break;
-		case 5: k.u.file.ctime_s++; break;
-		case 6: k.u.file.ctime_ns++; break;
-		case 7: k.u.file.offset++; break;
-		default: k.u.file.len++; break;
+		case 0:
+			k.u.file.dev++;
+			break;
+		case 1:
+			k.u.file.ino++;
+			break;
+		case 2:
+			k.u.file.size++;
+			break;
+		case 3:
+			k.u.file.mtime_s++;
+			break;
+		case 4:
+			k.u.file.mtime_ns++;
+			break;
+		case 5:
+			k.u.file.ctime_s++;
+			break;
+		case 6:
+			k.u.file.ctime_ns++;
+			break;
+		case 7:
+			k.u.file.offset++;
+			break;
+		default:
+			k.u.file.len++;
+			break;
 		}
 		ck_assert_msg(!hnd_store_key_eq(&base, &k), "file field %d", field);
 	}
@@ -398,7 +417,8 @@ START_TEST(test_store_counters)
 			ck_assert_uint_eq(st.filecache_misses, 0);
 			ck_assert_uint_eq(st.filecache_evictions, 0);
 			/* the shared body under its response, its length under the ETag */
-			ck_assert_uint_eq(st.filecache_nbytes, gz_len + 2 * HND_STORE_ITEM_OVERHEAD);
+			ck_assert_uint_eq(st.filecache_nbytes,
+					  gz_len + 2 * HND_STORE_ITEM_OVERHEAD);
 		} else {
 			/* each GET compresses; the ETag's length (an item of 128
 			 * bytes) is what fits: the HEAD's hit */

@@ -49,8 +49,9 @@ static const struct composed composed[] = {
 	/* buffer responses through a real daemon and libcurl */
 	{ "e2e",
 	  { hnd_headers_case, hnd_etag_case, hnd_decision_case, hnd_buffer_case, hnd_threads_case,
-	    hnd_wire_case, hnd_ctors_case, hnd_memo_case, hnd_filecache_case, hnd_store_case, hnd_breach_case,
-	    hnd_breach_attack_case, hnd_codings_case, hnd_upload_case, hnd_dict_case } },
+	    hnd_wire_case, hnd_ctors_case, hnd_memo_case, hnd_filecache_case, hnd_store_case,
+	    hnd_breach_case, hnd_breach_attack_case, hnd_codings_case, hnd_upload_case,
+	    hnd_dict_case } },
 #endif
 #ifdef CHECK_BIN_STREAMING
 	{ "streaming_body",

@@ -57,7 +57,7 @@ struct ck_case hnd_wire_case(void);    /* check_hnd_wire.c: exact bytes, pipelin
 struct ck_case hnd_ctors_case(void);   /* check_hnd_ctors.c: every body constructor twin */
 struct ck_case hnd_memo_case(void);    /* check_hnd_memo.c: gzip lengths by strong ETag */
 struct ck_case hnd_filecache_case(void); /* check_hnd_filecache.c: coded files across responses */
-struct ck_case hnd_store_case(void); /* check_hnd_store.c: the store of coded bytes, unit */
+struct ck_case hnd_store_case(void);     /* check_hnd_store.c: the store of coded bytes, unit */
 struct ck_case hnd_breach_case(void);    /* check_hnd_breach.c: BREACH length hiding */
 struct ck_case hnd_breach_attack_case(void); /* check_hnd_breach.c: the attack, 200 trials */
 struct ck_case hnd_codings_case(void);       /* check_hnd_codings.c: zstd, br: negotiation, rules */

@@ -116,7 +116,7 @@ struct mhdgz *th_gz_new(enum mhdgz_backend backend, int level, size_t min_nbytes
 #define TH_RT_UNTRACKED 0x2u /* MHD_create_response_from_buffer, not mhdgz's */
 #define TH_RT_IDENTITY 0x4u  /* mhdgz_response_set_identity() before queueing */
 #define TH_RT_PRECOND                                                                              \
-	0x8u                 /* mhdgz_evaluate_preconditions(etag) first: 304 queues
+	0x8u /* mhdgz_evaluate_preconditions(etag) first: 304 queues
 			      * this route's own response with status 304, 412 an
 			      * empty response */
 

@@ -142,6 +142,61 @@ ref_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 	return MHD_YES;
 }
 
+/* The store's answer a HEAD's plan asks for (hnd_plan_in known_len):
+ * fixed by the body length, so the fuzzer covers every answer. */
+struct fz_known {
+	bool known;
+	uint64_t len;
+	unsigned int asked;
+};
+
+static bool
+fz_known_len(void *cls, enum gz_coding coding, uint64_t *len_ret)
+{
+	struct fz_known *k = cls;
+
+	(void)coding;
+	k->asked++;
+	if (k->known)
+		*len_ret = k->len;
+	return k->known;
+}
+
+/* The HEAD of the GET planned as get: where the store knows the coded
+ * length of a body coded whole (asked once), the fields with it, or
+ * identity when not smaller; the body coded when it does not know; any
+ * other plan the GET's, without asking. */
+static void
+plan_head(struct mhdgz *gz, const struct hnd_plan_in *get_in, const struct hnd_plan *get,
+	  size_t len)
+{
+	struct hnd_request hrq = *get_in->rq;
+	struct hnd_plan_in in = *get_in;
+	struct fz_known k = { .known = len & 1,
+			      .len = (len & 2) ? HND_STORE_NOT_SMALLER : len / 2 };
+	struct hnd_plan p;
+
+	hrq.head = true;
+	in.rq = &hrq;
+	in.known_len = fz_known_len;
+	in.known_cls = &k;
+	hnd_plan(gz, &in, &p);
+	if (get->kind == HND_PLAN_WHOLE && !get->digest) {
+		FZ_CHECK(k.asked == 1, "a HEAD asked the store %u times", k.asked);
+		FZ_CHECK(p.kind == (!k.known                         ? HND_PLAN_WHOLE
+				    : k.len == HND_STORE_NOT_SMALLER ? HND_PLAN_IDENTITY
+								     : HND_PLAN_WHOLE_FIELDS),
+			 "HEAD plan %d with the store's answer %d/%llu", (int)p.kind, k.known,
+			 (unsigned long long)k.len);
+		FZ_CHECK(p.kind != HND_PLAN_WHOLE_FIELDS || p.coded_len == k.len,
+			 "HEAD length %llu, the store's %llu", (unsigned long long)p.coded_len,
+			 (unsigned long long)k.len);
+	} else {
+		FZ_CHECK(k.asked == 0 && p.kind == get->kind && p.d.reason == get->d.reason,
+			 "HEAD plan %d (asked %u), GET's %d", (int)p.kind, k.asked, (int)get->kind);
+	}
+}
+
 /* WHATWG MIME Sniffing 7.2 binary data bytes in the first 512 bytes. */
 static bool
 ref_text(const uint8_t *b, size_t len)
@@ -475,6 +530,7 @@ select_once(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_request *
 					 (ref_decide(gz, opt_out, 200, f, body, len, wants,
 						     &vary200) == MHDGZ_COMPRESSED),
 			 "a 304's 200 planned unlike the reference's 200");
+		plan_head(gz, &in, &p, len);
 	}
 	if (want == MHDGZ_COMPRESSED && why == MHDGZ_SKIP_NOT_SMALLER)
 		FZ_CHECK(!shrinks(gz, body, len), "not-smaller, but %s shrinks the body",
