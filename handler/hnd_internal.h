@@ -340,8 +340,17 @@ enum hnd_kind {
 struct hnd_coded {
 	struct MHD_Response *rep;     /* the coded representation: body, headers */
 	struct hnd_body *body;        /* its body (rep holds the reference) */
+	bool pending;                 /* body not offered to the store yet (first use) */
 	struct MHD_Response *rep_304; /* the 304 response: no body, the 200's length and ETag */
 };
+
+/* Is k's coded response to be used: its first use, or the store still
+ * holds its body? */
+static inline bool
+hnd_coded_live(const struct hnd_coded *k)
+{
+	return k->rep && (k->pending || hnd_store_holds(k->body));
+}
 
 /*
  * What the library remembers of a response it created: the body (which
@@ -537,9 +546,15 @@ bool hnd_store_entry_get(struct mhdgz *gz, const struct hnd_entry *e, const char
  * (HND_STORE_NOT_SMALLER: not smaller) in coding and mode under e's name
  * (its file version, else the response) and, unless that is a file
  * version, the length under its strong etag (may be NULL). e->lock held. */
-void hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag,
+bool hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag,
 			 enum gz_coding coding, enum hnd_store_mode mode, struct hnd_body *body,
 			 uint64_t len);
+/* The true return of hnd_store_entry_put: body is named by the response
+ * alone and is not in the store yet; the entry offers it at its second use
+ * (hnd_store_entry_offer: true when the store took it; false: over the
+ * budget or without memory, then it is not kept). e->lock held. */
+bool hnd_store_entry_offer(struct mhdgz *gz, struct hnd_entry *e, enum gz_coding coding,
+			   struct hnd_body *body);
 /* Forget what the store holds under e's id (its free). */
 void hnd_store_entry_drop(struct hnd_entry *e);
 /* Files up to this many bytes are sent to an identity GET from memory

@@ -129,7 +129,7 @@ known_len(void *cls, enum gz_coding coding, uint64_t *len_ret)
 	struct build *b = cls;
 	const struct hnd_coded *k = &b->e->coded[coding];
 
-	if ((b->rq->flags & HND_REQ_NO_CACHE) || (k->rep && hnd_store_holds(k->body)))
+	if ((b->rq->flags & HND_REQ_NO_CACHE) || hnd_coded_live(k))
 		return false;
 	return hnd_coded_len_known(b->gz, b->e, b->f.etag, coding, HND_SM_WHOLE, len_ret);
 }

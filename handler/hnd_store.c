@@ -460,10 +460,12 @@ hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const char *eta
 	const struct hnd_coded *c = &e->coded[coding];
 	struct hnd_store_val v;
 
-	if (mode == HND_SM_WHOLE && c->rep && hnd_store_holds(c->body)) {
+	if (mode == HND_SM_WHOLE && hnd_coded_live(c)) {
 		/* the entry's coded response, reused for its length */
-		hnd_count(gz, HND_C_CACHE_HITS, 1);
-		hnd_count(gz, HND_C_STORE_HITS, 1);
+		struct hnd_stripe *st = hnd_stripe_of(gz);
+
+		hnd_count_in(st, HND_C_CACHE_HITS, 1);
+		hnd_count_in(st, HND_C_STORE_HITS, 1);
 		*len_ret = c->body->len;
 		return true;
 	}
@@ -475,21 +477,27 @@ hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const char *eta
 	return true;
 }
 
-void
+bool
 hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag, enum gz_coding coding,
 		    enum hnd_store_mode mode, struct hnd_body *body, uint64_t len)
 {
 	struct hnd_store_val v = { .body = body, .len = len };
 	struct hnd_store_key k;
+	bool pending = false;
 
 	entry_key(gz, e, coding, mode, true, &k);
 	if (k.name == HND_NAME_FILE) {
 		if (hnd_store_put(gz, &k, &v, e->fd))
-			return; /* the version names it for every response; no ETag needed */
+			return false; /* the version names it for every response; no ETag needed */
 		/* not fresh, or changed while read: the response's alone */
 		entry_key(gz, e, coding, mode, false, &k);
 	}
-	if (hnd_store_put(gz, &k, &v, -1))
+	/* A body named by the response alone is offered at its second use
+	 * (hnd_store_entry_offer): a response queued once, most of them,
+	 * takes no lock of the store. */
+	if (body)
+		pending = true;
+	else if (hnd_store_put(gz, &k, &v, -1))
 		e->stored |= stored_bit(&k);
 	if (hnd_store_key_etag(&k, etag, e->body_len)) {
 		hnd_store_key_coding(&k, coding, gz->coder[coding].level, hnd_padded(gz, e, coding),
@@ -497,6 +505,21 @@ hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag, enu
 		v.body = NULL;
 		hnd_store_put(gz, &k, &v, -1);
 	}
+	return pending;
+}
+
+bool
+hnd_store_entry_offer(struct mhdgz *gz, struct hnd_entry *e, enum gz_coding coding,
+		      struct hnd_body *body)
+{
+	struct hnd_store_val v = { .body = body, .len = body->len };
+	struct hnd_store_key k;
+
+	entry_key(gz, e, coding, HND_SM_WHOLE, false, &k);
+	if (!hnd_store_put(gz, &k, &v, -1))
+		return false;
+	e->stored |= stored_bit(&k);
+	return true;
 }
 
 void

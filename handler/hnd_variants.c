@@ -253,6 +253,7 @@ drop_stale(struct hnd_coded *k)
 		MHD_destroy_response(k->rep_304);
 	k->rep = k->rep_304 = NULL;
 	k->body = NULL;
+	k->pending = false;
 }
 
 /* The coded variant of e in f->coding: the entry's response while the
@@ -269,12 +270,19 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 	struct hnd_body *out = NULL;
 	struct MHD_Response *v = NULL;
 	struct hnd_store_val got;
+	bool pending = false;
 	size_t pad = 0;
 	int rc;
 
-	if (!no_cache && k->rep && hnd_store_holds(k->body)) {
-		hnd_count(gz, HND_C_CACHE_HITS, 1);
-		hnd_count(gz, HND_C_STORE_HITS, 1);
+	/* At its second use a body is offered to the store; one it does not
+	 * take (over the budget) is not kept. */
+	if (!no_cache && hnd_coded_live(k) &&
+	    (!k->pending || hnd_store_entry_offer(gz, e, f->coding, k->body))) {
+		struct hnd_stripe *st = hnd_stripe_of(gz);
+
+		k->pending = false;
+		hnd_count_in(st, HND_C_CACHE_HITS, 1);
+		hnd_count_in(st, HND_C_STORE_HITS, 1);
 		*v_ret = k->rep;
 		return MHDGZ_COMPRESSED;
 	}
@@ -297,15 +305,15 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 		}
 		gz_free(file);
 		if (rc == 0 || rc == MHDGZ_ENOSPC)
-			hnd_store_entry_put(gz, e, f->etag, f->coding, HND_SM_WHOLE, out,
-					    rc == 0 ? out->len : HND_STORE_NOT_SMALLER);
+			pending = hnd_store_entry_put(gz, e, f->etag, f->coding, HND_SM_WHOLE, out,
+						      rc == 0 ? out->len : HND_STORE_NOT_SMALLER);
 	} else {
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		pad = padded ? hnd_pad_of_body(gz, e->body, (size_t)e->body_len) : 0;
 		rc = compress_body(gz, f->coding, e->body, (size_t)e->body_len, &pad, &out);
 		if (rc == 0 || rc == MHDGZ_ENOSPC)
-			hnd_store_entry_put(gz, e, f->etag, f->coding, HND_SM_WHOLE, out,
-					    rc == 0 ? out->len : HND_STORE_NOT_SMALLER);
+			pending = hnd_store_entry_put(gz, e, f->etag, f->coding, HND_SM_WHOLE, out,
+						      rc == 0 ? out->len : HND_STORE_NOT_SMALLER);
 	}
 	if (rc == MHDGZ_ENOSPC)
 		return MHDGZ_SKIP_NOT_SMALLER;
@@ -324,6 +332,7 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 		return MHDGZ_SKIP_ERROR;
 	}
 	k->rep = v;
+	k->pending = pending;
 	*v_ret = v;
 	return MHDGZ_COMPRESSED;
 }

@@ -367,7 +367,9 @@ END_TEST
 
 /*
  * The counters, exact, through responses: a buffer response queued five
- * times (the first compresses and stores, four reuse it: hits), a second
+ * times (the first compresses, the second offers the body to the store,
+ * hnd_store_entry_offer, and reuses it, as the next three do: four hits;
+ * a response queued once takes no lock of the store), a second
  * one with the same strong ETag made per request (its HEAD's length by the
  * ETag: a hit; its first lookup under its own name is skipped), a budget
  * too small for the body (stored nowhere: every queue compresses, no
@@ -420,8 +422,9 @@ START_TEST(test_store_counters)
 			ck_assert_uint_eq(st.filecache_nbytes,
 					  gz_len + 2 * HND_STORE_ITEM_OVERHEAD);
 		} else {
-			/* each GET compresses; the ETag's length (an item of 128
-			 * bytes) is what fits: the HEAD's hit */
+			/* the store takes no body (over the budget): each GET
+			 * compresses; the ETag's length (an item of 128 bytes)
+			 * is what fits: the HEAD's hit */
 			ck_assert_uint_eq(st.compressions, 5);
 			ck_assert_uint_eq(st.filecache_hits, 1);
 			ck_assert_uint_eq(st.filecache_misses, 0);
