@@ -82,7 +82,8 @@ key_hash(const struct hnd_store_key *k, size_t n)
 void
 hnd_store_key_response(struct hnd_store_key *k, uint64_t id)
 {
-	memset(k, 0, sizeof *k);
+	/* the bytes that are key: hashed and compared (key_nbytes) */
+	memset(k, 0, offsetof(struct hnd_store_key, u) + sizeof k->u.response);
 	k->name = HND_NAME_RESPONSE;
 	k->u.response = id;
 }
@@ -94,7 +95,7 @@ hnd_store_key_file(struct hnd_store_key *k, int fd, uint64_t offset, uint64_t le
 
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
 		return false;
-	memset(k, 0, sizeof *k);
+	memset(k, 0, offsetof(struct hnd_store_key, u) + sizeof k->u.file);
 	k->name = HND_NAME_FILE;
 	k->u.file.dev = (uint64_t)st.st_dev;
 	k->u.file.ino = (uint64_t)st.st_ino;
@@ -437,11 +438,23 @@ entry_get(struct mhdgz *gz, const struct hnd_entry *e, const struct hnd_store_ke
 	return hnd_store_get(gz, k, v);
 }
 
+/* Can e's bytes have a name the store was told anything under: a file
+ * version, an item under its id, an ETag? (No key is built for a response
+ * queued for the first time without ETag, most of them.) */
+static bool
+entry_named(const struct mhdgz *gz, const struct hnd_entry *e, const char *etag)
+{
+	return etag || e->stored || (e->kind == HND_FD && gz->store.files);
+}
+
 bool
 hnd_store_entry_get(struct mhdgz *gz, const struct hnd_entry *e, const char *etag,
 		    enum gz_coding coding, enum hnd_store_mode mode, struct hnd_store_val *v)
 {
 	struct hnd_store_key k;
+
+	if (!entry_named(gz, e, etag))
+		return false;
 
 	entry_key(gz, e, coding, mode, true, &k);
 	if (entry_get(gz, e, &k, v))
@@ -485,6 +498,8 @@ hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag, enu
 	struct hnd_store_key k;
 	bool pending = false;
 
+	if (body && !etag && !(e->kind == HND_FD && gz->store.files))
+		return true; /* the response's alone, offered at its second use (below) */
 	entry_key(gz, e, coding, mode, true, &k);
 	if (k.name == HND_NAME_FILE) {
 		if (hnd_store_put(gz, &k, &v, e->fd))
