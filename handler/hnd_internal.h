@@ -529,34 +529,6 @@ struct MHD_Response *hnd_fields_response(struct mhdgz *gz, struct MHD_Response *
 enum mhdgz_reason hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e,
 					  const struct hnd_facts *f, bool no_cache,
 					  struct MHD_Response **v_ret);
-/* The coded length of e's bytes in coding and mode (whole or a stream),
- * known without coding them: from the entry's kept response, or the store
- * under e's name (its file version or the response) or its strong etag
- * (may be NULL). true and *len_ret (HND_STORE_NOT_SMALLER: not smaller),
- * or false. e->lock held. */
-bool hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const char *etag,
-			 enum gz_coding coding, enum hnd_store_mode mode, uint64_t *len_ret);
-/* What the store holds of e's bytes in coding and mode, under e's name
- * (its file version or the response), then its strong etag (may be
- * NULL): true and *v (v->body a reference for the caller, or NULL), or
- * false. e->lock held. */
-bool hnd_store_entry_get(struct mhdgz *gz, const struct hnd_entry *e, const char *etag,
-			 enum gz_coding coding, enum hnd_store_mode mode, struct hnd_store_val *v);
-/* Remember e's coded bytes (body, may be NULL) or length len
- * (HND_STORE_NOT_SMALLER: not smaller) in coding and mode under e's name
- * (its file version, else the response) and, unless that is a file
- * version, the length under its strong etag (may be NULL). e->lock held. */
-bool hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag,
-			 enum gz_coding coding, enum hnd_store_mode mode, struct hnd_body *body,
-			 uint64_t len);
-/* The true return of hnd_store_entry_put: body is named by the response
- * alone and is not in the store yet; the entry offers it at its second use
- * (hnd_store_entry_offer: true when the store took it; false: over the
- * budget or without memory, then it is not kept). e->lock held. */
-bool hnd_store_entry_offer(struct mhdgz *gz, struct hnd_entry *e, enum gz_coding coding,
-			   struct hnd_body *body);
-/* Forget what the store holds under e's id (its free). */
-void hnd_store_entry_drop(struct hnd_entry *e);
 /* Files up to this many bytes are sent to an identity GET from memory
  * (read per queue) rather than with sendfile(): header and body then go in
  * one sendmsg, and no descriptor is duplicated (hnd_file_identity). Served
