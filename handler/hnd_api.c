@@ -2,7 +2,16 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "gz_error.h"
+#include "gz_pool.h"
+#include "hnd_mtype.h"
+#include "hnd_entry.h"
+#include "hnd_memo.h"
+#include "hnd_filecache.h"
+#include "hnd_handle.h"
+#include "hnd_pad.h"
+#include "hnd_dict.h"
 
 /* The core's vocabulary is its own; the public values are the same. */
 _Static_assert(MHDGZ_OK == GZ_OK && MHDGZ_ENOMEM == GZ_ENOMEM && MHDGZ_EINVAL == GZ_EINVAL &&

@@ -2,7 +2,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h"
+#include "hnd_stats.h"
+#include "hnd_plan.h"
+#include "hnd_entry.h"
+#include "hnd_memo.h"
+#include "hnd_handle.h"
+#include "hnd_repr.h"
+#include "hnd_stream.h"
 
 /*
  * The response to queue for a 304 standing for the 200 this client would

@@ -2,7 +2,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h"
+#include "hnd_mtype.h"
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_entry.h"
+#include "hnd_handle.h"
+#include "hnd_dict.h"
 
 /* Files up to this many bytes are compressed whole when first queued (a
  * gzip 200 with Content-Length, cached with the response); larger ones are

@@ -12,7 +12,18 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include <nettle/sha2.h>
+#include <nettle/base64.h>
+#include "hnd_stats.h"
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_entry.h"
+#include "hnd_handle.h"
+#include "hnd_headers.h"
+#include "hnd_repr.h"
+#include "hnd_stream.h"
+#include "hnd_dict.h"
 #include "gz_dict.h"
 
 /* Longest pattern and id accepted, in bytes (RFC 9842 caps id at 1024). */

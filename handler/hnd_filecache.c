@@ -3,7 +3,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "hnd_stats.h"
+#include "hnd_entry.h"
+#include "hnd_filecache.h"
+#include "hnd_handle.h"
+#include "hnd_repr.h"
 
 /*
  * A file server makes a fresh response per request (it opens the file

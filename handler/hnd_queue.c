@@ -3,7 +3,19 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "hnd_stats.h"
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_queue.h"
+#include "hnd_entry.h"
+#include "hnd_memo.h"
+#include "hnd_handle.h"
+#include "hnd_headers.h"
+#include "hnd_repr.h"
+#include "hnd_stream.h"
+#include "hnd_pad.h"
+#include "hnd_dict.h"
 
 /* First bytes of a file entry for the sniff of an untyped file, read once. */
 static bool

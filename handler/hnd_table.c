@@ -3,7 +3,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "hnd_plan.h"
+#include "hnd_entry.h"
+#include "hnd_handle.h"
+#include "hnd_stream.h"
+#include "hnd_dict.h"
 
 /* First size of each shard of the response table (buckets, power of two). */
 #ifndef HND_TABLE_MIN

@@ -5,7 +5,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "gz_pool.h"
+#include <nettle/sha2.h>
+#include <nettle/base64.h>
+#include "hnd_stats.h"
+#include "hnd_plan.h"
+#include "hnd_entry.h"
+#include "hnd_memo.h"
+#include "hnd_filecache.h"
+#include "hnd_handle.h"
+#include "hnd_headers.h"
+#include "hnd_repr.h"
+#include "hnd_pad.h"
 
 struct hnd_body *
 hnd_body_new(const void *data, size_t len)

@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hnd_internal.h"
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_queue.h"
+#include "hnd_handle.h"
 #include "check_suites.h"
 #include "harness.h"
 #include "testutil.h"

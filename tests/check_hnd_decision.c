@@ -8,7 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h" /* first: mhdgz.h as the library sees it; hnd_plan() */
+#include "hnd_handle.h" /* first: mhdgz.h as the library sees it; hnd_plan() */
+#include "hnd_plan.h"
 #include "check_suites.h"
 #include "harness.h"
 #include "testutil.h"

@@ -36,7 +36,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h"
+#include "hnd_mtype.h"
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_queue.h"
+#include "hnd_entry.h"
+#include "hnd_handle.h"
 #include "fuzz_util.h"
 
 #define FZ_MAX_LINES 48
