@@ -216,7 +216,7 @@ mhdgz_dictionary_add_response(struct mhdgz *gz, struct MHD_Response *response,
 	e = hnd_entry_locked(gz, response);
 	if (!e)
 		return MHDGZ_EINVAL;
-	if (e->response_queued || !hnd_whole_body(e) || e->body_len == 0) {
+	if (e->response_queued || !hnd_whole_body(e->kind, e->body_len) || e->body_len == 0) {
 		rc = MHDGZ_EINVAL;
 		goto out;
 	}
@@ -243,121 +243,6 @@ mhdgz_dictionary_sha256(const struct mhdgz_dictionary *dict, uint8_t sha256_ret[
 		return MHDGZ_EINVAL;
 	memcpy(sha256_ret, dict->hash, SHA256_DIGEST_SIZE);
 	return 0;
-}
-
-/* Glob match with '*' (any run, '/' included): the greedy scan that backs
- * up to the last '*' only, O(pattern x path) at worst. */
-bool
-hnd_dict_match(const char *p, const char *s)
-{
-	const char *star = NULL, *resume = NULL;
-
-	while (*s) {
-		if (*p == '*') {
-			star = p++;
-			resume = s;
-		} else if (*p == *s) {
-			p++;
-			s++;
-		} else if (star) {
-			p = star + 1;
-			s = ++resume;
-		} else {
-			return false;
-		}
-	}
-	while (*p == '*')
-		p++;
-	return *p == '\0';
-}
-
-static bool
-is_ows(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
-bool
-hnd_dict_parse_hash(const char *value, uint8_t hash[SHA256_DIGEST_SIZE])
-{
-	struct base64_decode_ctx ctx;
-	uint8_t out[BASE64_DECODE_LENGTH(48)];
-	size_t start = 0, end = strlen(value), out_len = sizeof out, i;
-
-	while (start < end && is_ows(value[start]))
-		start++;
-	while (end > start && is_ows(value[end - 1]))
-		end--;
-	/* ":" base64 ":" (RFC 8941 section 3.3.5); 32 bytes are 43 or 44
-	 * characters (with or without the padding). */
-	if (end - start < 2 || value[start] != ':' || value[end - 1] != ':')
-		return false;
-	start++;
-	end--;
-	if (end - start != 43 && end - start != 44)
-		return false;
-	for (i = start; i < end; i++) {
-		char c = value[i];
-
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		      c == '+' || c == '/' || (c == '=' && i == end - 1)))
-			return false;
-	}
-	base64_decode_init(&ctx);
-	if (!base64_decode_update(&ctx, &out_len, out, end - start, value + start) ||
-	    out_len != SHA256_DIGEST_SIZE)
-		return false;
-	/* Unpadded input leaves bits pending: nettle's final check would
-	 * refuse it, and RFC 8941 parsers may accept it; the 32 bytes are
-	 * complete either way. */
-	memcpy(hash, out, SHA256_DIGEST_SIZE);
-	return true;
-}
-
-bool
-hnd_dict_url_matches(struct mhdgz *gz, const char *url)
-{
-	const struct mhdgz_dictionary *d;
-
-	if (!url)
-		return false;
-	for (d = atomic_load_explicit(&gz->dicts, memory_order_acquire); d; d = d->next)
-		if (hnd_dict_match(d->match, url))
-			return true;
-	return false;
-}
-
-/* The dictionary the request names and whose pattern matches its path. */
-static const struct mhdgz_dictionary *
-find_dict(const struct mhdgz *gz, const struct hnd_request *rq)
-{
-	const struct mhdgz_dictionary *d, *found = NULL;
-	uint8_t hash[SHA256_DIGEST_SIZE];
-	const char *id = NULL;
-	size_t id_len = 0;
-
-	if (!hnd_dict_parse_hash(rq->avail_dict, hash))
-		return NULL;
-	if (rq->dict_id) { /* an sf-string: compared in its serialized form */
-		id = rq->dict_id;
-		id_len = strlen(id);
-		while (id_len && is_ows(*id)) {
-			id++;
-			id_len--;
-		}
-		while (id_len && is_ows(id[id_len - 1]))
-			id_len--;
-	}
-	/* The list is newest first; the first registered wins: take the
-	 * last that fits. */
-	for (d = atomic_load_explicit(&gz->dicts, memory_order_acquire); d; d = d->next) {
-		if (memcmp(d->hash, hash, sizeof hash) != 0 || !hnd_dict_match(d->match, rq->url))
-			continue;
-		if (id && d->id && (strlen(d->id) != id_len || memcmp(d->id, id, id_len) != 0))
-			continue;
-		found = d;
-	}
-	return found;
 }
 
 /* The ETag of a dcz variant: the policy's, with "-dcz-" and 4 bytes of
@@ -462,7 +347,7 @@ build(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, struct h
 	etag = dcz_etag(gz->etag_policy, f->etag, k->dict->hash, ebuf, sizeof ebuf);
 	if (etag && MHD_add_response_header(v, MHD_HTTP_HEADER_ETAG, etag) != MHD_YES)
 		goto out;
-	if (gz->content_digest && f->content_digest) {
+	if (gz->policy.content_digest && f->content_digest) {
 		struct sha256_ctx ctx;
 		char field[HND_CONTENT_DIGEST_MAX];
 
@@ -483,30 +368,6 @@ out:
 	gz_free(scratch);
 	gz_free(owned);
 	return rc;
-}
-
-const struct mhdgz_dictionary *
-hnd_dcz_plan(const struct mhdgz *gz, const struct hnd_request *rq, const struct hnd_accept *acc,
-	     const struct hnd_decision *d, const struct hnd_facts *f, bool whole, uint64_t body_len)
-{
-	bool is_304 = d->reason == MHDGZ_SKIP_STATUS;
-
-	if (!f->dict_vary || !rq->url || !rq->avail_dict || hnd_accept_read(acc)->dcz <= 0)
-		return NULL;
-	/* An explicitly preferred identity wins, as over any coding. */
-	if (acc->identity > acc->dcz)
-		return NULL;
-	/* A 304 stands for the 200 this client would get: dcz also when it
-	 * accepts no other coding (the decision's vary: the resource is
-	 * compressible at all). */
-	if (is_304 && !d->vary)
-		return NULL;
-	if ((d->reason == MHDGZ_COMPRESSED || is_304) &&
-	    (unsigned int)acc->dcz < hnd_accept_q(acc, d->coding))
-		return NULL;
-	if (!whole || body_len < gz->min_nbytes || body_len == 0)
-		return NULL;
-	return find_dict(gz, rq);
 }
 
 bool

@@ -147,12 +147,5 @@ void hnd_entry_release(void *cls);
  * callback (or closes the file). */
 void hnd_entry_unref(struct hnd_entry *e);
 
-/* Policies of the decision (hnd_decide.c). A whole body (a buffer, or a
- * file up to HND_FD_WHOLE_MAX) is compressed once and cached with a
- * Content-Length; anything else is streamed per connection. */
-bool hnd_whole_body(const struct hnd_entry *e);
-/* A stream whose every chunk must reach the client at once: marked so, or
- * text/event-stream. */
-bool hnd_low_latency(const struct hnd_entry *e, const struct hnd_facts *f);
 
 #endif /* HND_ENTRY_H */

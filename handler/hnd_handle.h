@@ -13,6 +13,7 @@
 #include "hnd_filecache.h"
 #include "hnd_memo.h"
 #include "hnd_mtype.h"
+#include "hnd_plan.h"
 #include "hnd_public.h"
 #include "hnd_stats.h"
 
@@ -60,11 +61,8 @@ struct mhdgz {
 	void *alloc; /* the block gz_calloc returned, the handle aligned within it */
 	const struct gz_backend *be HND_LINE_ALIGNED;
 	int level;
-	size_t min_nbytes;
-	bool content_digest; /* MHDGZ_F_CONTENT_DIGEST */
 	enum mhdgz_etag_policy etag_policy;
-	struct hnd_typelist compress_types;
-	struct hnd_typelist skip_types;
+	struct hnd_policy policy; /* what the plan reads */
 	struct gz_pool *pool;        /* whole-buffer (one-shot) compressors */
 	struct gz_pool *stream_pool; /* streaming compressors (stream_window_bits) */
 	struct gz_pool *event_pool;  /* low-latency streams' (event_window_bits) */
@@ -80,10 +78,6 @@ struct mhdgz {
 	size_t pad_key_nbytes;
 	uint8_t pad_key[MHDGZ_LENGTH_HIDING_KEY_MAX];
 	struct hnd_stripe stats[HND_STAT_STRIPES];
-	/* The codings offered (struct mhdgz_options codings), in the server's
-	 * order of preference; gzip alone by default. */
-	enum gz_coding order[GZ_CODING_COUNT];
-	size_t norder;
 	struct hnd_coder coder[GZ_CODING_COUNT];
 	/* Compression dictionaries (hnd_dict.c): newest first, published
 	 * with a release store; never removed before the handle is freed. */

@@ -6,11 +6,10 @@
 #include <stdint.h>
 
 #include "gz_backend.h"
+#include "hnd_mtype.h"
 #include "hnd_negotiate.h"
 #include "hnd_public.h"
 
-struct mhdgz;
-struct hnd_entry;
 struct mhdgz_dictionary;
 
 enum hnd_kind {
@@ -18,6 +17,19 @@ enum hnd_kind {
 	HND_CALLBACK, /* mhdgz_response_from_callback */
 	HND_FD,       /* mhdgz_response_from_fd* */
 	HND_PIPE      /* mhdgz_response_from_pipe: read once, unknown size */
+};
+
+/* The handle's options the plan reads (struct mhdgz policy): set by
+ * mhdgz_new, read-only after. */
+struct hnd_policy {
+	size_t min_nbytes;
+	bool content_digest; /* MHDGZ_F_CONTENT_DIGEST */
+	struct hnd_typelist compress_types;
+	struct hnd_typelist skip_types;
+	/* The codings offered (struct mhdgz_options codings), in the
+	 * server's order of preference; gzip alone by default. */
+	enum gz_coding order[GZ_CODING_COUNT];
+	size_t norder;
 };
 
 /* What the decision needs from the response's header fields. */
@@ -74,7 +86,15 @@ struct hnd_request {
 	const char *dict_id;
 };
 
-void hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
+/* Policies of the decision (hnd_decide.c). A whole body (a buffer, or a
+ * file up to HND_FD_WHOLE_MAX) is compressed once and cached with a
+ * Content-Length; anything else is streamed per connection. */
+bool hnd_whole_body(enum hnd_kind kind, uint64_t body_len);
+/* A stream whose every chunk must reach the client at once: marked so, or
+ * text/event-stream (marked: mhdgz_response_set_low_latency). */
+bool hnd_low_latency(bool marked, const struct hnd_facts *f);
+
+void hnd_decide(const struct hnd_policy *pol, bool opt_out, unsigned int status,
 		const struct hnd_facts *facts, const uint8_t *sniff, size_t sniff_len,
 		uint64_t body_len, const struct hnd_accept *acc, struct hnd_decision *d);
 
@@ -106,6 +126,7 @@ struct hnd_plan_in {
 	bool low_latency; /* mhdgz_response_set_low_latency (the plan adds text/event-stream) */
 	bool fresh;       /* never queued, no coded stream in it: may carry one in place */
 	bool no_dict;     /* plan without dcz (its build found it not smaller) */
+	const struct mhdgz_dictionary *dicts; /* the handle's, newest first (NULL: none) */
 };
 
 struct hnd_plan {
@@ -123,7 +144,7 @@ struct hnd_plan {
 /* The plan for one queue call: a pure function of in and the handle's
  * options (the request's Accept-Encoding lines are read on first use).
  * Pinned, table-driven, by test_plan (check_hnd_decision.c). */
-void hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *p);
+void hnd_plan(const struct hnd_policy *pol, const struct hnd_plan_in *in, struct hnd_plan *p);
 
 /* The ETag a gzip response carries under the policy. Writes a NUL-terminated
  * tag to buf (cap bytes) and returns it, returns etag itself when unchanged,
@@ -135,5 +156,34 @@ const char *hnd_etag_for_gzip(enum mhdgz_etag_policy policy, const char *etag, c
  * token ("x-gzip", "x-zstd", "x-br"). */
 const char *hnd_etag_for_coding(enum mhdgz_etag_policy policy, const char *etag,
 				enum gz_coding coding, char *buf, size_t cap);
+
+/* Dictionaries (RFC 9842), pure: the handle's list (newest first) is an
+ * input. */
+/* Does url (NULL: no) match the pattern of a registered dictionary? Then
+ * the response could be dcz, and its Vary names Available-Dictionary. */
+bool hnd_dict_url_matches(const struct mhdgz_dictionary *dicts, const char *url);
+/*
+ * The dictionary a dcz response to this request would be coded against
+ * (part of the plan, hnd_plan), if every RFC 9842 condition the request
+ * and the fields show holds: dcz accepted in acc (explicitly, q not below
+ * the ordinary choice's, not below an explicit identity), an
+ * Available-Dictionary naming a registered dictionary whose pattern
+ * matches rq->url (and whose id matches a Dictionary-ID sent), a whole
+ * body of at least min_nbytes. d is the ordinary decision (MHDGZ_COMPRESSED
+ * or MHDGZ_SKIP_NOT_ACCEPTED; or a 304's MHDGZ_SKIP_STATUS). NULL: none.
+ */
+const struct mhdgz_dictionary *hnd_dcz_plan(const struct hnd_policy *pol,
+					    const struct mhdgz_dictionary *dicts,
+					    const struct hnd_request *rq,
+					    const struct hnd_accept *acc,
+					    const struct hnd_decision *d, const struct hnd_facts *f,
+					    bool whole, uint64_t body_len);
+/* Match a request path against a dictionary pattern (the subset of
+ * URLPattern pathname syntax hnd_dict.c accepts: literal characters and
+ * '*', any run of characters). Exposed for the tests. */
+bool hnd_dict_match(const char *pattern, const char *path);
+/* Parse an Available-Dictionary value (RFC 8941 byte sequence, ":b64:")
+ * into a SHA-256; false when malformed or not 32 bytes. */
+bool hnd_dict_parse_hash(const char *value, uint8_t hash[32]);
 
 #endif /* HND_PLAN_H */

@@ -315,9 +315,10 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	hnd_read_facts(b.fields, &b.f, &fc);
 	b.f.mhd_flags = e->mhd_flags;
 	atomic_store(&e->te_chunked, b.f.te_chunked);
-	b.f.dict_vary = hnd_dict_url_matches(gz, rq->url);
 	plan_in(&b, &in, sniff_buf);
-	hnd_plan(gz, &in, &b.p);
+	in.dicts = atomic_load_explicit(&gz->dicts, memory_order_acquire);
+	b.f.dict_vary = hnd_dict_url_matches(in.dicts, rq->url);
+	hnd_plan(&gz->policy, &in, &b.p);
 	b.reason = b.p.d.reason;
 	b.f.coding = b.p.d.coding;
 	/* Variants get Vary: Accept-Encoding as they are built; the response
@@ -330,7 +331,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	if (b.p.kind == HND_PLAN_DCZ && !build_dcz(&b)) {
 		/* not smaller, or failed: the plan without the dictionary */
 		in.no_dict = true;
-		hnd_plan(gz, &in, &b.p);
+		hnd_plan(&gz->policy, &in, &b.p);
 	}
 	switch (b.p.kind) {
 	case HND_PLAN_DCZ:

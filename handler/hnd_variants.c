@@ -325,7 +325,7 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 	}
 	if (rc == 0)
 		rc = hnd_build_response(gz, hnd_identity_fields(e), f, out, HND_REP_GZIP, &v);
-	if (rc == 0 && gz->content_digest && f->content_digest) {
+	if (rc == 0 && gz->policy.content_digest && f->content_digest) {
 		rc = add_content_digest(v, out);
 		if (rc < 0)
 			MHD_destroy_response(v); /* drops the body */

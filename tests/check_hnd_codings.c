@@ -95,7 +95,7 @@ START_TEST(test_negotiation_table)
 	while (n < 3 && c->ae[n])
 		n++;
 	hnd_accept_parse(c->ae, n, &acc);
-	coded = hnd_accept_choose(&acc, gz->order, gz->norder, &k);
+	coded = hnd_accept_choose(&acc, gz->policy.order, gz->policy.norder, &k);
 	ck_assert_msg(strcmp(coded ? gz_coding_name(k) : "identity", c->want) == 0,
 		      "order \"%s\", Accept-Encoding \"%s\"%s: %s, want %s", c->order,
 		      c->ae[0] ? c->ae[0] : "(absent)", c->ae[1] ? " + a second line" : "",
@@ -152,7 +152,7 @@ START_TEST(test_options)
 			      t[i].codings ? t[i].codings : "(null)", t[i].zstd_level,
 			      t[i].br_level, rc, t[i].rc);
 		if (rc == 0) {
-			ck_assert_uint_eq(gz->norder, t[i].norder);
+			ck_assert_uint_eq(gz->policy.norder, t[i].norder);
 			ck_assert_uint_eq(mhdgz_get_codings(gz, NULL, 0), t[i].norder);
 			mhdgz_free(gz);
 		}
