@@ -271,6 +271,7 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 			      ~(uintptr_t)(HND_CACHELINE - 1));
 	gz->alloc = block;
 	atomic_init(&gz->refs, 1);
+	gz->destroy = handle_destroy;
 	gz->be = backend_of(o.backend);
 	if (!gz->be) {
 		rc = MHDGZ_ENOTSUP;
@@ -366,21 +367,6 @@ fail:
 	return rc;
 }
 
-
-void
-hnd_gz_ref(struct mhdgz *gz)
-{
-	atomic_fetch_add_explicit(&gz->refs, 1, memory_order_relaxed);
-}
-
-void
-hnd_gz_unref(struct mhdgz *gz)
-{
-	/* acq_rel: whatever a response's last user did happens before the
-	 * handle is freed by whoever drops the last reference. */
-	if (atomic_fetch_sub_explicit(&gz->refs, 1, memory_order_acq_rel) == 1)
-		handle_destroy(gz);
-}
 
 MHDGZ_API size_t
 mhdgz_trim(struct mhdgz *gz)

@@ -105,7 +105,8 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	}
 	if (gzip) { /* a stream: its gzip length, where a file gives it */
 		if (!k->rep_304) {
-			if (hnd_gzip_stream_length(gz, e, f->etag, hnd_low_latency(e->low_latency, f), f->coding,
+			if (hnd_gzip_stream_length(gz, e, f->etag,
+						   hnd_low_latency(e->low_latency, f), f->coding,
 						   &len) != 0)
 				len = MHD_SIZE_UNKNOWN;
 			k->rep_304 = hnd_fields_response(gz, hnd_identity_fields(e), f, len,

@@ -74,9 +74,9 @@ type_compressible(const struct hnd_policy *pol, const char *content_type, const 
  * whatever it turns out to be (min_nbytes does not apply to it).
  */
 void
-hnd_decide(const struct hnd_policy *pol, bool opt_out, unsigned int status, const struct hnd_facts *f,
-	   const uint8_t *sniff, size_t sniff_len, uint64_t body_len, const struct hnd_accept *acc,
-	   struct hnd_decision *d)
+hnd_decide(const struct hnd_policy *pol, bool opt_out, unsigned int status,
+	   const struct hnd_facts *f, const uint8_t *sniff, size_t sniff_len, uint64_t body_len,
+	   const struct hnd_accept *acc, struct hnd_decision *d)
 {
 	bool is_304 = status == 304;
 	bool encoded;
@@ -352,7 +352,8 @@ hnd_plan(const struct hnd_policy *pol, const struct hnd_plan_in *in, struct hnd_
 	if (!in->no_dict &&
 	    (coded || p->d.reason == MHDGZ_SKIP_NOT_ACCEPTED ||
 	     (in->status == 304 && p->d.reason == MHDGZ_SKIP_STATUS && p->d.vary))) {
-		p->dict = hnd_dcz_plan(pol, in->dicts, in->rq, acc, &p->d, in->f, p->whole, in->body_len);
+		p->dict = hnd_dcz_plan(pol, in->dicts, in->rq, acc, &p->d, in->f, p->whole,
+				       in->body_len);
 		if (p->dict) {
 			p->kind = HND_PLAN_DCZ;
 			return;

@@ -29,8 +29,6 @@ struct mhdgz_dictionary {
 
 /* Free the handle's dictionaries (mhdgz_free, no other thread left). */
 void hnd_dicts_free(struct mhdgz *gz);
-/* Free an entry's dcz representations (entry free). */
-void hnd_dcz_free(struct hnd_entry *e);
 /* Whether the Vary a response gets must name something it does not yet
  * (Accept-Encoding, and Available-Dictionary when f->dict_vary), and the
  * tokens to add (NULL: nothing). */

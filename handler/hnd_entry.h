@@ -12,7 +12,6 @@
 #include "hnd_public.h"
 
 struct mhdgz;
-struct hnd_dcz;
 struct hnd_body;
 struct hnd_stream;
 
@@ -63,6 +62,16 @@ struct hnd_coded {
 	struct hnd_body *body;        /* its body (rep holds the reference) */
 	struct MHD_Response *rep_304; /* the 304 response: no body sent, the coding's ETag */
 	uint64_t stream_len[2]; /* HND_FD: coded stream length (bulk, low latency); 0: not known */
+};
+
+/* One dcz representation of an entry. */
+struct hnd_dcz {
+	struct hnd_dcz *next;
+	const struct mhdgz_dictionary *dict;
+	bool not_smaller;
+	struct MHD_Response *rep; /* our reference */
+	size_t rep_len;
+	size_t plain_len; /* plain zstd of the same body, bytes */
 };
 
 /*
@@ -126,6 +135,7 @@ struct hnd_entry {
 	 * mhdgz. fields: its header fields and trailers as the application
 	 * made them, which every later queue reads (hnd_identity_fields). */
 	struct hnd_stream *in_place;
+	void (*in_place_free)(void *stream); /* frees in_place: the stream module's */
 	struct MHD_Response *fields;
 };
 

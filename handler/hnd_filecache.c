@@ -112,6 +112,29 @@ hnd_fc_fini(struct hnd_filecache *fc)
 	fc->ready = false;
 }
 
+struct hnd_body *
+hnd_body_new(const void *data, size_t len)
+{
+	struct hnd_body *b = gz_malloc(sizeof *b + len);
+
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = len;
+	if (len && data) /* NULL: the caller fills it */
+		memcpy(b->data, data, len);
+	return b;
+}
+
+void
+hnd_body_unref(void *cls)
+{
+	struct hnd_body *b = cls;
+
+	if (atomic_fetch_sub(&b->refs, 1) == 1)
+		gz_free(b);
+}
+
 bool
 hnd_fc_key_of(const struct mhdgz *gz, const struct hnd_entry *e, enum gz_coding coding, bool padded,
 	      struct hnd_fc_key *key)
@@ -303,10 +326,4 @@ hnd_fc_put(struct mhdgz *gz, const struct hnd_entry *e, const struct hnd_fc_key 
 	fc->held += charge;
 	fc->count++;
 	pthread_mutex_unlock(&fc->lock);
-}
-
-uint64_t
-hnd_fc_held(const struct mhdgz *gz)
-{
-	return gz->filecache.ready ? atomic_load(&gz->filecache.held) : 0;
 }

@@ -59,7 +59,5 @@ bool hnd_fc_get(struct mhdgz *gz, const struct hnd_fc_key *key, struct hnd_body 
  * Thread-safe. */
 void hnd_fc_put(struct mhdgz *gz, const struct hnd_entry *e, const struct hnd_fc_key *key,
 		struct hnd_body *body, bool padded);
-/* Bytes held now. Thread-safe. */
-uint64_t hnd_fc_held(const struct mhdgz *gz);
 
 #endif /* HND_FILECACHE_H */

@@ -29,9 +29,6 @@
 #define HND_CACHELINE 64
 #define HND_LINE_ALIGNED __attribute__((aligned(HND_CACHELINE)))
 
-/* hnd_api.c: take or drop a reference to the handle; the last drop frees it. */
-void hnd_gz_ref(struct mhdgz *gz);
-void hnd_gz_unref(struct mhdgz *gz);
 
 /* A content coding the handle offers: its backend, level and pools. For
  * gzip, the pools are the handle's own pool and stream_pool (not owned
@@ -58,11 +55,14 @@ struct mhdgz {
 	/* 1 for the application until mhdgz_free, plus 1 per live entry: the
 	 * handle outlives every response made through it. */
 	atomic_uint refs;
+	/* Frees the handle at the last reference's drop (hnd_api.c sets it:
+	 * entries and uploads, below it, hold references). */
+	void (*destroy)(struct mhdgz *gz);
 	void *alloc; /* the block gz_calloc returned, the handle aligned within it */
 	const struct gz_backend *be HND_LINE_ALIGNED;
 	int level;
 	enum mhdgz_etag_policy etag_policy;
-	struct hnd_policy policy; /* what the plan reads */
+	struct hnd_policy policy;    /* what the plan reads */
 	struct gz_pool *pool;        /* whole-buffer (one-shot) compressors */
 	struct gz_pool *stream_pool; /* streaming compressors (stream_window_bits) */
 	struct gz_pool *event_pool;  /* low-latency streams' (event_window_bits) */
@@ -99,6 +99,22 @@ hnd_stream_pool(const struct mhdgz *gz, enum gz_coding coding, bool low_latency)
 	if (coding == GZ_CODING_GZIP && low_latency)
 		return gz->event_pool;
 	return hnd_pool(gz, coding, true);
+}
+
+/* Take or drop a reference to the handle; the last drop frees it. */
+static inline void
+hnd_gz_ref(struct mhdgz *gz)
+{
+	atomic_fetch_add_explicit(&gz->refs, 1, memory_order_relaxed);
+}
+
+static inline void
+hnd_gz_unref(struct mhdgz *gz)
+{
+	/* acq_rel: whatever a response's last user did happens before the
+	 * handle is freed by whoever drops the last reference. */
+	if (atomic_fetch_sub_explicit(&gz->refs, 1, memory_order_acq_rel) == 1)
+		gz->destroy(gz);
 }
 
 #endif /* HND_HANDLE_H */

@@ -347,15 +347,6 @@ stream_free(void *cls)
 		hnd_entry_unref(e);
 }
 
-void
-hnd_stream_in_place_fini(struct hnd_entry *e)
-{
-	struct hnd_stream *st = e->in_place;
-
-	e->in_place = NULL;
-	if (st)
-		stream_free(st);
-}
 
 /* A stream of e coded as f says, not yet in a response; NULL on failure. */
 static struct hnd_stream *
@@ -476,6 +467,7 @@ hnd_stream_in_place(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 		stream_digest(st, r);
 	e->fields = orig;
 	e->in_place = st;
+	e->in_place_free = stream_free;
 	return 0;
 }
 

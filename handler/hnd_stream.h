@@ -58,8 +58,6 @@ int hnd_stream_in_place(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Respon
  * in place. NULL on failure. e->lock held. */
 struct MHD_Response *hnd_identity_stream(struct mhdgz *gz, struct hnd_entry *e,
 					 const struct hnd_facts *f);
-/* Free e's in-place stream (its response is gone: no reader call follows). */
-void hnd_stream_in_place_fini(struct hnd_entry *e);
 
 /* hnd_stream_len.c: the length in bytes of the gzip stream of a file entry
  * (for HEAD and 304), remembered under its strong etag (may be NULL) or

@@ -19,28 +19,6 @@
 #include "hnd_repr.h"
 #include "hnd_pad.h"
 
-struct hnd_body *
-hnd_body_new(const void *data, size_t len)
-{
-	struct hnd_body *b = gz_malloc(sizeof *b + len);
-
-	if (!b)
-		return NULL;
-	atomic_init(&b->refs, 1);
-	b->len = len;
-	if (len && data) /* NULL: the caller fills it */
-		memcpy(b->data, data, len);
-	return b;
-}
-
-void
-hnd_body_unref(void *cls)
-{
-	struct hnd_body *b = cls;
-
-	if (atomic_fetch_sub(&b->refs, 1) == 1)
-		gz_free(b);
-}
 
 /* r's fields on v as rep says; body: v has content. 0 or MHDGZ_EMHD. */
 static int

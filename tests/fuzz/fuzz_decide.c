@@ -180,7 +180,8 @@ ref_compressible(const struct mhdgz *gz, const char *ct, const uint8_t *body, si
 			       hnd_typelist_match(&gz->policy.compress_types, mt, l);
 	}
 	/* Untyped: sniffed, and text goes through the lists as text/plain. */
-	return ref_text(body, len) && !hnd_typelist_match(&gz->policy.skip_types, "text/plain", 10) &&
+	return ref_text(body, len) &&
+	       !hnd_typelist_match(&gz->policy.skip_types, "text/plain", 10) &&
 	       hnd_typelist_match(&gz->policy.compress_types, "text/plain", 10);
 }
 
