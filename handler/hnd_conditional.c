@@ -2,7 +2,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h"
+#include "hnd_stats.h"
+#include "hnd_plan.h"
+#include "hnd_entry.h"
+#include "hnd_store.h"
+#include "hnd_handle.h"
+#include "hnd_repr.h"
+#include "hnd_stream.h"
 
 /*
  * The response to queue for a 304 standing for the 200 this client would
@@ -34,7 +40,7 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 						    : gzip_client;
 	uint64_t len = MHD_SIZE_UNKNOWN;
 
-	if (gzip && e->body_len != 0 && hnd_whole_body(e)) {
+	if (gzip && e->body_len != 0 && hnd_whole_body(e->kind, e->body_len)) {
 		/* The 200's coded length: known to the store (no compression),
 		 * or by coding the body now (kept for the 200 too). */
 		if (k->rep_304) /* a length: the entry's bytes do not change */
@@ -65,7 +71,8 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	}
 	if (gzip) { /* a stream: its gzip length, where a file gives it */
 		if (!k->rep_304) {
-			if (hnd_gzip_stream_length(gz, e, f->etag, hnd_low_latency(e, f), f->coding,
+			if (hnd_gzip_stream_length(gz, e, f->etag,
+						   hnd_low_latency(e->low_latency, f), f->coding,
 						   &len) != 0)
 				len = MHD_SIZE_UNKNOWN;
 			k->rep_304 = hnd_fields_response(gz, hnd_identity_fields(e), f, len,

@@ -3,7 +3,19 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "hnd_stats.h"
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_queue.h"
+#include "hnd_entry.h"
+#include "hnd_store.h"
+#include "hnd_handle.h"
+#include "hnd_headers.h"
+#include "hnd_repr.h"
+#include "hnd_stream.h"
+#include "hnd_pad.h"
+#include "hnd_dict.h"
 
 /* First bytes of a file entry for the sniff of an untyped file, read once. */
 static bool
@@ -123,15 +135,16 @@ build_whole_fields(struct build *b)
 /* The plan's hnd_plan_in known_len: what the store knows of e's coded
  * length; nothing when e keeps its coded response (a HEAD gets it) or
  * with HND_REQ_NO_CACHE. */
-static bool
+static enum hnd_known
 known_len(void *cls, enum gz_coding coding, uint64_t *len_ret)
 {
 	struct build *b = cls;
 	const struct hnd_coded *k = &b->e->coded[coding];
 
-	if ((b->rq->flags & HND_REQ_NO_CACHE) || hnd_coded_live(k))
-		return false;
-	return hnd_coded_len_known(b->gz, b->e, b->f.etag, coding, HND_SM_WHOLE, len_ret);
+	if ((b->rq->flags & HND_REQ_NO_CACHE) || hnd_coded_live(k) ||
+	    !hnd_coded_len_known(b->gz, b->e, b->f.etag, coding, HND_SM_WHOLE, len_ret))
+		return HND_KNOWN_NOTHING;
+	return *len_ret == HND_STORE_NOT_SMALLER ? HND_KNOWN_NOT_SMALLER : HND_KNOWN_LEN;
 }
 
 /* HEAD of a coded stream: the fields GET would send, with the length
@@ -304,9 +317,10 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	hnd_read_facts(b.fields, &b.f, &fc);
 	b.f.mhd_flags = e->mhd_flags;
 	atomic_store(&e->te_chunked, b.f.te_chunked);
-	b.f.dict_vary = hnd_dict_url_matches(gz, rq->url);
 	plan_in(&b, &in, sniff_buf);
-	hnd_plan(gz, &in, &b.p);
+	in.dicts = atomic_load_explicit(&gz->dicts, memory_order_acquire);
+	b.f.dict_vary = hnd_dict_url_matches(in.dicts, rq->url);
+	hnd_plan(&gz->policy, &in, &b.p);
 	b.reason = b.p.d.reason;
 	b.f.coding = b.p.d.coding;
 	/* Variants get Vary: Accept-Encoding as they are built; the response
@@ -319,7 +333,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	if (b.p.kind == HND_PLAN_DCZ && !build_dcz(&b)) {
 		/* not smaller, or failed: the plan without the dictionary */
 		in.no_dict = true;
-		hnd_plan(gz, &in, &b.p);
+		hnd_plan(&gz->policy, &in, &b.p);
 	}
 	switch (b.p.kind) {
 	case HND_PLAN_DCZ:

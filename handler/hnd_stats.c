@@ -1,6 +1,9 @@
 /* hnd_stats.c: statistics: striped counters, mhdgz_get_stats, reason names. */
 
-#include "hnd_internal.h"
+#include "gz_pool.h"
+#include "hnd_stats.h"
+#include "hnd_store.h"
+#include "hnd_handle.h"
 
 static _Thread_local unsigned int hnd_stripe_id = ~0u;
 static atomic_uint hnd_stripe_next;

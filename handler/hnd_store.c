@@ -3,7 +3,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "hnd_stats.h"
+#include "hnd_entry.h"
+#include "hnd_handle.h"
+#include "hnd_pad.h"
 #include "hnd_store.h"
 
 /*
@@ -34,6 +38,30 @@
  * is a hash and a short chain walk; a response reused from its entry
  * checks hnd_store_holds (an atomic load) and takes no lock at all.
  */
+
+struct hnd_body *
+hnd_body_new(const void *data, size_t len)
+{
+	struct hnd_body *b = gz_malloc(sizeof *b + len);
+
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	atomic_init(&b->stored, false);
+	b->len = len;
+	if (len && data) /* NULL: the caller fills it */
+		memcpy(b->data, data, len);
+	return b;
+}
+
+void
+hnd_body_unref(void *cls)
+{
+	struct hnd_body *b = cls;
+
+	if (atomic_fetch_sub(&b->refs, 1) == 1)
+		gz_free(b);
+}
 
 /* Initial buckets (power of two); the table doubles above 2 items per
  * bucket. */
@@ -538,10 +566,26 @@ hnd_store_entry_offer(struct mhdgz *gz, struct hnd_entry *e, enum gz_coding codi
 }
 
 void
+hnd_store_key_dcz(struct hnd_store_key *k, uint64_t id, const struct mhdgz_dictionary *dict)
+{
+	hnd_store_key_response(k, id);
+	hnd_store_key_coding(k, GZ_CODING_ZSTD, 0, false, HND_SM_WHOLE, dict);
+}
+
+void
 hnd_store_entry_drop(struct hnd_entry *e)
 {
 	struct hnd_store_key k;
 	unsigned int coding, mode, padded;
+	struct hnd_dcz *d;
+
+	for (d = e->dcz; d; d = d->next) {
+		if (!d->stored)
+			continue;
+		hnd_store_key_dcz(&k, e->id, d->dict);
+		hnd_store_drop(e->gz, &k);
+		d->stored = false;
+	}
 
 	for (coding = 0; e->stored && coding < GZ_CODING_COUNT; coding++)
 		for (mode = HND_SM_WHOLE; mode <= HND_SM_STREAM_LL; mode++)

@@ -36,6 +36,23 @@ struct hnd_entry;
 #define HND_STORE_RACY_NS 2000000000LL
 #endif
 
+/*
+ * A coded body, shared by reference: the store's item, the responses built
+ * over it and every connection sending it hold one each; the last drop
+ * frees it, so an eviction never frees bytes still being sent.
+ */
+struct hnd_body {
+	atomic_uint refs;
+	atomic_bool stored; /* an item of the store holds it (hnd_store_holds) */
+	size_t len;         /* bytes at data */
+	uint8_t data[];
+};
+
+/* A body holding a copy of data[0..len) (data NULL: len bytes for the caller
+ * to fill), one reference; NULL without memory. */
+struct hnd_body *hnd_body_new(const void *data, size_t len);
+void hnd_body_unref(void *cls);
+
 /* What names the identity bytes. */
 enum hnd_name {
 	HND_NAME_RESPONSE = 1, /* a tracked response (its entry's id) */
@@ -174,6 +191,9 @@ bool hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag
  * budget or without memory, then it is not kept). e->lock held. */
 bool hnd_store_entry_offer(struct mhdgz *gz, struct hnd_entry *e, enum gz_coding coding,
 			   struct hnd_body *body);
-/* Forget what the store holds under e's id (its free). */
+/* The key of a tracked response's bytes (id) coded dcz against dict. */
+void hnd_store_key_dcz(struct hnd_store_key *k, uint64_t id, const struct mhdgz_dictionary *dict);
+/* Forget what the store holds under e's id, its dcz bodies included (its
+ * free). */
 void hnd_store_entry_drop(struct hnd_entry *e);
 #endif /* HND_STORE_H */

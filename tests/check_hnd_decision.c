@@ -8,7 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h" /* first: mhdgz.h as the library sees it; hnd_plan() */
+#include "hnd_handle.h" /* first: mhdgz.h as the library sees it; hnd_plan() */
+#include "hnd_plan.h"
 #include "check_suites.h"
 #include "harness.h"
 #include "testutil.h"
@@ -647,7 +648,7 @@ START_TEST(test_plan)
 		if ((plan_rows[i].flags & PL_ZSTD) && !zstd)
 			continue;
 		hnd_accept_parse(ae ? &ae : NULL, ae ? 1 : 0, &rq.acc);
-		hnd_plan(gz, &in, &p);
+		hnd_plan(&gz->policy, &in, &p);
 		ck_assert_msg(p.kind == plan_rows[i].plan, "%s: plan %d, want %d", plan_rows[i].why,
 			      (int)p.kind, (int)plan_rows[i].plan);
 		ck_assert_msg(p.d.reason == plan_rows[i].reason, "%s: reason %s, want %s",
@@ -671,7 +672,7 @@ START_TEST(test_plan)
 				      mhdgz_reason_name(p.d200.reason));
 		}
 		ck_assert_ptr_null(p.dict);
-		hnd_plan(gz, &in, &again);
+		hnd_plan(&gz->policy, &in, &again);
 		ck_assert_msg(again.kind == p.kind && again.d.reason == p.d.reason &&
 				      again.d.coding == p.d.coding && again.d.vary == p.d.vary,
 			      "%s: a second plan differs", plan_rows[i].why);
@@ -680,8 +681,8 @@ START_TEST(test_plan)
 }
 END_TEST
 
-/* The store's answer for plan_known: per coding, a length, not smaller,
- * or nothing; counts the questions. */
+/* The store's answer for test_plan_known_len: per coding, a length, not
+ * smaller (UINT64_MAX), or nothing; counts the questions. */
 struct known_fix {
 	bool known[GZ_CODING_COUNT];
 	uint64_t len[GZ_CODING_COUNT];
@@ -689,7 +690,7 @@ struct known_fix {
 	enum gz_coding asked_coding;
 };
 
-static bool
+static enum hnd_known
 known_answer(void *cls, enum gz_coding coding, uint64_t *len_ret)
 {
 	struct known_fix *k = cls;
@@ -697,9 +698,11 @@ known_answer(void *cls, enum gz_coding coding, uint64_t *len_ret)
 	k->asked++;
 	k->asked_coding = coding;
 	if (!k->known[coding])
-		return false;
+		return HND_KNOWN_NOTHING;
+	if (k->len[coding] == UINT64_MAX)
+		return HND_KNOWN_NOT_SMALLER;
 	*len_ret = k->len[coding];
-	return true;
+	return HND_KNOWN_LEN;
 }
 
 /*
@@ -724,8 +727,8 @@ START_TEST(test_plan_known_len)
 	} rows[] = {
 		{ "HEAD, length known", true, false, true, 1234, HND_BUFFER, 8192, "gzip", 1,
 		  HND_PLAN_WHOLE_FIELDS, MHDGZ_COMPRESSED },
-		{ "HEAD, not smaller", true, false, true, HND_STORE_NOT_SMALLER, HND_BUFFER, 8192,
-		  "gzip", 1, HND_PLAN_IDENTITY, MHDGZ_SKIP_NOT_SMALLER },
+		{ "HEAD, not smaller", true, false, true, UINT64_MAX /* not smaller */, HND_BUFFER,
+		  8192, "gzip", 1, HND_PLAN_IDENTITY, MHDGZ_SKIP_NOT_SMALLER },
 		{ "HEAD, nothing known", true, false, false, 0, HND_BUFFER, 8192, "gzip", 1,
 		  HND_PLAN_WHOLE, MHDGZ_COMPRESSED },
 		{ "HEAD of a small file, known", true, false, true, 77, HND_FD, 8192, "gzip", 1,
@@ -764,7 +767,7 @@ START_TEST(test_plan_known_len)
 		k.known[GZ_CODING_GZIP] = rows[i].known;
 		k.len[GZ_CODING_GZIP] = rows[i].len;
 		hnd_accept_parse(ae ? &ae : NULL, ae ? 1 : 0, &rq.acc);
-		hnd_plan(gz, &in, &p);
+		hnd_plan(&gz->policy, &in, &p);
 		ck_assert_msg(k.asked == rows[i].asked, "%s: asked %u times", rows[i].why, k.asked);
 		if (k.asked)
 			ck_assert_msg(k.asked_coding == GZ_CODING_GZIP, "%s: asked for %d",

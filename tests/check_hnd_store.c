@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hnd_internal.h" /* first: mhdgz.h as the library sees it; the store */
+#include "hnd_handle.h" /* first: mhdgz.h as the library sees it; the store */
 #include "hnd_store.h"
 #include "check_suites.h"
 #include "harness.h"

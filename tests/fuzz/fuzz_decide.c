@@ -36,7 +36,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h"
+#include "hnd_mtype.h"
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_queue.h"
+#include "hnd_entry.h"
+#include "hnd_handle.h"
 #include "fuzz_util.h"
 
 #define FZ_MAX_LINES 48
@@ -145,21 +150,24 @@ ref_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 /* The store's answer a HEAD's plan asks for (hnd_plan_in known_len):
  * fixed by the body length, so the fuzzer covers every answer. */
 struct fz_known {
-	bool known;
+	bool known, not_smaller;
 	uint64_t len;
 	unsigned int asked;
 };
 
-static bool
+static enum hnd_known
 fz_known_len(void *cls, enum gz_coding coding, uint64_t *len_ret)
 {
 	struct fz_known *k = cls;
 
 	(void)coding;
 	k->asked++;
-	if (k->known)
-		*len_ret = k->len;
-	return k->known;
+	if (!k->known)
+		return HND_KNOWN_NOTHING;
+	if (k->not_smaller)
+		return HND_KNOWN_NOT_SMALLER;
+	*len_ret = k->len;
+	return HND_KNOWN_LEN;
 }
 
 /* The HEAD of the GET planned as get: where the store knows the coded
@@ -167,25 +175,24 @@ fz_known_len(void *cls, enum gz_coding coding, uint64_t *len_ret)
  * identity when not smaller; the body coded when it does not know; any
  * other plan the GET's, without asking. */
 static void
-plan_head(struct mhdgz *gz, const struct hnd_plan_in *get_in, const struct hnd_plan *get,
-	  size_t len)
+plan_head(const struct hnd_policy *pol, const struct hnd_plan_in *get_in,
+	  const struct hnd_plan *get, size_t len)
 {
 	struct hnd_request hrq = *get_in->rq;
 	struct hnd_plan_in in = *get_in;
-	struct fz_known k = { .known = len & 1,
-			      .len = (len & 2) ? HND_STORE_NOT_SMALLER : len / 2 };
+	struct fz_known k = { .known = len & 1, .not_smaller = len & 2, .len = len / 2 };
 	struct hnd_plan p;
 
 	hrq.head = true;
 	in.rq = &hrq;
 	in.known_len = fz_known_len;
 	in.known_cls = &k;
-	hnd_plan(gz, &in, &p);
+	hnd_plan(pol, &in, &p);
 	if (get->kind == HND_PLAN_WHOLE && !get->digest) {
 		FZ_CHECK(k.asked == 1, "a HEAD asked the store %u times", k.asked);
-		FZ_CHECK(p.kind == (!k.known                         ? HND_PLAN_WHOLE
-				    : k.len == HND_STORE_NOT_SMALLER ? HND_PLAN_IDENTITY
-								     : HND_PLAN_WHOLE_FIELDS),
+		FZ_CHECK(p.kind == (!k.known        ? HND_PLAN_WHOLE
+				    : k.not_smaller ? HND_PLAN_IDENTITY
+						    : HND_PLAN_WHOLE_FIELDS),
 			 "HEAD plan %d with the store's answer %d/%llu", (int)p.kind, k.known,
 			 (unsigned long long)k.len);
 		FZ_CHECK(p.kind != HND_PLAN_WHOLE_FIELDS || p.coded_len == k.len,
@@ -226,12 +233,13 @@ ref_compressible(const struct mhdgz *gz, const char *ct, const uint8_t *body, si
 		while (l && is_ows(mt[l - 1]))
 			l--;
 		if (l > 0) /* the lists themselves: fuzz_types */
-			return !hnd_typelist_match(&gz->skip_types, mt, l) &&
-			       hnd_typelist_match(&gz->compress_types, mt, l);
+			return !hnd_typelist_match(&gz->policy.skip_types, mt, l) &&
+			       hnd_typelist_match(&gz->policy.compress_types, mt, l);
 	}
 	/* Untyped: sniffed, and text goes through the lists as text/plain. */
-	return ref_text(body, len) && !hnd_typelist_match(&gz->skip_types, "text/plain", 10) &&
-	       hnd_typelist_match(&gz->compress_types, "text/plain", 10);
+	return ref_text(body, len) &&
+	       !hnd_typelist_match(&gz->policy.skip_types, "text/plain", 10) &&
+	       hnd_typelist_match(&gz->policy.compress_types, "text/plain", 10);
 }
 
 /* The documented order; *vary: the representation depends on
@@ -260,7 +268,7 @@ ref_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 		 * sniffs binary, a length below min_nbytes; an empty response
 		 * stands for a 200 of any length). */
 		*vary = ref_compressible(gz, f->ct, body, len) &&
-			!(len != 0 && len < gz->min_nbytes);
+			!(len != 0 && len < gz->policy.min_nbytes);
 		return MHDGZ_SKIP_STATUS;
 	}
 	if (len == 0)
@@ -268,10 +276,10 @@ ref_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 	if (!ref_compressible(gz, f->ct, body, len))
 		return MHDGZ_SKIP_TYPE;
 	/* Below min_nbytes it is identity for every client: no Vary. */
-	*vary = len >= gz->min_nbytes;
+	*vary = len >= gz->policy.min_nbytes;
 	if (!wants)
 		return MHDGZ_SKIP_NOT_ACCEPTED;
-	if (len < gz->min_nbytes)
+	if (len < gz->policy.min_nbytes)
 		return MHDGZ_SKIP_SMALL;
 	return MHDGZ_COMPRESSED;
 }
@@ -489,7 +497,7 @@ select_once(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_request *
 	hf.no_transform = f->no_transform;
 	hf.vary_has_ae = f->vary_ae;
 	hf.vary_count = f->vary_lines;
-	hnd_decide(gz, opt_out, status, &hf, body, len, len, &req->acc, &hd);
+	hnd_decide(&gz->policy, opt_out, status, &hf, body, len, len, &req->acc, &hd);
 	FZ_CHECK(hd.reason == want && hd.vary == vary,
 		 "hnd_decide says %s (vary %d), reference %s (vary %d)",
 		 mhdgz_reason_name(hd.reason), hd.vary, mhdgz_reason_name(want), vary);
@@ -509,8 +517,8 @@ select_once(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_request *
 		struct hnd_plan p, p2;
 		bool vary200;
 
-		hnd_plan(gz, &in, &p);
-		hnd_plan(gz, &in, &p2);
+		hnd_plan(&gz->policy, &in, &p);
+		hnd_plan(&gz->policy, &in, &p2);
 		FZ_CHECK(p.d.reason == hd.reason && p.d.vary == hd.vary &&
 				 p.d.gzip_304 == hd.gzip_304,
 			 "plan decides %s (vary %d), hnd_decide %s (vary %d)",
@@ -530,7 +538,7 @@ select_once(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_request *
 					 (ref_decide(gz, opt_out, 200, f, body, len, wants,
 						     &vary200) == MHDGZ_COMPRESSED),
 			 "a 304's 200 planned unlike the reference's 200");
-		plan_head(gz, &in, &p, len);
+		plan_head(&gz->policy, &in, &p, len);
 	}
 	if (want == MHDGZ_COMPRESSED && why == MHDGZ_SKIP_NOT_SMALLER)
 		FZ_CHECK(!shrinks(gz, body, len), "not-smaller, but %s shrinks the body",
