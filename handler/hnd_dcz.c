@@ -176,7 +176,7 @@ hnd_dcz_build(struct mhdgz *gz, struct hnd_entry *e, const struct mhdgz_dictiona
 		k->next = e->dcz;
 		e->dcz = k;
 	}
-	hnd_store_key_dcz(&key, e->id, dict);
+	hnd_store_key_dcz(&key, hnd_store_entry_id(e), dict);
 	if (!no_cache && k->rep && hnd_store_holds(k->body)) {
 		hnd_count(gz, HND_C_STORE_HITS, 1);
 	} else {

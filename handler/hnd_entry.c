@@ -52,7 +52,8 @@ hnd_entry_free(struct hnd_entry *e)
 	struct mhdgz *gz;
 	size_t k;
 
-	hnd_store_entry_drop(e);
+	if (e->stored || e->dcz)
+		hnd_store_entry_drop(e);
 	for (k = 0; k < GZ_CODING_COUNT; k++) {
 		if (e->coded[k].rep)
 			MHD_destroy_response(e->coded[k].rep);
@@ -128,7 +129,6 @@ hnd_entry_new(struct mhdgz *gz, enum hnd_kind kind)
 	}
 	e->gz = gz;
 	hnd_gz_ref(gz);
-	e->id = atomic_fetch_add_explicit(&gz->next_id, 1, memory_order_relaxed) + 1;
 	e->kind = kind;
 	e->fd = -1;
 	atomic_init(&e->refs, 1);

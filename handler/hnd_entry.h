@@ -100,7 +100,7 @@ struct hnd_dcz {
 struct hnd_entry {
 	struct hnd_entry *next; /* table chain */
 	struct mhdgz *gz;
-	uint64_t id; /* its name in the store (HND_NAME_RESPONSE), unique per handle */
+	uint64_t id; /* its name in the store (hnd_store_entry_id); 0: none yet */
 	struct MHD_Response *response;
 	enum hnd_kind kind;
 	atomic_uint refs;

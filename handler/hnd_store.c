@@ -434,6 +434,14 @@ hnd_store_holds(const struct hnd_body *body)
 /* ------------------------------------------------------------------------ */
 /* A tracked response's names                                               */
 
+uint64_t
+hnd_store_entry_id(struct hnd_entry *e)
+{
+	if (!e->id) /* named at its first item: most responses never are */
+		e->id = atomic_fetch_add_explicit(&e->gz->next_id, 1, memory_order_relaxed) + 1;
+	return e->id;
+}
+
 /* e's body name in coding and mode: its file version when the store keeps
  * file versions, else the response (file false: the response alone). */
 static void
@@ -528,6 +536,7 @@ hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag, enu
 
 	if (body && !etag && !(e->kind == HND_FD && gz->store.files))
 		return true; /* the response's alone, offered at its second use (below) */
+	hnd_store_entry_id(e);
 	entry_key(gz, e, coding, mode, true, &k);
 	if (k.name == HND_NAME_FILE) {
 		if (hnd_store_put(gz, &k, &v, e->fd))
@@ -558,6 +567,7 @@ hnd_store_entry_offer(struct mhdgz *gz, struct hnd_entry *e, enum gz_coding codi
 	struct hnd_store_val v = { .body = body, .len = body->len };
 	struct hnd_store_key k;
 
+	hnd_store_entry_id(e);
 	entry_key(gz, e, coding, HND_SM_WHOLE, false, &k);
 	if (!hnd_store_put(gz, &k, &v, -1))
 		return false;

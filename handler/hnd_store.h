@@ -191,6 +191,9 @@ bool hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag
  * budget or without memory, then it is not kept). e->lock held. */
 bool hnd_store_entry_offer(struct mhdgz *gz, struct hnd_entry *e, enum gz_coding coding,
 			   struct hnd_body *body);
+/* e's id, its name in the store, given at its first item (0 before).
+ * e->lock held. */
+uint64_t hnd_store_entry_id(struct hnd_entry *e);
 /* The key of a tracked response's bytes (id) coded dcz against dict. */
 void hnd_store_key_dcz(struct hnd_store_key *k, uint64_t id, const struct mhdgz_dictionary *dict);
 /* Forget what the store holds under e's id, its dcz bodies included (its
