@@ -36,7 +36,10 @@
  * are shared by reference (struct hnd_body), so an eviction never frees
  * bytes a response still sends (test_store_refcount). One lock: a lookup
  * is a hash and a short chain walk; a response reused from its entry
- * checks hnd_store_holds (an atomic load) and takes no lock at all.
+ * checks hnd_store_holds (an atomic load) and takes no lock at all. A
+ * body named by its response alone enters at the response's second use
+ * (hnd_store_entry_offer), so a response queued once, most of them, never
+ * takes the lock (test_store_counters).
  */
 
 struct hnd_body *
