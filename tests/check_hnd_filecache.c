@@ -84,8 +84,9 @@ fc_set_mtime(const char *path, time_t sec)
 	ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
 }
 
-/* A handler with the file cache at budget bytes (0: off); racy: keep the
- * default racy window, else remember files changed just now (tests). */
+/* A handler with the store at budget bytes (0: its default, no file
+ * versions); racy: keep the default racy window, else remember files
+ * changed just now (tests). */
 static struct mhdgz *
 fc_gz(size_t budget, bool racy)
 {
