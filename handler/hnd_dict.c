@@ -225,15 +225,6 @@ out:
 	return rc;
 }
 
-MHDGZ_API int
-mhdgz_dictionary_sha256(const struct mhdgz_dictionary *dict, uint8_t sha256_ret[32])
-{
-	if (!dict || !sha256_ret)
-		return MHDGZ_EINVAL;
-	memcpy(sha256_ret, dict->hash, SHA256_DIGEST_SIZE);
-	return 0;
-}
-
 /* Glob match with '*' (any run, '/' included): the greedy scan that backs
  * up to the last '*' only, O(pattern x path) at worst. */
 bool

@@ -851,7 +851,11 @@ struct hnd_decision {
 struct hnd_request {
 	struct hnd_accept acc;
 	bool head;          /* HEAD: GET's header fields, no content */
+	bool get_or_head;   /* GET or HEAD: a failed If-None-Match is a 304 */
 	unsigned int flags; /* HND_REQ_* */
+	/* MHDGZ_REQUEST_PRECONDITIONS: the connection whose conditional
+	 * fields hnd_select evaluates (hnd_preconditions); NULL: none. */
+	struct MHD_Connection *preconditions;
 	/* RFC 9842 (hnd_dict.c): the request's path (NULL: not known, no
 	 * dcz), its Available-Dictionary and Dictionary-ID fields (NULL:
 	 * absent). Borrowed for the call. */
@@ -863,6 +867,7 @@ struct hnd_request {
 /* What the selection did (struct mhdgz_outcome without the coding name). */
 struct hnd_result {
 	enum mhdgz_reason reason;
+	unsigned int status;   /* the status queued (a precondition's 304 or 412) */
 	uint64_t body_nbytes;  /* identity body, or MHDGZ_NBYTES_UNKNOWN */
 	uint64_t coded_nbytes; /* body as coded, or MHDGZ_NBYTES_UNKNOWN */
 	enum gz_coding coding; /* with MHDGZ_COMPRESSED: the coding */
@@ -900,7 +905,8 @@ enum hnd_plan_kind {
 	HND_PLAN_STREAM_FIELDS,   /* HEAD of a coded stream: fields, its length if cheap */
 	HND_PLAN_STREAM_IN_PLACE, /* a coded stream in the response itself */
 	HND_PLAN_STREAM,          /* a coded stream in a response of its own */
-	HND_PLAN_NOT_MODIFIED     /* a 304 standing for the 200 of plan.d200 */
+	HND_PLAN_NOT_MODIFIED,    /* a 304 standing for the 200 of plan.d200 */
+	HND_PLAN_PRECONDITION_FAILED /* a 412 without content, never the body */
 };
 
 /* What the plan is made from: the request, the response's fields and
@@ -915,9 +921,10 @@ struct hnd_plan_in {
 	uint64_t body_len; /* MHD_SIZE_UNKNOWN for a stream of unknown size */
 	bool opt_out;
 	bool padded;      /* length hiding applies to its gzip body */
-	bool low_latency; /* mhdgz_response_set_low_latency (the plan adds text/event-stream) */
+	bool low_latency; /* MHDGZ_RESPONSE_LOW_LATENCY (the plan adds text/event-stream) */
 	bool fresh;       /* never queued, no coded stream in it: may carry one in place */
 	bool no_dict;     /* plan without dcz (its build found it not smaller) */
+	bool precondition_failed; /* a 412 of hnd_preconditions: no representation */
 };
 
 struct hnd_plan {
@@ -936,6 +943,25 @@ struct hnd_plan {
  * options (the request's Accept-Encoding lines are read on first use).
  * Pinned, table-driven, by test_plan (check_hnd_decision.c). */
 void hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *p);
+
+/* The q-value, in thousandths, that Accept-Encoding lines give gzip (RFC
+ * 9110 sections 12.4.2, 12.5.3; an explicit gzip or x-gzip over "*");
+ * pinned by check_negotiate.c and fuzz_accept. */
+unsigned int hnd_accept_gzip_q_lines(const char *const *lines, size_t count);
+/* Whether an If-None-Match (weak != 0, RFC 9110 section 13.1.2) or
+ * If-Match (strong, section 13.1.1) field value matches the resource's
+ * ETag, taking W/"x" and the suffixed forms ("x-gzip", "x-dcz-...") the
+ * ETag policies give as naming the resource "x"; "*" matches any. */
+int hnd_etag_match(const char *field_value, const char *etag, int weak);
+/* RFC 9110 section 13.2.2 for a request against the response's ETag (NULL:
+ * none) and Last-Modified field (NULL: none): 0 to proceed, 304 (GET and
+ * HEAD) or 412. Pinned by test_preconditions_* (check_hnd_etag.c). */
+unsigned int hnd_preconditions(struct MHD_Connection *connection, bool get_or_head,
+			       const char *etag, const char *last_modified);
+
+/* A short lowercase name of a refusal ("ok", "too-large", ...;
+ * "unknown" out of range): struct mhdgz_upload_info refusal_name. */
+const char *hnd_upload_refusal_name(enum mhdgz_upload_refusal refusal);
 
 /* The ETag a gzip response carries under the policy. Writes a NUL-terminated
  * tag to buf (cap bytes) and returns it, returns etag itself when unchanged,

@@ -110,46 +110,6 @@ enum mhdgz_backend {
 };
 
 /**
- * Whether a backend was compiled in.
- *
- * @param backend a backend, or MHDGZ_BACKEND_DEFAULT
- * @return 1 if available, 0 if not (or unknown). Thread-safe.
- */
-MHDGZ_API int mhdgz_backend_available(enum mhdgz_backend backend);
-
-/**
- * The backend's name: "zlib", "libdeflate" or "isal". For
- * MHDGZ_BACKEND_DEFAULT, the name of the backend it stands for.
- *
- * @return a static string, or NULL for an unknown value or a backend not
- *         compiled in. Thread-safe.
- */
-MHDGZ_API const char *mhdgz_backend_name(enum mhdgz_backend backend);
-
-/**
- * Parse a backend name as printed by mhdgz_backend_name().
- *
- * @param name NUL-terminated name, case-insensitive; borrowed.
- * @param backend_ret receives the backend; untouched on error.
- * @return 0, MHDGZ_EINVAL for NULL or an unknown name, MHDGZ_ENOTSUP for a
- *         known backend that was not compiled in. Thread-safe.
- */
-MHDGZ_API int mhdgz_backend_from_name(const char *name, enum mhdgz_backend *backend_ret);
-
-/**
- * The backend's level range and default level (see enum mhdgz_backend for
- * the convention).
- *
- * @param backend a backend, or MHDGZ_BACKEND_DEFAULT.
- * @param min_ret receives the lowest level; may be NULL.
- * @param max_ret receives the highest level; may be NULL.
- * @param default_ret receives the default level; may be NULL.
- * @return 0, or MHDGZ_ENOTSUP if the backend is not compiled in. Thread-safe.
- */
-MHDGZ_API int mhdgz_backend_levels(enum mhdgz_backend backend, int *min_ret, int *max_ret,
-				   int *default_ret);
-
-/**
  * Content codings (RFC 9110 section 8.4.1) the handler can offer. gzip is
  * always built and offered by default; zstd and br only when built (the
  * libraries were found by configure, --with-zstd and --with-brotli) and
@@ -176,38 +136,6 @@ enum mhdgz_coding {
 	MHDGZ_CODING_BR = 2,
 	MHDGZ_CODING_COUNT /**< the number of codings, not a coding */
 };
-
-/**
- * Whether a content coding was compiled in.
- *
- * @param coding a coding.
- * @return 1 if available (gzip always), 0 if not or unknown. Thread-safe.
- */
-MHDGZ_API int mhdgz_coding_available(enum mhdgz_coding coding);
-
-/**
- * The coding's token as Content-Encoding and Accept-Encoding spell it:
- * "gzip", "zstd" or "br".
- *
- * @return a static string, also for a coding not compiled in; NULL for an
- *         unknown value. Thread-safe.
- */
-MHDGZ_API const char *mhdgz_coding_name(enum mhdgz_coding coding);
-
-/**
- * The level range and default level of a coding: for gzip, those of the
- * default backend (mhdgz_backend_levels()); for zstd 1-19 (default 3), for
- * br 1-11 (default 5).
- *
- * @param coding a coding.
- * @param min_ret receives the lowest level; may be NULL.
- * @param max_ret receives the highest level; may be NULL.
- * @param default_ret receives the default level; may be NULL.
- * @return 0, MHDGZ_EINVAL for an unknown value, MHDGZ_ENOTSUP for a
- *         coding not compiled in. Thread-safe.
- */
-MHDGZ_API int mhdgz_coding_levels(enum mhdgz_coding coding, int *min_ret, int *max_ret,
-				  int *default_ret);
 
 /**
  * What happens to a strong ETag on a gzip-coded response. A strong
@@ -292,6 +220,81 @@ enum mhdgz_etag_policy {
 /** Default event_mem_level: zlib memLevel 5 (a 4 Ki-entry hash table). */
 #define MHDGZ_DEFAULT_EVENT_MEM_LEVEL 5
 
+/** gzip settings (struct mhdgz_options gzip). */
+struct mhdgz_gzip_options {
+	/** Compression backend; 0 = MHDGZ_BACKEND_DEFAULT. */
+	enum mhdgz_backend backend;
+	/** Level in the backend's range (mhdgz_backend_info()); 0 = its
+	 * default. Never clamped. */
+	int level;
+	/** Streams: the history, 2^bits bytes, 9-15 (zlib windowBits, ISA-L
+	 * hist_bits); 0 = 15. With stream_mem_level it sets a stream's memory:
+	 * zlib holds 2^(bits+2) + 2^(mem_level+9) bytes plus 6 KiB, 262 KiB at
+	 * 15 and 8 (DESIGN.md, "Memory per stream"). libdeflate's streams are
+	 * zlib's. */
+	int stream_window_bits;
+	/** Streams: zlib memLevel 1-9 (2^(mem_level+7) hash entries); 0 = 8.
+	 * ISA-L below 8: its smallest level buffer. */
+	int stream_mem_level;
+	/** As stream_window_bits, for low-latency streams (text/event-stream,
+	 * MHDGZ_RESPONSE_LOW_LATENCY), which flush every chunk and are held
+	 * many at once; 0 = MHDGZ_DEFAULT_EVENT_WINDOW_BITS. */
+	int event_window_bits;
+	/** As stream_mem_level, for low-latency streams; 0 =
+	 * MHDGZ_DEFAULT_EVENT_MEM_LEVEL: 38 KiB per zlib stream instead of
+	 * 262, for 9 % more bytes on 100-300-byte JSON events. */
+	int event_mem_level;
+};
+
+/** A coding's settings (struct mhdgz_options zstd and br). */
+struct mhdgz_coding_options {
+	/** Level in the coding's range (mhdgz_coding_info()): zstd 1-19, br
+	 * 1-11; 0 = its default. Checked (never clamped) also when the coding
+	 * is not offered. */
+	int level;
+};
+
+/** Memory limits (struct mhdgz_options limits). */
+struct mhdgz_limit_options {
+	/** Most compressors kept idle per compressor pool; 0 = 16 (DESIGN.md,
+	 * "Why a compressor pool", gives the bytes per backend). */
+	size_t pool_idle_cap;
+	/** Idle compressors never trimmed, per pool; 0 =
+	 * MHDGZ_DEFAULT_POOL_IDLE_LOW. Above pool_idle_cap it acts as that. */
+	size_t pool_idle_low;
+	/** Trim period in milliseconds: an idle compressor beyond pool_idle_low
+	 * unused for this long is freed (heap pages too, with glibc); 0 =
+	 * MHDGZ_DEFAULT_POOL_TRIM_MS, MHDGZ_POOL_TRIM_NEVER = never. A pool
+	 * looks when a compressor is taken or given back; call mhdgz_trim()
+	 * from a timer if the server can go quiet after a burst. */
+	unsigned int pool_trim_ms;
+	/** The store of coded file bodies, in bytes (coded bytes plus about 128
+	 * bytes per file version); 0 = off, the default. A file version is
+	 * keyed by what fstat() says of the descriptor (device, inode, size,
+	 * modification and change time), offset, length, coding, level and
+	 * padding; least recently used versions go first. A file changed less
+	 * than 2 seconds before it is read is not remembered. Do not turn it on
+	 * for files rewritten in place on a file system without reliable change
+	 * times (some network and FUSE ones). Counted in mhdgz_stats
+	 * filecache_*. */
+	size_t store_nbytes;
+};
+
+/** Length hiding (MHDGZ_F_LENGTH_HIDING, MHDGZ_RESPONSE_LENGTH_HIDING):
+ * struct mhdgz_options padding. */
+struct mhdgz_padding_options {
+	/** Most padding bytes per gzip body, 1 to MHDGZ_LENGTH_HIDING_MAX_LIMIT;
+	 * 0 = MHDGZ_DEFAULT_LENGTH_HIDING_MAX. */
+	size_t max_nbytes;
+	/** The key of the padding's HMAC-SHA256, copied; NULL = 32 random
+	 * bytes (getrandom()). Give every process serving the same content the
+	 * same key, else an attacker averages over processes. */
+	const void *key;
+	/** Bytes at key, MHDGZ_LENGTH_HIDING_KEY_MIN to
+	 * MHDGZ_LENGTH_HIDING_KEY_MAX; ignored when key is NULL. */
+	size_t key_nbytes;
+};
+
 /**
  * Options for mhdgz_new(). Zero-initialise, set size to
  * sizeof(struct mhdgz_options), then set what you need: every zero field
@@ -299,131 +302,42 @@ enum mhdgz_etag_policy {
  * callers compiled against an older header.
  */
 struct mhdgz_options {
-	/** sizeof(struct mhdgz_options); a size the library does not know is
-	 * rejected with MHDGZ_EINVAL. */
+	/** sizeof(struct mhdgz_options); another size is refused
+	 * ("size: N is not sizeof(struct mhdgz_options)"). */
 	size_t size;
-	/** Compression backend; 0 = MHDGZ_BACKEND_DEFAULT. */
-	enum mhdgz_backend backend;
-	/** Compression level in the backend's range (see enum mhdgz_backend);
-	 * 0 = the backend's default. Out of range: mhdgz_new() fails with
-	 * MHDGZ_EINVAL (never clamped). */
-	int level;
 	/** MHDGZ_F_* flags. */
 	unsigned int flags;
+	/** The codings offered, in the server's order of preference, which
+	 * decides between codings the client gives equal q-values (RFC 9110
+	 * section 12.5.3): a comma-separated list of "gzip", "zstd" and "br"
+	 * (case-insensitive, optional whitespace, each at most once), e.g.
+	 * "zstd, br, gzip". NULL = "gzip" alone. Read during mhdgz_new() only.
+	 * Empty, malformed, unknown or repeated: MHDGZ_EINVAL; a coding not
+	 * compiled in: MHDGZ_ENOTSUP. */
+	const char *codings;
+	struct mhdgz_gzip_options gzip;  /**< gzip: backend, level, streams */
+	struct mhdgz_coding_options zstd; /**< zstd: level */
+	struct mhdgz_coding_options br;   /**< br: level */
 	/** Bodies of known length smaller than this many bytes are served
-	 * identity, without Vary: they are identity for every client (RFC
-	 * 9110 section 12.5.5), and so are their 304s; a stream of unknown
-	 * length is not held to it. 0 = MHDGZ_DEFAULT_MIN_NBYTES. Use 1 to
-	 * compress every non-empty body. */
+	 * identity, without Vary (they are identity for every client, RFC 9110
+	 * section 12.5.5), and so are their 304s; a stream of unknown length is
+	 * not held to it. 0 = MHDGZ_DEFAULT_MIN_NBYTES; 1 compresses every
+	 * non-empty body. */
 	size_t min_nbytes;
 	/** NULL-terminated list of media types to compress, replacing the
-	 * default list; NULL = default. An entry is an exact "type/subtype"
-	 * ("application/json"); a whole type, written as the type, a slash and
-	 * an asterisk ("text/" followed by "*"); a structured syntax suffix
-	 * (RFC 6838 section 4.2.8), written as asterisk, slash, asterisk and
-	 * the suffix (matches "application/ld+json" for "+json"); or asterisk,
-	 * slash, asterisk alone for every type. Matching ignores case and
-	 * Content-Type parameters. The strings are copied. */
+	 * default list; NULL = default. An entry is "type/subtype"; a whole
+	 * type (the type, a slash and an asterisk); a structured syntax suffix
+	 * (RFC 6838 section 4.2.8: asterisk, slash, asterisk and "+json"); or
+	 * asterisk, slash, asterisk alone for every type. Case and parameters
+	 * are ignored. Copied. */
 	const char *const *compress_types;
 	/** NULL-terminated list of media types never compressed (checked before
 	 * compress_types), replacing the default list; NULL = default. */
 	const char *const *skip_types;
-	/** ETag policy for gzip responses; 0 = MHDGZ_ETAG_WEAKEN. */
+	/** ETag policy for coded responses; 0 = MHDGZ_ETAG_WEAKEN. */
 	enum mhdgz_etag_policy etag_policy;
-	/** Most compressors kept idle in the compressor pool; 0 = default (16).
-	 * Each idle compressor holds the backend's state (DESIGN.md, "Why a
-	 * compressor pool", gives the bytes per backend). */
-	size_t pool_idle_cap;
-	/** Length hiding (MHDGZ_F_LENGTH_HIDING, mhdgz_response_set_length_hiding()):
-	 * the most padding bytes per gzip body, from 1 to
-	 * MHDGZ_LENGTH_HIDING_MAX_LIMIT; 0 = MHDGZ_DEFAULT_LENGTH_HIDING_MAX. */
-	size_t length_hiding_max;
-	/** The key of the padding's hash (HMAC-SHA256), copied; NULL = 32 random
-	 * bytes from getrandom() for this handler. Give the same key to every
-	 * process serving the same content so that they pad it alike (else
-	 * an attacker spreads requests over processes and averages). */
-	const void *length_hiding_key;
-	/** Bytes at length_hiding_key, from MHDGZ_LENGTH_HIDING_KEY_MIN to
-	 * MHDGZ_LENGTH_HIDING_KEY_MAX; ignored when it is NULL. */
-	size_t length_hiding_key_nbytes;
-	/** The content codings offered, in the server's order of preference,
-	 * which decides between codings the client gives equal q-values (RFC
-	 * 9110 section 12.5.3; the client's q-values decide first): a
-	 * comma-separated list of "gzip", "zstd" and "br" (case-insensitive,
-	 * optional whitespace, each at most once), e.g. "zstd, br, gzip".
-	 * NULL = "gzip" alone, the default: a handler that does not set this
-	 * behaves exactly as without the other codings (mhdgz(3), "CONTENT
-	 * CODINGS", gives the bench figures behind the default). The string
-	 * is read during mhdgz_new() only. An empty or malformed list, or an
-	 * unknown or repeated coding: mhdgz_new() fails with MHDGZ_EINVAL; a
-	 * coding not compiled in: MHDGZ_ENOTSUP. */
-	const char *codings;
-	/** zstd level, 1-19 (mhdgz_coding_levels()); 0 = the default, 3. Out
-	 * of range: MHDGZ_EINVAL (never clamped), also when zstd is not in
-	 * codings. */
-	int zstd_level;
-	/** brotli quality, 1-11; 0 = the default, 5. Out of range:
-	 * MHDGZ_EINVAL. */
-	int br_level;
-	/** The pools' low watermark: idle compressors never trimmed, per
-	 * pool (whole bodies, streams); 0 = MHDGZ_DEFAULT_POOL_IDLE_LOW (2).
-	 * Above pool_idle_cap it acts as pool_idle_cap. */
-	size_t pool_idle_low;
-	/** Trim period in milliseconds: an idle compressor beyond
-	 * pool_idle_low is freed once unused for this long, so memory taken
-	 * by a burst goes back (heap pages too, with glibc); 0 =
-	 * MHDGZ_DEFAULT_POOL_TRIM_MS (10 s), MHDGZ_POOL_TRIM_NEVER = never.
-	 * There is no thread: a pool looks every quarter period when a
-	 * compressor is taken or given back, and mhdgz_trim() looks at once;
-	 * a server that can go quiet after a burst calls mhdgz_trim() from a
-	 * timer (gzserve does, every second). */
-	unsigned int pool_trim_ms;
-	/** Streams (gzip compressed as they are sent): the compressor's
-	 * history, 2^bits bytes, 9-15 (zlib windowBits; ISA-L hist_bits);
-	 * 0 = 15, 32 KiB. With stream_mem_level it sets a stream's memory:
-	 * zlib holds 2^(bits+2) + 2^(mem_level+9) bytes plus 6 KiB, 262 KiB
-	 * at 15 and 8 (DESIGN.md, "Memory per stream", measured per backend).
-	 * Out of range: mhdgz_new() fails with MHDGZ_EINVAL. Streams of
-	 * libdeflate, which has no streaming interface, are zlib's. */
-	int stream_window_bits;
-	/** Streams: zlib memLevel 1-9 (hash table of 2^(mem_level+7)
-	 * entries); 0 = 8. ISA-L: below 8, its smallest level buffer (its
-	 * 80.5 KiB stream state does not shrink). */
-	int stream_mem_level;
-	/** As stream_window_bits, for low-latency streams (text/event-stream
-	 * and the types of the low-latency policy, and
-	 * mhdgz_response_set_low_latency()): each chunk is flushed, so the
-	 * history matters less and a server holds many at once; 0 =
-	 * MHDGZ_DEFAULT_EVENT_WINDOW_BITS (12). */
-	int event_window_bits;
-	/** As stream_mem_level, for low-latency streams; 0 =
-	 * MHDGZ_DEFAULT_EVENT_MEM_LEVEL (5): 38 KiB per zlib stream instead
-	 * of 262, for 9 % more bytes on 100-300-byte JSON events. */
-	int event_mem_level;
-	/** The file cache: the most bytes of coded file bodies kept for reuse
-	 * by later responses on the same file, in bytes (coded bytes plus
-	 * about 128 bytes per file version); 0 = off, the default.
-	 *
-	 * A file server makes a fresh mhdgz_response_from_fd() per request,
-	 * so without it every request compresses the file again (a body is
-	 * compressed whole up to 1 MiB; larger files are streamed and not
-	 * cached). With it, the coded bytes of a file version are made once:
-	 * the key is what fstat() says of the descriptor (st_dev, st_ino,
-	 * st_size, st_mtim and st_ctim), the offset and length served, the
-	 * coding, its level and whether length hiding applies; the least
-	 * recently used versions are dropped to stay within the budget.
-	 * HEADs and 304s state the lengths of the same bytes.
-	 *
-	 * A changed file is never served stale: a write changes its size or
-	 * its change time, and a file changed less than 2 seconds before it
-	 * is read (within the file system's timestamp granularity, or while
-	 * it is still being written) is compressed but not remembered. It is
-	 * off by default because the memory is the application's to give and
-	 * because an application that serves files it rewrites in place
-	 * through a file system without reliable change times (some network
-	 * and FUSE file systems) must not turn it on. Counted in struct
-	 * mhdgz_stats filecache_*. */
-	size_t file_cache_nbytes;
+	struct mhdgz_limit_options limits;    /**< pools and the store */
+	struct mhdgz_padding_options padding; /**< length hiding */
 };
 
 /** A compression handler: configuration, compressor pool, response table, stats. */
@@ -435,49 +349,99 @@ struct mhdgz;
  * @param opts options, or NULL for all defaults; borrowed (copied).
  * @param gz_ret receives the handler; owned by the caller, release with
  *        mhdgz_free(). Untouched on error.
- * @return 0; MHDGZ_EINVAL for a NULL gz_ret, an unknown opts->size, an
- *         unknown backend, a level out of range, an ETag policy out of
- *         range, a stream or event window setting out of range, a
- *         malformed media type pattern, a length_hiding_max above
- *         MHDGZ_LENGTH_HIDING_MAX_LIMIT or a length_hiding_key of a size
- *         out of range; MHDGZ_ENOTSUP for a backend not compiled in;
- *         MHDGZ_EBACKEND if getrandom() failed (no key given);
- *         MHDGZ_ENOMEM.
+ * @return 0; MHDGZ_EINVAL for a NULL gz_ret or an option out of its range;
+ *         MHDGZ_ENOTSUP for a backend or coding not compiled in;
+ *         MHDGZ_EBACKEND if getrandom() failed (no padding key given);
+ *         MHDGZ_ENOMEM. For MHDGZ_EINVAL and MHDGZ_ENOTSUP,
+ *         mhdgz_strerror() on the same thread names the field and what it
+ *         allows, e.g. "zstd.level: 23 is outside 1..19" (tests:
+ *         test_option_errors).
  * @note Thread-safe (creates independent handlers).
  */
 MHDGZ_API int mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret);
 
 /**
  * Release the application's reference to a handler. Responses created
- * through it keep it alive: its memory (compressor pools, statistics) goes
- * when both this call has been made and the last of those responses has
- * been freed by MHD_destroy_response() and libmicrohttpd, in either order.
- * So a long-lived response may be destroyed after mhdgz_free() (and after
- * MHD_stop_daemon()). After mhdgz_free() the handler must not be used to
- * create or queue responses. NULL is a no-op. Not thread-safe with other
- * uses of the same handler by the application (its responses may be
- * freed on any thread).
+ * through it keep it alive: its memory goes when both this call has been
+ * made and the last of those responses has been freed, in either order
+ * (so a long-lived response may be destroyed after mhdgz_free() and
+ * MHD_stop_daemon()). Afterwards the handler must not be used to create or
+ * queue responses. NULL is a no-op.
+ * @note Not thread-safe with other uses of the same handler by the
+ *       application (its responses may be freed on any thread).
  */
 MHDGZ_API void mhdgz_free(struct mhdgz *gz);
 
+/** What mhdgz_backend_info() says of a backend. */
+struct mhdgz_backend_info {
+	/** sizeof(struct mhdgz_backend_info), set by the caller. */
+	size_t size;
+	/** "zlib", "libdeflate" or "isal" (static; for MHDGZ_BACKEND_DEFAULT
+	 * the name of the backend it stands for). */
+	const char *name;
+	/** 1 if compiled in, else 0 (then the levels are 0). */
+	int available;
+	/** Lowest, highest and default level (see enum mhdgz_backend). @{ */
+	int level_min;
+	int level_max;
+	int level_default;
+	/** @} */
+	/** The backend MHDGZ_BACKEND_DEFAULT stands for, else @a backend. */
+	enum mhdgz_backend backend;
+};
+
 /**
- * The content codings a handler offers, in the server's order of
- * preference: struct mhdgz_options codings as mhdgz_new() parsed it
- * (gzip alone by default). For an application that chooses among files
- * it coded itself as the handler chooses on the fly, with
- * mhdgz_accept_coding() (gzserve --precompressed), without parsing the
- * list a second time.
+ * Describe a backend. To look one up by name (a command-line option),
+ * loop from MHDGZ_BACKEND_ZLIB to MHDGZ_BACKEND_ISAL comparing names.
  *
- * @param gz the handler.
- * @param order_ret receives the first @a order_cap codings offered; may
- *        be NULL when @a order_cap is 0.
- * @param order_cap room at @a order_ret, in codings; MHDGZ_CODING_COUNT
- *        always suffices.
- * @return the number of codings offered (1 to MHDGZ_CODING_COUNT), or 0
- *         when @a gz is NULL. Thread-safe.
+ * @param backend a backend, or MHDGZ_BACKEND_DEFAULT.
+ * @param info the caller's struct with info->size set; filled on success,
+ *        also for a backend not compiled in.
+ * @return 0; MHDGZ_EINVAL for a NULL @a info, an unknown info->size or an
+ *         unknown @a backend. Thread-safe.
  */
-MHDGZ_API size_t mhdgz_get_codings(const struct mhdgz *gz, enum mhdgz_coding *order_ret,
-				   size_t order_cap);
+MHDGZ_API int mhdgz_backend_info(enum mhdgz_backend backend, struct mhdgz_backend_info *info);
+
+/** What mhdgz_coding_info() says of a coding. */
+struct mhdgz_coding_info {
+	/** sizeof(struct mhdgz_coding_info), set by the caller. */
+	size_t size;
+	/** The token as Content-Encoding spells it: "gzip", "zstd" or "br"
+	 * (static, also for a coding not compiled in). */
+	const char *name;
+	/** 1 if compiled in (gzip always), else 0 (then the levels are 0). */
+	int available;
+	/** Lowest, highest and default level: gzip's are those of the default
+	 * backend (of the handler's backend with a handler); zstd 1-19, br
+	 * 1-11. @{ */
+	int level_min;
+	int level_max;
+	int level_default;
+	/** @} */
+	/** With a handler: 1 if it offers the coding, else 0. */
+	int enabled;
+	/** With a handler and enabled: the level it uses, else 0. */
+	int level;
+	/** With a handler and enabled: its place in the order of preference
+	 * (0 first), else -1. */
+	int rank;
+};
+
+/**
+ * Describe a coding, and with a handler how it uses it. The handler's
+ * order of preference (struct mhdgz_options codings, parsed once) is the
+ * codings ordered by rank: an application choosing among files it coded
+ * itself (gzserve --precompressed) passes it to mhdgz_accept_coding().
+ *
+ * @param gz a handler, or NULL for what the build offers.
+ * @param coding a coding.
+ * @param info the caller's struct with info->size set; filled on success,
+ *        also for a coding not compiled in.
+ * @return 0; MHDGZ_EINVAL for a NULL @a info, an unknown info->size or an
+ *         unknown @a coding. Thread-safe.
+ */
+MHDGZ_API int mhdgz_coding_info(const struct mhdgz *gz, enum mhdgz_coding coding,
+				struct mhdgz_coding_info *info);
 
 /* ===================================================================== */
 /*                              Responses                                */
@@ -661,14 +625,47 @@ MHDGZ_API enum MHD_Result mhdgz_queue_response(struct mhdgz *gz, struct MHD_Conn
 MHDGZ_API int mhdgz_response_set_options(struct mhdgz *gz, struct MHD_Response *response,
 					 enum MHD_ResponseFlags flags);
 
+/** Flags of mhdgz_response_set_flags(). @{ */
+/** Never compress: queued identity, unchanged, no Vary added
+ * (MHDGZ_SKIP_OPT_OUT). For an empty 200 whose 304 must carry its own
+ * fields, mark it so. */
+#define MHDGZ_RESPONSE_IDENTITY 0x1u
+/** BREACH length hiding for this response whatever the handler's
+ * MHDGZ_F_LENGTH_HIDING: each gzip body carries 1 to padding.max_nbytes
+ * bytes of padding in its header comment (RFC 1952 section 2.3.1,
+ * FCOMMENT), the length given by HMAC-SHA256 under the handler's key of
+ * the whole body (compressed whole) or of a stream's ETag and first 64
+ * KiB (held back until read; a low-latency stream keys on its reader's
+ * first call). The same body gets the same length. A padded response is
+ * sent gzip or identity only (never zstd, br, dcz). mhdgz(3), LENGTH
+ * HIDING, says what it hides and what it does not. */
+#define MHDGZ_RESPONSE_LENGTH_HIDING 0x2u
+/** No length hiding for this response whatever MHDGZ_F_LENGTH_HIDING. */
+#define MHDGZ_RESPONSE_NO_LENGTH_HIDING 0x4u
+/** A stream whose every chunk must reach the client at once: each chunk is
+ * coded and sync-flushed (gzip: an empty stored block; zstd: ZSTD_e_flush;
+ * br: BROTLI_OPERATION_FLUSH) before the reader is asked for more, at the
+ * cost of ratio. text/event-stream responses are so without it; other
+ * streams still reach the client within 20 ms of the reader call that
+ * produced their bytes. Streaming responses only. */
+#define MHDGZ_RESPONSE_LOW_LATENCY 0x8u
+/** @} */
+
 /**
- * Opt one response out of compression: it is always queued identity,
- * unchanged (no Vary added). Counted as MHDGZ_SKIP_OPT_OUT.
+ * Set the per-response choices of mhdgz for @a response: an OR of
+ * MHDGZ_RESPONSE_* flags, replacing any set before (0: the handler's
+ * defaults).
  *
- * @return 0, MHDGZ_EINVAL if @a response was not created by @a gz.
+ * @param gz the handler that created @a response.
+ * @param response a response created through @a gz; stays the caller's.
+ * @param flags MHDGZ_RESPONSE_* flags.
+ * @return 0; MHDGZ_EINVAL if @a response was not created by @a gz, for an
+ *         unknown flag, for both LENGTH_HIDING and NO_LENGTH_HIDING, or for
+ *         LOW_LATENCY on a response that is not a stream.
  * @note Thread-safe; call before the response is first queued.
  */
-MHDGZ_API int mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response);
+MHDGZ_API int mhdgz_response_set_flags(struct mhdgz *gz, struct MHD_Response *response,
+				       unsigned int flags);
 
 /**
  * Compress one response at every queue instead of keeping its coded
@@ -703,44 +700,6 @@ MHDGZ_API int mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response 
  *       threads at once, as any response of the handler.
  */
 MHDGZ_API int mhdgz_response_set_uncached(struct mhdgz *gz, struct MHD_Response *response);
-
-/**
- * Turn BREACH length hiding on or off for one response, overriding the
- * handler's MHDGZ_F_LENGTH_HIDING. With it, every gzip body of the
- * response carries 1 to length_hiding_max bytes of padding in its gzip
- * header comment (RFC 1952 section 2.3.1, FCOMMENT; every gzip decoder
- * skips it), the length given by HMAC-SHA256, under the handler's key, of:
- *
- *  - a body compressed whole (buffers, files up to 1 MiB): the whole
- *    body. The same body gets the same bytes, so the cached gzip body,
- *    HEAD and 304 lengths stay right.
- *  - a stream (content reader, pipe, larger file): its ETag field, if
- *    any, and its first 64 KiB (all of it if shorter). The gzip header is
- *    held back until they have been read, so a slow producer's first
- *    bytes are delayed by up to that much; a low-latency stream
- *    (mhdgz_response_set_low_latency(), text/event-stream) instead keys on
- *    its reader's first call and adds no latency. Content after the first
- *    64 KiB does not change the padding: a page whose secret and
- *    reflected input both lie beyond it gets a constant padding, which
- *    hides nothing (serve it identity, see mhdgz(3), LENGTH HIDING). An ETag
- *    that changes on every request of the same content would let an
- *    attacker average: give streams no ETag or one derived from the
- *    content.
- *
- * Responses served identity are not padded (their length is the
- * application's). A padded response is never sent zstd, br or dcz (they
- * would carry no padding): gzip or identity only. A body whose padded gzip
- * bytes are not smaller than the body is served identity. A padded stream holds up to 64 KiB plus one
- * reader block of the body (the key's bytes) until it ends.
- *
- * @param gz the handler that created @a response.
- * @param response a response created through @a gz.
- * @param on nonzero: pad its gzip bodies; 0: do not.
- * @return 0, MHDGZ_EINVAL if @a response was not created by @a gz.
- * @note Thread-safe; call before the response is first queued.
- */
-MHDGZ_API int mhdgz_response_set_length_hiding(struct mhdgz *gz, struct MHD_Response *response,
-					       int on);
 
 /**
  * Why a response was, or was not, compressed. The decision takes these
@@ -778,60 +737,100 @@ MHDGZ_API const char *mhdgz_reason_name(enum mhdgz_reason reason);
 struct mhdgz_outcome {
 	/** sizeof(struct mhdgz_outcome), set by the caller. */
 	size_t size;
-	/** The content coding of the response queued: "gzip", "zstd", "br",
-	 * "dcz" (mhdgz_queue_response_url()) or "identity"; a static string. */
+	/** The coding of the response queued: "gzip", "zstd", "br", "dcz" or
+	 * "identity"; a static string. */
 	const char *coding;
-	/** Why (MHDGZ_COMPRESSED for gzip). */
+	/** Why (MHDGZ_COMPRESSED when coded). */
 	enum mhdgz_reason reason;
-	/** Bytes of the application's (identity) body, or
-	 * MHDGZ_NBYTES_UNKNOWN (a stream of unknown size, a response not
-	 * created through mhdgz). */
+	/** Bytes of the application's (identity) body, or MHDGZ_NBYTES_UNKNOWN
+	 * (a stream of unknown size, a response not created through mhdgz). */
 	uint64_t body_nbytes;
-	/** Bytes of the body as coded: the gzip length of a body compressed
+	/** Bytes of the body as coded: the coded length of a body compressed
 	 * whole (and of a HEAD's stream where it was computed), the identity
-	 * length when not coded, MHDGZ_NBYTES_UNKNOWN for a gzip stream
-	 * (compressed as it is sent). For HEAD, what GET would send; for 1xx,
-	 * 204 and 304, 0. */
+	 * length when not coded, MHDGZ_NBYTES_UNKNOWN for a coded stream. For
+	 * HEAD, what GET would send; for 1xx, 204, 304 and 412, 0. */
 	uint64_t coded_nbytes;
+	/** The status queued: the status_code given, or 304 or 412 where
+	 * MHDGZ_REQUEST_PRECONDITIONS decided so. */
+	unsigned int status;
+};
+
+/** Flags of struct mhdgz_request. @{ */
+/**
+ * Evaluate the request's conditional fields against the validators of
+ * the representation this request gets, in RFC 9110 section 13.2.2
+ * order: If-Match (strong comparison, section 13.1.1), else
+ * If-Unmodified-Since (section 13.1.4); If-None-Match (weak comparison,
+ * section 13.1.2), else If-Modified-Since (section 13.1.3, GET and HEAD
+ * only). The validators are the response's ETag field in each form the
+ * ETag policy gives its codings (W/"x", "x-gzip", ... all name the
+ * resource) and its Last-Modified field (an HTTP-date in any of the three
+ * forms of RFC 9110 section 5.6.7). Only for a 2xx status_code and a
+ * response created through mhdgz. A failed precondition queues, in the
+ * response's place, a 412 without content (never the resource's body), or
+ * for GET and HEAD a 304 standing for the 200 this client would get (its
+ * Vary, coded ETag and length, as a 304 queued by the application). The
+ * status sent is in outcome->status (tests: test_preconditions_412,
+ * test_preconditions_304).
+ */
+#define MHDGZ_REQUEST_PRECONDITIONS 0x1u
+/** @} */
+
+/** The request, as the access handler received it. Zero-initialise and
+ * set size: a zero field means "not known". */
+struct mhdgz_request {
+	/** sizeof(struct mhdgz_request); another size is refused. */
+	size_t size;
+	/** The method ("GET", "HEAD", ...); NULL: treated as GET. With it a
+	 * HEAD gets exactly GET's header fields (RFC 9110 section 9.3.2). */
+	const char *method;
+	/** The request path without the query; NULL: no dictionary coding.
+	 * With it a response may be dcz (RFC 9842) and its Vary names
+	 * Available-Dictionary where a registered dictionary matches. */
+	const char *url;
+	/** MHDGZ_REQUEST_* flags. */
+	unsigned int flags;
 };
 
 /**
- * mhdgz_queue_response() for a request whose method is known, reporting
- * what was queued. Use it: only with the method can a HEAD response be
- * exactly the GET response's header fields without content (RFC 9110
- * section 9.3.2).
+ * mhdgz_queue_response() knowing the request, reporting what was queued.
+ * Use it: only with the method can a HEAD response be exactly the GET
+ * response's header fields without content (RFC 9110 section 9.3.2), and
+ * only with the path can a response be dictionary-compressed.
  *
- * For HEAD, the response queued carries the header fields the GET
- * response would carry and no content. Its length is the GET response's:
- * a body compressed whole has its gzip Content-Length; a file streamed
- * compressed (above the whole-file limit) of up to 16 MiB is compressed
- * once to learn its gzip length (the same bytes GET would stream; kept
- * with the response, and under its strong ETag for later responses); the
- * gzip stream of a content reader (a HEAD never runs the application's
- * reader), of a larger file, or of unknown length has no length. Built
- * against libmicrohttpd 1.0 that HEAD response is head-only and the
- * connection stays open (as for a 304, above); built against 0.9.75 the
- * connection is closed after the header block (0.9.75 cannot frame a HEAD
- * response of unknown length on a kept-alive connection: it writes a last
- * chunk after the header block). The same holds for the identity response
- * of a stream of unknown length. A stream of unknown size is decided from
- * its header fields, so its HEAD carries the fields its GET carries.
+ * For HEAD, the response queued carries the fields GET's would carry and
+ * no content; its length is GET's: a body compressed whole has its coded
+ * Content-Length, a file streamed coded of up to 16 MiB is compressed once
+ * to learn it, the coded stream of a content reader or of unknown length
+ * has none. Built against libmicrohttpd 1.0 a HEAD without length is
+ * head-only and the connection stays open; against 0.9.75 the connection
+ * closes after the header block.
  *
- * @param gz the handler that created the response (NULL: queued as it is).
- * @param connection as for mhdgz_queue_response().
- * @param method the request method as the access handler received it
- *        ("GET", "HEAD", ...); borrowed. NULL: treated as GET.
- * @param status_code as for mhdgz_queue_response().
- * @param response as for mhdgz_queue_response().
+ * dcz (RFC 9842) is chosen when the request's Accept-Encoding lists "dcz"
+ * with a q not below the ordinary choice, its Available-Dictionary is the
+ * SHA-256 of a registered dictionary whose pattern matches @a req->url
+ * (and its Dictionary-ID, if sent, that dictionary's id), the response is
+ * a buffer or a file compressed whole, otherwise compressible, and the dcz
+ * body is smaller. It is built once per (response, dictionary); its ETag
+ * under MHDGZ_ETAG_SUFFIX gets "-dcz-" and the first 4 bytes of the
+ * dictionary's hash in hex.
+ *
+ * @param gz the handler that created the response (NULL: queued as is).
+ * @param connection as for MHD_queue_response().
+ * @param req the request; borrowed. NULL: a GET without path or flags.
+ * @param status_code as for MHD_queue_response().
+ * @param response as for MHD_queue_response(); stays the caller's.
  * @param outcome receives what was queued, with outcome->size set by the
  *        caller; NULL if not wanted.
  * @return MHD_queue_response()'s result; MHD_NO also for a NULL connection
- *         or response or an unknown outcome->size (nothing queued then).
+ *         or response, an unknown req->size or outcome->size, or an unknown
+ *         request flag (nothing queued then).
  * @note Thread-safe; call from the access handler as libmicrohttpd requires.
  */
 MHDGZ_API enum MHD_Result mhdgz_queue_response_ex(struct mhdgz *gz,
 						  struct MHD_Connection *connection,
-						  const char *method, unsigned int status_code,
+						  const struct mhdgz_request *req,
+						  unsigned int status_code,
 						  struct MHD_Response *response,
 						  struct mhdgz_outcome *outcome);
 
@@ -951,52 +950,6 @@ MHDGZ_API int mhdgz_dictionary_add_response(struct mhdgz *gz, struct MHD_Respons
  */
 MHDGZ_API int mhdgz_response_use_as_dictionary(struct MHD_Response *response,
 					       const struct mhdgz_dictionary *dict);
-
-/**
- * The SHA-256 of @a dict (what a client sends as Available-Dictionary).
- *
- * @param dict the dictionary; borrowed.
- * @param sha256_ret receives the 32 bytes.
- * @return 0, MHDGZ_EINVAL for NULL arguments. Thread-safe.
- */
-MHDGZ_API int mhdgz_dictionary_sha256(const struct mhdgz_dictionary *dict, uint8_t sha256_ret[32]);
-
-/**
- * mhdgz_queue_response_ex() with the request's path, which
- * libmicrohttpd 0.9.75 hands to the access handler only: with it the
- * response may be dictionary-compressed (RFC 9842) when all of these
- * hold: the request's Accept-Encoding lists "dcz" with a q not below the
- * coding the ordinary decision would choose; its Available-Dictionary
- * is the SHA-256 of a registered dictionary whose pattern matches @a url
- * (and its Dictionary-ID, if sent, that dictionary's id); the response is
- * a buffer or a whole-compressed file, of at least min_nbytes bytes, of a
- * compressible type, not otherwise excluded (range, no-transform,
- * Content-Encoding, 304); and the dcz body is smaller than the identity
- * one. The dcz body is built once per (response, dictionary) and cached
- * with the response. Otherwise the ordinary decision runs, as in
- * mhdgz_queue_response_ex(). outcome->coding is then "dcz" (the response
- * carries Content-Encoding: dcz; its ETag under MHDGZ_ETAG_SUFFIX gets
- * "-dcz-" and the first 4 bytes of the dictionary's hash in hex, which
- * mhdgz_etag_match() takes as naming the resource; a 304 queued for such
- * a request stands for the dcz 200: its ETag and length).
- * Dictionary-ID is a request field only: the RFC has the server echo
- * nothing.
- *
- * @param gz as for mhdgz_queue_response_ex().
- * @param connection as for mhdgz_queue_response_ex().
- * @param method as for mhdgz_queue_response_ex().
- * @param url the request path as the access handler received it
- *        (without the query); borrowed. NULL: no dcz.
- * @param status_code as for mhdgz_queue_response_ex().
- * @param response as for mhdgz_queue_response_ex().
- * @param outcome as for mhdgz_queue_response_ex().
- * @return as mhdgz_queue_response_ex().
- * @note Thread-safe; call from the access handler as libmicrohttpd requires.
- */
-MHDGZ_API enum MHD_Result
-mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, const char *method,
-			 const char *url, unsigned int status_code, struct MHD_Response *response,
-			 struct mhdgz_outcome *outcome);
 
 /* ===================================================================== */
 /*                              Streaming                                */
@@ -1177,42 +1130,9 @@ MHDGZ_API struct MHD_Response *
 mhdgz_response_from_iovec(struct mhdgz *gz, const struct MHD_IoVec *iov, unsigned int iovcnt,
 			  MHD_ContentReaderFreeCallback free_cb, void *cls);
 
-/**
- * Mark a streaming response low-latency: every chunk its reader produces is
- * compressed and sync-flushed (gzip: an RFC 1951 empty stored block; zstd:
- * the block closed, ZSTD_e_flush; br: BROTLI_OPERATION_FLUSH) before the
- * reader is asked for more, so it reaches the client at once. Without it a
- * stream's bytes still reach the client within 20 ms of the reader call
- * that produced them (a sync flush of what the compressor has held that
- * long), so this is for streams whose every chunk must go at once, such
- * as interactive events, at the cost of ratio (a flush per chunk).
- *
- * @return 0, MHDGZ_EINVAL if @a response is not a streaming response of
- *         @a gz. Call before the response is first queued.
- */
-MHDGZ_API int mhdgz_response_set_low_latency(struct mhdgz *gz, struct MHD_Response *response);
-
 /* ===================================================================== */
 /*                     Accept-Encoding and validators                    */
 /* ===================================================================== */
-
-/**
- * The q-value (RFC 9110 section 12.4.2) the request gives to gzip, in
- * thousandths (0..1000), from all of its Accept-Encoding lines
- * (RFC 9110 section 12.5.3): an explicit "gzip" or "x-gzip" wins over "*";
- * codings and the "q" parameter are case-insensitive; a coding listed
- * twice counts with its higher q; parameter values may be quoted-strings
- * (RFC 9110 section 5.6.4: a comma inside one separates nothing); empty
- * parameters ("gzip;q=0 ;") are skipped; a malformed element (bad q such
- * as "abc", "-1", "1.0001", four decimals or quoted; a '"' never closed)
- * is ignored, and the other elements of its line still count.
- *
- * @param lines the header values; borrowed; NULL entries are skipped.
- * @param count number of lines; 0 means no Accept-Encoding header.
- * @return q in thousandths; 0 if gzip is not acceptable or the header is
- *         absent (identity only). Thread-safe, allocates nothing.
- */
-MHDGZ_API unsigned int mhdgz_accept_gzip_q(const char *const *lines, size_t count);
 
 /**
  * The content coding to send, chosen as the handler chooses it (RFC 9110
@@ -1234,43 +1154,6 @@ MHDGZ_API unsigned int mhdgz_accept_gzip_q(const char *const *lines, size_t coun
 MHDGZ_API int mhdgz_accept_coding(const char *const *lines, size_t count,
 				  const enum mhdgz_coding *offered, size_t noffered,
 				  enum mhdgz_coding *coding_ret);
-
-/**
- * Whether an If-None-Match or If-Match field value matches an ETag,
- * knowing the ETag transformations this library applies: a member that is
- * the weak form W/"x" or a suffixed form ("x-gzip", "x-zstd", "x-br") of the resource's
- * "x" denotes the same resource state.
- *
- * @param field_value the header value (a list of entity-tags or "*");
- *        borrowed; NULL or malformed elements never match.
- * @param etag the resource's current ETag as the application sets it
- *        ("x" or W/"x"); borrowed.
- * @param weak nonzero for the weak comparison (If-None-Match, RFC 9110
- *        section 13.1.2), zero for the strong comparison (If-Match,
- *        section 13.1.1: a weak member or weak @a etag never matches, but a
- *        "x-gzip" member matches a strong "x").
- * @return 1 if it matches, 0 if not. Thread-safe.
- */
-MHDGZ_API int mhdgz_etag_match(const char *field_value, const char *etag, int weak);
-
-/**
- * Evaluate If-Match and If-None-Match of the request against the resource's
- * current ETag (RFC 9110 section 13.2.2, steps 1 and 3), accepting the
- * forms of the ETag mhdgz produced. The date preconditions need the
- * resource's modification time and are the caller's: If-Unmodified-Since
- * (step 2: only without If-Match, so it may be evaluated before this
- * call; 412 when modified after it) and If-Modified-Since (step 4: only
- * for GET and HEAD, and only when this returns 0 without If-None-Match;
- * 304 when not modified since). gzserve's validate.c does both.
- *
- * @param connection the request; borrowed.
- * @param method the request method ("GET", "HEAD", ...); borrowed.
- * @param etag the resource's ETag ("x" or W/"x"), or NULL if it has none.
- * @return 0 to proceed, 412 (Precondition Failed) or 304 (Not Modified, GET
- *         and HEAD only). Thread-safe.
- */
-MHDGZ_API unsigned int mhdgz_evaluate_preconditions(struct MHD_Connection *connection,
-						    const char *method, const char *etag);
 
 /* ===================================================================== */
 /*                  Request bodies: uploads coded gzip                   */
@@ -1502,6 +1385,10 @@ struct mhdgz_upload_info {
 	unsigned int members;
 	/** Why it was refused; MHDGZ_UPLOAD_OK if it was not. */
 	enum mhdgz_upload_refusal refusal;
+	/** Its short lowercase name, static: "ok", "coding", "too-large",
+	 * "ratio", "members", "malformed", "truncated", "application" or
+	 * "nomem". */
+	const char *refusal_name;
 	/** The status to send for the refusal; 0 if not refused. */
 	unsigned int status;
 };
@@ -1516,14 +1403,6 @@ struct mhdgz_upload_info {
  * @note Not thread-safe with mhdgz_upload_feed() on the same upload.
  */
 MHDGZ_API int mhdgz_upload_get_info(const struct mhdgz_upload *up, struct mhdgz_upload_info *info);
-
-/**
- * A short lowercase name of a refusal ("ok", "coding", "too-large",
- * "ratio", "members", "malformed", "truncated", "application", "nomem").
- *
- * @return a static string; "unknown" for a value out of range. Thread-safe.
- */
-MHDGZ_API const char *mhdgz_upload_refusal_name(enum mhdgz_upload_refusal refusal);
 
 /**
  * A small plain-text response for a refused request body: its body is
@@ -1541,21 +1420,6 @@ MHDGZ_API const char *mhdgz_upload_refusal_name(enum mhdgz_upload_refusal refusa
  *         NULL when libmicrohttpd cannot make one. Thread-safe.
  */
 MHDGZ_API struct MHD_Response *mhdgz_upload_refusal_response(unsigned int status_code);
-
-/**
- * Queue the refusal of @a up: mhdgz_upload_refusal_response() for its
- * status, queued with MHD_queue_response() and released.
- *
- * @param connection the request; on the access handler's final call (or
- *        its first, for a refusal known then: see the section above).
- * @param up the upload, refused; borrowed.
- * @return MHD_queue_response()'s result; MHD_NO also for NULL arguments,
- *         an upload that was not refused, or no response.
- * @note Thread-safe; call from the access handler as libmicrohttpd
- *       requires.
- */
-MHDGZ_API enum MHD_Result mhdgz_upload_queue_refusal(struct MHD_Connection *connection,
-						     const struct mhdgz_upload *up);
 
 /**
  * Release an upload (its inflater and its reference to the handler).
