@@ -192,10 +192,30 @@ build_precondition_failed(struct build *b)
 		b->v = NULL; /* never the resource's body under a 412 */
 }
 
+/* The 304 a precondition gave (RFC 9110 section 15.4.5) of a response the
+ * application coded itself or ranged, which the plan sends as it is: its
+ * fields without Content-Encoding and Content-Range, and the length of its
+ * 200 where the response is that 200 (test_preconditions_304_coded). */
+static bool
+build_precondition_304(struct build *b)
+{
+	bool ranged = b->asked == 206 || b->f.content_range;
+
+	if (b->asked == 304 || !((b->f.content_encoding && b->p.d.reason == MHDGZ_SKIP_ENCODED) ||
+				 ranged))
+		return false;
+	fresh(b, hnd_fields_response(b->gz, b->fields, &b->f,
+				     ranged ? MHD_SIZE_UNKNOWN : b->e->body_len, HND_REP_NOT_MODIFIED));
+	return true;
+}
+
 static void
 build_not_modified(struct build *b)
 {
 	bool fresh_rep;
+
+	if (build_precondition_304(b))
+		return;
 	struct MHD_Response *v = hnd_not_modified(b->gz, b->e, &b->f, &b->p.d200, b->p.d.gzip_304,
 						  &fresh_rep);
 

@@ -4,7 +4,7 @@
  * handed to hnd_etag_for_gzip), then lines: the first is the resource's
  * ETag, the second an If-None-Match/If-Match field value, the rest single
  * entity-tags from which a list is built. Checked for every input:
- *  - mhdgz_etag_match() returns 0 or 1, and "*" matches any ETag;
+ *  - hnd_etag_match() returns 0 or 1, and "*" matches any ETag;
  *  - for a well-formed ETag E, hnd_etag_for_gzip() follows its policy
  *    (DROP: NULL; KEEP: E itself; a weak E: E itself; else a NUL-terminated
  *    tag within the cap or NULL when it does not fit), and the tag the
@@ -50,7 +50,7 @@ well_formed(const char *s, bool *weak)
 static int
 match(const char *field, const char *etag, int weak)
 {
-	int m = mhdgz_etag_match(field, etag, weak);
+	int m = hnd_etag_match(field, etag, weak);
 
 	FZ_CHECK(m == 0 || m == 1, "mhdgz_etag_match returned %d", m);
 	return m;
