@@ -118,7 +118,8 @@ pt_fresh(struct pt_server *s, struct MHD_Connection *conn, uint8_t *body, const 
 		return MHD_NO;
 	}
 	if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype) != MHD_YES ||
-	    (off && !s->plain && mhdgz_response_set_flags(s->gz, r, MHDGZ_RESPONSE_IDENTITY) != 0)) {
+	    (off && !s->plain &&
+	     mhdgz_response_set_flags(s->gz, r, MHDGZ_RESPONSE_IDENTITY) != 0)) {
 		MHD_destroy_response(r);
 		return MHD_NO;
 	}

@@ -75,7 +75,8 @@ mhdgz_coding_info(const struct mhdgz *gz, enum mhdgz_coding coding, struct mhdgz
 	memset(&info->name, 0, sizeof *info - offsetof(struct mhdgz_coding_info, name));
 	info->name = gz_coding_name((enum gz_coding)coding);
 	info->rank = -1;
-	be = gz && coding == MHDGZ_CODING_GZIP ? gz->be : gz_backend_for_coding((enum gz_coding)coding);
+	be = gz && coding == MHDGZ_CODING_GZIP ? gz->be
+					       : gz_backend_for_coding((enum gz_coding)coding);
 	if (be) {
 		info->available = 1;
 		info->level_min = be->level_min;
@@ -98,8 +99,7 @@ static _Thread_local char opt_detail[160];
 static _Thread_local int opt_detail_err;
 
 /* Record what was wrong with an option; returns err. */
-static int __attribute__((format(printf, 2, 3)))
-opt_error(int err, const char *fmt, ...)
+static int __attribute__((format(printf, 2, 3))) opt_error(int err, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -208,9 +208,10 @@ parse_codings(struct mhdgz *gz, const char *list)
 			    strncasecmp(p, gz_coding_name(k), len) == 0)
 				break;
 		if (k == GZ_CODING_COUNT || seen[k])
-			return opt_error(MHDGZ_EINVAL,
-					 "codings: \"%.*s\" is not one of gzip, zstd, br (each once)",
-					 (int)(len < 32 ? len : 32), p);
+			return opt_error(
+				MHDGZ_EINVAL,
+				"codings: \"%.*s\" is not one of gzip, zstd, br (each once)",
+				(int)(len < 32 ? len : 32), p);
 		if (!gz_backend_for_coding(k))
 			return opt_error(MHDGZ_ENOTSUP, "codings: %s is not compiled in",
 					 gz_coding_name(k));
@@ -222,8 +223,8 @@ parse_codings(struct mhdgz *gz, const char *list)
 		if (*p == '\0')
 			return 0;
 		if (*p != ',')
-			return opt_error(MHDGZ_EINVAL, "codings: \"%s\" is not a comma-separated list",
-					 list);
+			return opt_error(MHDGZ_EINVAL,
+					 "codings: \"%s\" is not a comma-separated list", list);
 		p++;
 	}
 }
@@ -302,7 +303,8 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	memset(&o, 0, sizeof o);
 	if (opts) {
 		if (opts->size != sizeof o)
-			return opt_error(MHDGZ_EINVAL, "size: %zu is not sizeof(struct mhdgz_options), %zu",
+			return opt_error(MHDGZ_EINVAL,
+					 "size: %zu is not sizeof(struct mhdgz_options), %zu",
 					 opts->size, sizeof o);
 		o = *opts;
 	}
@@ -379,8 +381,9 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	if (o.limits.pool_trim_ms != MHDGZ_POOL_TRIM_NEVER) {
 		size_t low = o.limits.pool_idle_low ? o.limits.pool_idle_low
 						    : MHDGZ_DEFAULT_POOL_IDLE_LOW;
-		uint64_t period_us = (uint64_t)(o.limits.pool_trim_ms ? o.limits.pool_trim_ms
-							       : MHDGZ_DEFAULT_POOL_TRIM_MS) *
+		uint64_t period_us = (uint64_t)(o.limits.pool_trim_ms
+							? o.limits.pool_trim_ms
+							: MHDGZ_DEFAULT_POOL_TRIM_MS) *
 				     1000u;
 
 		/* Cannot fail: the pools exist. */

@@ -206,8 +206,8 @@ struct copy_ctx {
 	struct MHD_Response *to;
 	unsigned int digests; /* integrity fields left out */
 	bool coded;
-	bool skip_vary; /* the Vary fields are replaced by one merged field */
-	bool framing;   /* v has content: the application's Transfer-Encoding is copied */
+	bool skip_vary;    /* the Vary fields are replaced by one merged field */
+	bool framing;      /* v has content: the application's Transfer-Encoding is copied */
 	bool not_modified; /* HND_REP_NOT_MODIFIED */
 	bool failed;
 };

@@ -900,15 +900,15 @@ void hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status,
 
 /* What is sent in a queued response's place (hnd_plan). */
 enum hnd_plan_kind {
-	HND_PLAN_IDENTITY,        /* the identity representation (hnd_queue.c: the response
+	HND_PLAN_IDENTITY,           /* the identity representation (hnd_queue.c: the response
 				   * itself, a file's identity response, or fields only) */
-	HND_PLAN_DCZ,             /* coded whole against plan.dict (GET, HEAD, 304) */
-	HND_PLAN_WHOLE,           /* coded whole, kept per coding (GET; HEAD: the length
+	HND_PLAN_DCZ,                /* coded whole against plan.dict (GET, HEAD, 304) */
+	HND_PLAN_WHOLE,              /* coded whole, kept per coding (GET; HEAD: the length
 				   * from what is kept, else coded) */
-	HND_PLAN_STREAM_FIELDS,   /* HEAD of a coded stream: fields, its length if cheap */
-	HND_PLAN_STREAM_IN_PLACE, /* a coded stream in the response itself */
-	HND_PLAN_STREAM,          /* a coded stream in a response of its own */
-	HND_PLAN_NOT_MODIFIED,    /* a 304 standing for the 200 of plan.d200 */
+	HND_PLAN_STREAM_FIELDS,      /* HEAD of a coded stream: fields, its length if cheap */
+	HND_PLAN_STREAM_IN_PLACE,    /* a coded stream in the response itself */
+	HND_PLAN_STREAM,             /* a coded stream in a response of its own */
+	HND_PLAN_NOT_MODIFIED,       /* a 304 standing for the 200 of plan.d200 */
 	HND_PLAN_PRECONDITION_FAILED /* a 412 without content, never the body */
 };
 
@@ -923,10 +923,10 @@ struct hnd_plan_in {
 	enum hnd_kind kind;
 	uint64_t body_len; /* MHD_SIZE_UNKNOWN for a stream of unknown size */
 	bool opt_out;
-	bool padded;      /* length hiding applies to its gzip body */
-	bool low_latency; /* MHDGZ_RESPONSE_LOW_LATENCY (the plan adds text/event-stream) */
-	bool fresh;       /* never queued, no coded stream in it: may carry one in place */
-	bool no_dict;     /* plan without dcz (its build found it not smaller) */
+	bool padded;              /* length hiding applies to its gzip body */
+	bool low_latency;         /* MHDGZ_RESPONSE_LOW_LATENCY (the plan adds text/event-stream) */
+	bool fresh;               /* never queued, no coded stream in it: may carry one in place */
+	bool no_dict;             /* plan without dcz (its build found it not smaller) */
 	bool precondition_failed; /* a 412 of hnd_preconditions: no representation */
 };
 

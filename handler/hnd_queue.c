@@ -180,9 +180,10 @@ static void
 build_precondition_failed(struct build *b)
 {
 	struct MHD_Response *v = MHD_create_response_from_buffer_with_free_callback_cls(0, NULL,
-										      NULL, NULL);
+											NULL, NULL);
 
-	if (v && b->f.mhd_flags && MHD_set_response_options(v, b->f.mhd_flags, MHD_RO_END) != MHD_YES) {
+	if (v && b->f.mhd_flags &&
+	    MHD_set_response_options(v, b->f.mhd_flags, MHD_RO_END) != MHD_YES) {
 		MHD_destroy_response(v);
 		v = NULL;
 	}
@@ -201,11 +202,12 @@ build_precondition_304(struct build *b)
 {
 	bool ranged = b->asked == 206 || b->f.content_range;
 
-	if (b->asked == 304 || !((b->f.content_encoding && b->p.d.reason == MHDGZ_SKIP_ENCODED) ||
-				 ranged))
+	if (b->asked == 304 ||
+	    !((b->f.content_encoding && b->p.d.reason == MHDGZ_SKIP_ENCODED) || ranged))
 		return false;
 	fresh(b, hnd_fields_response(b->gz, b->fields, &b->f,
-				     ranged ? MHD_SIZE_UNKNOWN : b->e->body_len, HND_REP_NOT_MODIFIED));
+				     ranged ? MHD_SIZE_UNKNOWN : b->e->body_len,
+				     HND_REP_NOT_MODIFIED));
 	return true;
 }
 
@@ -288,7 +290,8 @@ plan_in(struct build *b, struct hnd_plan_in *in, uint8_t *sniff_buf)
 				    .padded = hnd_padded(b->gz, e, GZ_CODING_GZIP),
 				    .low_latency = e->low_latency,
 				    .fresh = !e->response_queued && !e->fields,
-				    .precondition_failed = b->status == MHD_HTTP_PRECONDITION_FAILED &&
+				    .precondition_failed = b->status ==
+								   MHD_HTTP_PRECONDITION_FAILED &&
 							   b->status != b->asked };
 	if (e->kind == HND_BUFFER) {
 		in->sniff = e->body;

@@ -315,7 +315,7 @@ struct mhdgz_options {
 	 * Empty, malformed, unknown or repeated: MHDGZ_EINVAL; a coding not
 	 * compiled in: MHDGZ_ENOTSUP. */
 	const char *codings;
-	struct mhdgz_gzip_options gzip;  /**< gzip: backend, level, streams */
+	struct mhdgz_gzip_options gzip;   /**< gzip: backend, level, streams */
 	struct mhdgz_coding_options zstd; /**< zstd: level */
 	struct mhdgz_coding_options br;   /**< br: level */
 	/** Bodies of known length smaller than this many bytes are served
@@ -827,12 +827,10 @@ struct mhdgz_request {
  *         request flag (nothing queued then).
  * @note Thread-safe; call from the access handler as libmicrohttpd requires.
  */
-MHDGZ_API enum MHD_Result mhdgz_queue_response_ex(struct mhdgz *gz,
-						  struct MHD_Connection *connection,
-						  const struct mhdgz_request *req,
-						  unsigned int status_code,
-						  struct MHD_Response *response,
-						  struct mhdgz_outcome *outcome);
+MHDGZ_API enum MHD_Result
+mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection,
+			const struct mhdgz_request *req, unsigned int status_code,
+			struct MHD_Response *response, struct mhdgz_outcome *outcome);
 
 /* ===================================================================== */
 /*               Compression dictionaries (RFC 9842)                     */

@@ -147,9 +147,10 @@ route(struct th_server *s, struct MHD_Connection *c, const char *url, const char
 			ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, vary_lines[i]) ==
 				  MHD_YES);
 	ret = mhdgz_queue_response_ex(s->gz, c,
-				      &(struct mhdgz_request){ .size = sizeof(struct mhdgz_request),
-							       .method = method,
-							       .flags = MHDGZ_REQUEST_PRECONDITIONS },
+				      &(struct mhdgz_request){
+					      .size = sizeof(struct mhdgz_request),
+					      .method = method,
+					      .flags = MHDGZ_REQUEST_PRECONDITIONS },
 				      status, r, NULL);
 	MHD_destroy_response(r);
 	return ret;

@@ -350,14 +350,13 @@ br_kind_route(struct th_server *s, struct MHD_Connection *c, const char *url, co
 	if (!r)
 		return MHD_NO;
 	if (f->setting || f->kind == BR_LOW_LATENCY)
-		ck_assert_int_eq(mhdgz_response_set_flags(s->gz, r,
-							  (f->kind == BR_LOW_LATENCY
-								   ? MHDGZ_RESPONSE_LOW_LATENCY
-								   : 0) |
-								  (f->setting > 0 ? MHDGZ_RESPONSE_LENGTH_HIDING
-								   : f->setting < 0
-									   ? MHDGZ_RESPONSE_NO_LENGTH_HIDING
-									   : 0)),
+		ck_assert_int_eq(mhdgz_response_set_flags(
+					 s->gz, r,
+					 (f->kind == BR_LOW_LATENCY ? MHDGZ_RESPONSE_LOW_LATENCY
+								    : 0) |
+						 (f->setting > 0   ? MHDGZ_RESPONSE_LENGTH_HIDING
+						  : f->setting < 0 ? MHDGZ_RESPONSE_NO_LENGTH_HIDING
+								   : 0)),
 				 0);
 	MHD_add_response_header(r, "Content-Type", "text/html");
 	MHD_add_response_header(r, "ETag", "\"b1\"");
@@ -510,7 +509,10 @@ START_TEST(test_options)
 	o.padding.key_nbytes = MHDGZ_LENGTH_HIDING_KEY_MAX + 1;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), MHDGZ_EINVAL);
 	ck_assert_ptr_null(gz);
-	ck_assert_int_eq(mhdgz_response_set_flags(NULL, NULL, (1) ? MHDGZ_RESPONSE_LENGTH_HIDING : MHDGZ_RESPONSE_NO_LENGTH_HIDING), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(NULL, NULL,
+						  (1) ? MHDGZ_RESPONSE_LENGTH_HIDING
+						      : MHDGZ_RESPONSE_NO_LENGTH_HIDING),
+			 MHDGZ_EINVAL);
 
 	/* Two handles with one key (two processes) pad alike; another key
 	 * pads independently. */
@@ -551,7 +553,11 @@ br_select_coding(struct mhdgz *gz, const char *ae, int set)
 	ck_assert_ptr_nonnull(r);
 	MHD_add_response_header(r, "Content-Type", "text/html");
 	if (set)
-		ck_assert_int_eq(mhdgz_response_set_flags(gz, r, (set > 0) ? MHDGZ_RESPONSE_LENGTH_HIDING : MHDGZ_RESPONSE_NO_LENGTH_HIDING), 0);
+		ck_assert_int_eq(
+			mhdgz_response_set_flags(gz, r,
+						 (set > 0) ? MHDGZ_RESPONSE_LENGTH_HIDING
+							   : MHDGZ_RESPONSE_NO_LENGTH_HIDING),
+			0);
 	hnd_accept_parse(lines, 1, &rq.acc);
 	release = hnd_select(gz, &rq, 200, r, &q, &res);
 	if (release)

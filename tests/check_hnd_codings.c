@@ -531,10 +531,12 @@ START_TEST(test_option_errors)
 	expect_refused(&o, MHDGZ_EINVAL, "padding.key_nbytes: 8 is outside 16..64");
 	o = th_opts();
 	o.codings = "gzip, gzip";
-	expect_refused(&o, MHDGZ_EINVAL, "codings: \"gzip\" is not one of gzip, zstd, br (each once)");
+	expect_refused(&o, MHDGZ_EINVAL,
+		       "codings: \"gzip\" is not one of gzip, zstd, br (each once)");
 	o = th_opts();
 	o.codings = "gzip;q=1";
-	expect_refused(&o, MHDGZ_EINVAL, "codings: \"gzip;q=1\" is not one of gzip, zstd, br (each once)");
+	expect_refused(&o, MHDGZ_EINVAL,
+		       "codings: \"gzip;q=1\" is not one of gzip, zstd, br (each once)");
 	o = th_opts();
 	o.size = 1;
 	snprintf(want, sizeof want, "size: 1 is not sizeof(struct mhdgz_options), %zu", sizeof o);

@@ -306,7 +306,8 @@ c10_empty_route(struct th_server *srv, struct MHD_Connection *c, const char *url
 		    mhdgz_response_set_options(x->gz, r, MHD_RF_NONE) != MHDGZ_EMHD)
 			atomic_fetch_add(&x->errors, 1);
 	}
-	ret = mhdgz_queue_response_ex(x->gz, c, TU_REQ(method), next ? MHD_HTTP_OK : ec->status, r, &o);
+	ret = mhdgz_queue_response_ex(x->gz, c, TU_REQ(method), next ? MHD_HTTP_OK : ec->status, r,
+				      &o);
 	if (next && ret != MHD_YES)
 		atomic_fetch_add(&x->errors, 1);
 	if (!next) {

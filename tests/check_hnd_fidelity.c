@@ -1518,7 +1518,7 @@ pre_route(struct th_server *s, struct MHD_Connection *c, const char *url, const 
 	enum MHD_Result ret;
 
 	for (size_t i = 0; i < sizeof body; i++)
-		body[i] = (uint8_t)"precondition "[i % 13];
+		body[i] = (uint8_t) "precondition "[i % 13];
 	r = mhdgz_response_from_buffer(s->gz, sizeof body, body, MHD_RESPMEM_PERSISTENT);
 	if (!r)
 		return MHD_NO;
@@ -1579,7 +1579,9 @@ START_TEST(test_preconditions_412)
 		th_raw_response_free(&r);
 	}
 	/* If-Unmodified-Since is not evaluated under If-Match (step 2). */
-	pre_get(fd, "/", AE_GZIP "If-Match: \"pf\"\r\nIf-Unmodified-Since: Sat, 01 Jan 1994 00:00:00 GMT\r\n",
+	pre_get(fd, "/",
+		AE_GZIP
+		"If-Match: \"pf\"\r\nIf-Unmodified-Since: Sat, 01 Jan 1994 00:00:00 GMT\r\n",
 		200, &r, "If-Match passes");
 	th_raw_expect_field(&r, "Content-Encoding", "gzip", "If-Match passes");
 	th_raw_response_free(&r);
@@ -1637,8 +1639,8 @@ START_TEST(test_preconditions_304)
 		"modified since");
 	th_raw_expect_field(&r, "Content-Encoding", "gzip", "modified since");
 	th_raw_response_free(&r);
-	pre_get(fd, "/", AE_GZIP "If-None-Match: \"x\"\r\nIf-Modified-Since: " PRE_LM "\r\n", 200, &r,
-		"INM over IMS");
+	pre_get(fd, "/", AE_GZIP "If-None-Match: \"x\"\r\nIf-Modified-Since: " PRE_LM "\r\n", 200,
+		&r, "INM over IMS");
 	th_raw_response_free(&r);
 	pre_get(fd, "/", AE_GZIP "If-Modified-Since: not a date\r\n", 200, &r, "not a date");
 	th_raw_response_free(&r);

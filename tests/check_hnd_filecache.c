@@ -52,7 +52,8 @@ fc_route(struct th_server *s, struct MHD_Connection *c, const char *url, const c
 	}
 	MHD_add_response_header(r, "Content-Type", "text/plain");
 	if (f->length_hiding)
-		ck_assert_int_eq(mhdgz_response_set_flags(s->gz, r, MHDGZ_RESPONSE_LENGTH_HIDING), 0);
+		ck_assert_int_eq(mhdgz_response_set_flags(s->gz, r, MHDGZ_RESPONSE_LENGTH_HIDING),
+				 0);
 	if (f->etag) {
 		snprintf(etag, sizeof etag, "\"%llx-%llx\"", (unsigned long long)st.st_size,
 			 (unsigned long long)st.st_mtim.tv_sec);

@@ -360,11 +360,16 @@ START_TEST(low_latency_api)
 	ck_assert(cb && cb_other && buf && plain && fdr);
 	ck_assert_int_eq(mhdgz_response_set_flags(gz, cb, MHDGZ_RESPONSE_LOW_LATENCY), 0);
 	ck_assert_int_eq(mhdgz_response_set_flags(gz, fdr, MHDGZ_RESPONSE_LOW_LATENCY), 0);
-	ck_assert_int_eq(mhdgz_response_set_flags(gz, buf, MHDGZ_RESPONSE_LOW_LATENCY), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_response_set_flags(gz, plain, MHDGZ_RESPONSE_LOW_LATENCY), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_response_set_flags(gz, cb_other, MHDGZ_RESPONSE_LOW_LATENCY), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_response_set_flags(gz, NULL, MHDGZ_RESPONSE_LOW_LATENCY), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_response_set_flags(NULL, cb, MHDGZ_RESPONSE_LOW_LATENCY), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, buf, MHDGZ_RESPONSE_LOW_LATENCY),
+			 MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, plain, MHDGZ_RESPONSE_LOW_LATENCY),
+			 MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, cb_other, MHDGZ_RESPONSE_LOW_LATENCY),
+			 MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, NULL, MHDGZ_RESPONSE_LOW_LATENCY),
+			 MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(NULL, cb, MHDGZ_RESPONSE_LOW_LATENCY),
+			 MHDGZ_EINVAL);
 	/* Creation errors: NULL, and the free callback is not called. */
 	ck_assert(mhdgz_response_from_callback(NULL, 10, 1024, never_read, &src, th_src_free) ==
 		  NULL);

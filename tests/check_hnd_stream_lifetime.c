@@ -481,8 +481,7 @@ START_TEST(in_place_footers)
 	unsigned int n;
 
 	if (want && strcmp(want, "gzip") != 0 &&
-	    !tu_coding_available(strcmp(want, "zstd") == 0 ? MHDGZ_CODING_ZSTD
-							      : MHDGZ_CODING_BR))
+	    !tu_coding_available(strcmp(want, "zstd") == 0 ? MHDGZ_CODING_ZSTD : MHDGZ_CODING_BR))
 		return;
 	sf.data = data;
 	pair = calloc(2, sizeof *pair);

@@ -165,7 +165,7 @@ START_TEST(test_ae_table)
 {
 	const struct ae_case *c = &ae_cases[_i];
 	unsigned int q = hnd_accept_gzip_q_lines(c->count ? c->lines : (_i == 0 ? NULL : c->lines),
-					     c->count);
+						 c->count);
 
 	ck_assert_msg(q == c->q,
 		      "case %d: lines[0]=\"%s\" lines[1]=\"%s\" count=%zu: want %u got %u", _i,
@@ -477,8 +477,7 @@ START_TEST(test_backends)
 	for (int i = 1; i <= 3; i++) {
 		if (!tu_backend_available((enum mhdgz_backend)i))
 			continue;
-		ck_assert_int_eq(tu_backend_from_name(tu_backend_name((enum mhdgz_backend)i),
-							 &b),
+		ck_assert_int_eq(tu_backend_from_name(tu_backend_name((enum mhdgz_backend)i), &b),
 				 0);
 		ck_assert_int_eq(b, i);
 	}
@@ -785,7 +784,7 @@ START_TEST(test_new_faults)
 
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
-	o.gzip.backend = (enum mhdgz_backend)_i;      /* loop 0..2: default, zlib, libdeflate */
+	o.gzip.backend = (enum mhdgz_backend)_i;   /* loop 0..2: default, zlib, libdeflate */
 	if (!tu_backend_available(o.gzip.backend)) /* configure --without-<lib> */
 		return;
 	for (k = 1; k <= 10000; k++) {
@@ -1391,7 +1390,8 @@ START_TEST(test_select_reasons)
 			ck_assert_int_eq(MHD_add_response_header(r, c->hdr[h], c->hdr[h + 1]),
 					 MHD_YES);
 		if (c->opt_out)
-			ck_assert_int_eq(mhdgz_response_set_flags(gz, r, MHDGZ_RESPONSE_IDENTITY), 0);
+			ck_assert_int_eq(mhdgz_response_set_flags(gz, r, MHDGZ_RESPONSE_IDENTITY),
+					 0);
 		rc = select_of(gz, &rq, c->status, r, &q, &why);
 		ck_assert_msg(rc == 0, "%s: rc %d", c->name, rc);
 		ck_assert_msg(why == c->want, "%s: want reason %s, got %s", c->name,

@@ -187,7 +187,8 @@ site_make(struct th_site *s, const struct th_route *rt)
 	for (int i = 0; rt->hdr[i]; i += 2)
 		if (MHD_add_response_header(r, rt->hdr[i], rt->hdr[i + 1]) != MHD_YES)
 			atomic_fetch_add(&s->errors, 1);
-	if ((rt->flags & TH_RT_IDENTITY) && mhdgz_response_set_flags(s->gz, r, MHDGZ_RESPONSE_IDENTITY) != 0)
+	if ((rt->flags & TH_RT_IDENTITY) &&
+	    mhdgz_response_set_flags(s->gz, r, MHDGZ_RESPONSE_IDENTITY) != 0)
 		atomic_fetch_add(&s->errors, 1);
 	if ((rt->flags & TH_RT_UNCACHED) && mhdgz_response_set_uncached(s->gz, r) != 0)
 		atomic_fetch_add(&s->errors, 1);

@@ -123,7 +123,7 @@ tu_coding_name(enum mhdgz_coding c)
 
 /* The same, asking the queue call to evaluate the preconditions. */
 #define TU_REQ_PRE(m)                                                                              \
-	(&(struct mhdgz_request){ .size = sizeof(struct mhdgz_request),                           \
+	(&(struct mhdgz_request){ .size = sizeof(struct mhdgz_request),                            \
 				  .method = (m),                                                   \
 				  .flags = MHDGZ_REQUEST_PRECONDITIONS })
 

@@ -52,7 +52,8 @@ st_gz_from(const struct mhdgz_options *o)
 	int rc = mhdgz_new(o, &gz);
 
 	ck_assert_msg(rc == 0, "mhdgz_new(%s, level %d, flags %#x): %s",
-		      tu_backend_name(o->gzip.backend), o->gzip.level, o->flags, mhdgz_strerror(rc));
+		      tu_backend_name(o->gzip.backend), o->gzip.level, o->flags,
+		      mhdgz_strerror(rc));
 	return gz;
 }
 

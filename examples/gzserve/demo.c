@@ -367,8 +367,7 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 	fprintf(f,
 		"{\"version\":\"%s\",\"backend\":\"%s\",\"level\":%d,\"responses\":%" PRIu64
 		",\"compressed\":%" PRIu64 ",\"reasons\":{",
-		mhdgz_version(), bi.name, s->level, st.responses,
-		st.compressed);
+		mhdgz_version(), bi.name, s->level, st.responses, st.compressed);
 	for (i = 0; i < MHDGZ_REASON_COUNT; i++)
 		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
 			mhdgz_reason_name((enum mhdgz_reason)i), st.reasons[i]);
@@ -384,8 +383,8 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 		st.filecache_nbytes);
 	/* Responses sent per coding: which one the clients were given. */
 	for (i = 0; i < MHDGZ_CODING_COUNT; i++)
-		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
-			coding_name((enum mhdgz_coding)i), st.coded[i]);
+		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "", coding_name((enum mhdgz_coding)i),
+			st.coded[i]);
 	fprintf(f,
 		"},\"dict_hits\":%" PRIu64 ",\"dict_bytes_saved\":%" PRIu64
 		",\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d,\"connections\":%d}}\n",

@@ -249,7 +249,8 @@ respond_file(struct req *rq, struct MHD_Connection *conn, struct file_req *f)
 	if (len == 0)
 		mhdgz_response_set_flags(s->gz, r, MHDGZ_RESPONSE_IDENTITY);
 	if (f->sibling) /* already coded: the handler leaves it alone */
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING, coding_name(f->coding));
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING,
+					coding_name(f->coding));
 	if (!f->sibling)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
 	if (f->varies)

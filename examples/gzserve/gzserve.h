@@ -109,7 +109,7 @@ struct req {
 	uint64_t start_us;
 	uint64_t sock_start; /* bytes written on the socket before this request */
 	bool sock_known;
-	bool seen; /* the access handler ran once (headers received) */
+	bool seen;          /* the access handler ran once (headers received) */
 	bool preconditions; /* queue() asks the handler to evaluate If-* fields */
 	unsigned int status;
 	uint64_t body_nbytes; /* identity body bytes of the response */

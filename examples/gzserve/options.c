@@ -173,8 +173,9 @@ take_option(struct config *cfg, int c, const char *v, const char **level_arg)
 			if (mhdgz_backend_info((enum mhdgz_backend)rc, &bi) == 0 &&
 			    strcasecmp(v, bi.name) == 0) {
 				if (!bi.available)
-					bad_option("--backend: '%s' was not compiled into this libmhdgz",
-						   v);
+					bad_option(
+						"--backend: '%s' was not compiled into this libmhdgz",
+						v);
 				cfg->backend = (enum mhdgz_backend)rc;
 				break;
 			}

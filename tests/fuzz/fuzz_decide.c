@@ -588,7 +588,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)MHD_add_response_header(r, lines[i], colon + 1);
 	}
 	if (opt_out)
-		FZ_CHECK(mhdgz_response_set_flags(gz, r, MHDGZ_RESPONSE_IDENTITY) == 0, "set_identity");
+		FZ_CHECK(mhdgz_response_set_flags(gz, r, MHDGZ_RESPONSE_IDENTITY) == 0,
+			 "set_identity");
 	memset(&f, 0, sizeof f);
 	MHD_get_response_headers(r, ref_iter, &f);
 
