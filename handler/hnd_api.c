@@ -5,7 +5,16 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "gz_error.h"
+#include "gz_pool.h"
+#include "hnd_mtype.h"
+#include "hnd_entry.h"
+#include "hnd_memo.h"
+#include "hnd_filecache.h"
+#include "hnd_handle.h"
+#include "hnd_pad.h"
+#include "hnd_dict.h"
 
 /* The core's vocabulary is its own; the public values are the same. */
 _Static_assert(MHDGZ_OK == GZ_OK && MHDGZ_ENOMEM == GZ_ENOMEM && MHDGZ_EINVAL == GZ_EINVAL &&
@@ -83,8 +92,8 @@ mhdgz_coding_info(const struct mhdgz *gz, enum mhdgz_coding coding, struct mhdgz
 		info->level_max = be->level_max;
 		info->level_default = be->level_default;
 	}
-	for (size_t i = 0; gz && i < gz->norder; i++) {
-		if (gz->order[i] == (enum gz_coding)coding) {
+	for (size_t i = 0; gz && i < gz->policy.norder; i++) {
+		if (gz->policy.order[i] == (enum gz_coding)coding) {
 			info->enabled = 1;
 			info->level = gz->coder[coding].level;
 			info->rank = (int)i;
@@ -183,7 +192,7 @@ check_options(const struct mhdgz_options *o)
 	return 0;
 }
 
-/* Parse struct mhdgz_options codings into gz->order: 0, MHDGZ_EINVAL or
+/* Parse struct mhdgz_options codings into gz->policy.order: 0, MHDGZ_EINVAL or
  * MHDGZ_ENOTSUP (see mhdgz.h). */
 static int
 parse_codings(struct mhdgz *gz, const char *list)
@@ -191,9 +200,9 @@ parse_codings(struct mhdgz *gz, const char *list)
 	const char *p = list;
 	bool seen[GZ_CODING_COUNT] = { false };
 
-	gz->norder = 0;
+	gz->policy.norder = 0;
 	if (!list) {
-		gz->order[gz->norder++] = GZ_CODING_GZIP;
+		gz->policy.order[gz->policy.norder++] = GZ_CODING_GZIP;
 		return 0;
 	}
 	for (;;) {
@@ -216,7 +225,7 @@ parse_codings(struct mhdgz *gz, const char *list)
 			return opt_error(MHDGZ_ENOTSUP, "codings: %s is not compiled in",
 					 gz_coding_name(k));
 		seen[k] = true;
-		gz->order[gz->norder++] = k;
+		gz->policy.order[gz->policy.norder++] = k;
 		p += len;
 		while (*p == ' ' || *p == '\t')
 			p++;
@@ -244,8 +253,8 @@ coders_init(struct mhdgz *gz, const struct mhdgz_options *o, size_t cap)
 	gz->coder[GZ_CODING_GZIP] = (struct hnd_coder){
 		.be = gz->be, .level = gz->level, .pool = gz->pool, .stream_pool = gz->stream_pool
 	};
-	for (i = 0; i < gz->norder; i++) {
-		enum gz_coding k = gz->order[i];
+	for (i = 0; i < gz->policy.norder; i++) {
+		enum gz_coding k = gz->policy.order[i];
 		struct hnd_coder *cd = &gz->coder[k];
 
 		if (k == GZ_CODING_GZIP)
@@ -282,8 +291,8 @@ handle_destroy(struct mhdgz *gz)
 	hnd_dicts_free(gz);
 	gz_pool_free(gz->stream_pool);
 	gz_pool_free(gz->pool);
-	hnd_typelist_fini(&gz->compress_types);
-	hnd_typelist_fini(&gz->skip_types);
+	hnd_typelist_fini(&gz->policy.compress_types);
+	hnd_typelist_fini(&gz->policy.skip_types);
 	gz_free(gz->alloc);
 }
 
@@ -320,6 +329,7 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 			      ~(uintptr_t)(HND_CACHELINE - 1));
 	gz->alloc = block;
 	atomic_init(&gz->refs, 1);
+	gz->destroy = handle_destroy;
 	gz->be = backend_of(o.gzip.backend);
 	gz->level = o.gzip.level != 0 ? o.gzip.level : gz->be->level_default;
 	if (!(gz->be->caps & GZ_CAP_ONESHOT)) {
@@ -327,9 +337,9 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 			       gz->be->name);
 		goto fail;
 	}
-	gz->min_nbytes = o.min_nbytes ? o.min_nbytes : MHDGZ_DEFAULT_MIN_NBYTES;
+	gz->policy.min_nbytes = o.min_nbytes ? o.min_nbytes : MHDGZ_DEFAULT_MIN_NBYTES;
 	gz->etag_policy = o.etag_policy;
-	gz->content_digest = (o.flags & MHDGZ_F_CONTENT_DIGEST) != 0;
+	gz->policy.content_digest = (o.flags & MHDGZ_F_CONTENT_DIGEST) != 0;
 	gz->pad_default = (o.flags & MHDGZ_F_LENGTH_HIDING) != 0;
 	gz->pad_max = o.padding.max_nbytes ? o.padding.max_nbytes : MHDGZ_DEFAULT_LENGTH_HIDING_MAX;
 	rc = hnd_pad_key_init(gz, o.padding.key, o.padding.key_nbytes);
@@ -337,13 +347,13 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 		opt_error(rc, "padding.key: getrandom() failed");
 		goto fail;
 	}
-	rc = hnd_typelist_init(&gz->compress_types,
+	rc = hnd_typelist_init(&gz->policy.compress_types,
 			       o.compress_types ? o.compress_types : hnd_default_compress_types);
 	if (rc < 0) {
 		opt_error(rc, "compress_types: an entry is not a media type pattern");
 		goto fail;
 	}
-	rc = hnd_typelist_init(&gz->skip_types,
+	rc = hnd_typelist_init(&gz->policy.skip_types,
 			       o.skip_types ? o.skip_types : hnd_default_skip_types);
 	if (rc < 0) {
 		opt_error(rc, "skip_types: an entry is not a media type pattern");
@@ -414,21 +424,6 @@ fail:
 	return rc;
 }
 
-
-void
-hnd_gz_ref(struct mhdgz *gz)
-{
-	atomic_fetch_add_explicit(&gz->refs, 1, memory_order_relaxed);
-}
-
-void
-hnd_gz_unref(struct mhdgz *gz)
-{
-	/* acq_rel: whatever a response's last user did happens before the
-	 * handle is freed by whoever drops the last reference. */
-	if (atomic_fetch_sub_explicit(&gz->refs, 1, memory_order_acq_rel) == 1)
-		handle_destroy(gz);
-}
 
 MHDGZ_API size_t
 mhdgz_trim(struct mhdgz *gz)

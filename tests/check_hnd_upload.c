@@ -9,7 +9,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "hnd_internal.h"
+#include "hnd_upload.h"
 #include "check_suites.h"
 #include "harness.h"
 #include "testutil.h"

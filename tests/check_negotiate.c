@@ -10,7 +10,9 @@
 #include <strings.h>
 #include <time.h>
 
-#include "hnd_internal.h" /* mhdgz.h, and hnd_select() */
+#include "hnd_handle.h" /* mhdgz.h, and hnd_select() */
+#include "hnd_negotiate.h"
+#include "hnd_queue.h"
 #include "check_suites.h"
 #include "info.h"
 #include "testutil.h"
