@@ -731,7 +731,7 @@ MHDGZ_API int mhdgz_accept_coding(const char *const *lines, size_t count,
  * mhdgz_upload_finish() on the final one (a nonzero status: queue
  * mhdgz_upload_refusal_response()), mhdgz_upload_free() when the request
  * completes. Act on the decoded bytes only once finish returned 0. A body
- * refused half way is read to its end and discarded; mhdgz(3), UPLOADS.
+ * refused half way is read to its end and discarded; mhdgz(3), REQUEST BODIES.
  */
 
 /** Defaults of struct mhdgz_upload_options. @{ */
