@@ -31,7 +31,7 @@
  *  Unpooled     GzipHandler with MHDGZ_F_NO_POOL: a compressor is created and
  *               freed in every op, showing what the compressor pool buys.
  *  Padded       GzipHandler with MHDGZ_F_LENGTH_HIDING (BREACH length
- *               hiding, the default length_hiding_max): the HMAC-SHA256 of
+ *               hiding, the default padding.max_nbytes): the HMAC-SHA256 of
  *               the body and the padded copy, against GzipHandler; out-B/op
  *               includes the padding (mean about half the maximum).
  *  Stream       (--full) One request through a real daemon on 127.0.0.1 and a

@@ -19,7 +19,7 @@
  *            mhdgz never compresses (its default skip list), for a client
  *            that accepts gzip.
  *   /off     /fresh with compression turned off for the response
- *            (mhdgz_response_set_identity; plain mode has nothing to turn
+ *            (MHDGZ_RESPONSE_IDENTITY; plain mode has nothing to turn
  *            off), for a client that accepts gzip.
  *   /reused  the /fresh body (sequence 0) in one response created at start
  *            (MHD_RESPMEM_PERSISTENT) and queued for every request; through

@@ -8,7 +8,7 @@
  * compressed as one gzip stream, sent chunked. By default the compressor
  * keeps small chunks until it has a block worth sending, which is right for
  * bulk data and wrong for progress lines or logs: a client would see
- * nothing until the end. mhdgz_response_set_low_latency() sync-flushes
+ * nothing until the end. MHDGZ_RESPONSE_LOW_LATENCY (mhdgz_response_set_flags) sync-flushes
  * every chunk the reader returns (text/event-stream gets this on its own).
  *
  * GET any path: NLINES lines of NDJSON, one every INTERVAL_MS.

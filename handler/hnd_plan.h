@@ -95,7 +95,7 @@ struct hnd_request {
  * Content-Length; anything else is streamed per connection. */
 bool hnd_whole_body(enum hnd_kind kind, uint64_t body_len);
 /* A stream whose every chunk must reach the client at once: marked so, or
- * text/event-stream (marked: mhdgz_response_set_low_latency). */
+ * text/event-stream (marked: MHDGZ_RESPONSE_LOW_LATENCY). */
 bool hnd_low_latency(bool marked, const struct hnd_facts *f);
 
 void hnd_decide(const struct hnd_policy *pol, bool opt_out, unsigned int status,

@@ -410,7 +410,7 @@ START_TEST(test_sniff)
 }
 END_TEST
 
-/* mhdgz_response_set_identity(): identity, unchanged, no Vary. */
+/* MHDGZ_RESPONSE_IDENTITY: identity, unchanged, no Vary. */
 START_TEST(test_opt_out)
 {
 	uint8_t *body = tu_payload(8192, TU_TEXT, 24);
@@ -551,7 +551,7 @@ END_TEST
 #define PL_HEAD 0x1u   /* a HEAD request */
 #define PL_PAD 0x2u    /* length hiding applies */
 #define PL_QUEUED 0x4u /* queued before (not fresh) */
-#define PL_OPTOUT 0x8u /* mhdgz_response_set_identity */
+#define PL_OPTOUT 0x8u /* MHDGZ_RESPONSE_IDENTITY */
 #define PL_ZSTD 0x10u  /* needs zstd (the handle offers "zstd, gzip" where it can) */
 
 static const struct {

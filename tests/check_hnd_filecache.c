@@ -23,7 +23,7 @@
 
 /* Files served as a file server does: opened per request, a fresh fd
  * response each time; /N is file N. With etag, an ETag made of size and
- * mtime (as gzserve's), and 304 when mhdgz_evaluate_preconditions says. */
+ * mtime (as gzserve's), and 304 when MHDGZ_REQUEST_PRECONDITIONS finds If-None-Match matching. */
 struct fc_fix {
 	char path[FC_FILES][64];
 	bool etag;

@@ -22,7 +22,7 @@
 
 /* A resource served the way gzserve serves files: a fresh response per
  * request (a buffer, or the file opened again), with the ETag, queued with
- * 304 when mhdgz_evaluate_preconditions says so. */
+ * 304 when MHDGZ_REQUEST_PRECONDITIONS finds If-None-Match matching. */
 struct mm_fix {
 	const uint8_t *body;
 	size_t len;

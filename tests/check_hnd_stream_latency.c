@@ -340,7 +340,7 @@ never_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return MHD_CONTENT_READER_END_OF_STREAM;
 }
 
-/* mhdgz_response_set_low_latency: 0 for streaming responses of the
+/* MHDGZ_RESPONSE_LOW_LATENCY (mhdgz_response_set_flags): 0 for streaming responses of the
  * handler, MHDGZ_EINVAL for anything else. */
 START_TEST(low_latency_api)
 {

@@ -1,4 +1,4 @@
-/* fuzz_accept.c: libFuzzer target for the Accept-Encoding parser (mhdgz_accept_gzip_q, hnd_accept_parse). */
+/* fuzz_accept.c: libFuzzer target for the Accept-Encoding parser (hnd_accept_gzip_q_lines, hnd_accept_parse). */
 /*
  * The input is split into header lines at '\n' and NUL. Checked for every
  * input, besides the sanitizers' own checks:

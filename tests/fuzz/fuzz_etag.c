@@ -1,4 +1,4 @@
-/* fuzz_etag.c: libFuzzer target for entity-tags: mhdgz_etag_match and hnd_etag_for_gzip. */
+/* fuzz_etag.c: libFuzzer target for entity-tags: hnd_etag_match (the preconditions' comparison) and hnd_etag_for_gzip. */
 /*
  * Input: one byte of options (bit 0: weak comparison; bits 1-7: the cap
  * handed to hnd_etag_for_gzip), then lines: the first is the resource's
@@ -53,7 +53,7 @@ match(const char *field, const char *etag, int weak)
 {
 	int m = hnd_etag_match(field, etag, weak);
 
-	FZ_CHECK(m == 0 || m == 1, "mhdgz_etag_match returned %d", m);
+	FZ_CHECK(m == 0 || m == 1, "hnd_etag_match returned %d", m);
 	return m;
 }
 
