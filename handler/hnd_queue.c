@@ -208,7 +208,7 @@ build_precondition_failed(struct build *b)
 /* The 304 a precondition gave (RFC 9110 section 15.4.5) of a response the
  * application coded itself or ranged, which the plan sends as it is: its
  * fields without Content-Encoding and Content-Range, and the length of its
- * 200 where the response is that 200 (test_preconditions_304_coded). */
+ * 200 where the response is that 200 (test_preconditions_304, "/coded"). */
 static bool
 build_precondition_304(struct build *b)
 {
@@ -226,13 +226,12 @@ build_precondition_304(struct build *b)
 static void
 build_not_modified(struct build *b)
 {
+	struct MHD_Response *v;
 	bool fresh_rep;
 
 	if (build_precondition_304(b))
 		return;
-	struct MHD_Response *v = hnd_not_modified(b->gz, b->e, &b->f, &b->p.d200, b->p.d.gzip_304,
-						  &fresh_rep);
-
+	v = hnd_not_modified(b->gz, b->e, &b->f, &b->p.d200, b->p.d.gzip_304, &fresh_rep);
 	if (v) {
 		b->v = v;
 		if (fresh_rep)
