@@ -67,7 +67,7 @@ struct mhdgz {
 	struct gz_pool *stream_pool; /* streaming compressors (stream_window_bits) */
 	struct gz_pool *event_pool;  /* low-latency streams' (event_window_bits) */
 	struct hnd_table table HND_LINE_ALIGNED;
-	/* Coded bytes and lengths (hnd_store.c): options file_cache_nbytes */
+	/* Coded bytes and lengths (hnd_store.c): options limits.store_nbytes */
 	struct hnd_store store HND_LINE_ALIGNED;
 	/* BREACH length hiding (hnd_pad.c): on for every response unless a
 	 * response says otherwise; padding of 1..pad_max bytes; the HMAC key. */

@@ -15,7 +15,7 @@ struct mhdgz_dictionary;
 struct hnd_body;
 struct hnd_entry;
 
-/* The store's budget when the options give none (file_cache_nbytes 0), in
+/* The store's budget when the options give none (limits.store_nbytes 0), in
  * bytes: coded bodies and lengths of tracked responses and strong ETags;
  * file versions are then not remembered (an application turns them on by
  * giving a budget). */

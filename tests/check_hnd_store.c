@@ -24,7 +24,7 @@ st_gz(size_t budget)
 	struct mhdgz_options o = th_opts();
 	struct mhdgz *gz;
 
-	o.file_cache_nbytes = budget;
+	o.limits.store_nbytes = budget;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	gz->store.racy_ns = 0;
 	return gz;
@@ -401,7 +401,7 @@ START_TEST(test_store_counters)
 	uint64_t gz_len = 0;
 
 	for (int small = 0; small < 2; small++) {
-		o.file_cache_nbytes = small ? 1000 : 0;
+		o.limits.store_nbytes = small ? 1000 : 0;
 		th_site_start(&s, &o, rt, N_ELEMS(rt), 0);
 		for (int i = 0; i < 5; i++) {
 			TH_REQ(h, &s, 0, "/s", th_h_gzip, &rs);
