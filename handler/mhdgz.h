@@ -1289,7 +1289,7 @@ MHDGZ_API unsigned int mhdgz_evaluate_preconditions(struct MHD_Connection *conne
  *                  (keep up in *req_cls; return MHD_YES)
  *     each call with *upload_data_size > 0:
  *                  mhdgz_upload_feed (up, upload_data, upload_data_size)
- *                  (it consumes every byte; return MHD_YES)
+ *                  (return *upload_data_size ? MHD_NO : MHD_YES)
  *     final call:  status = mhdgz_upload_finish (up)
  *                  status != 0: mhdgz_upload_queue_refusal (connection, up)
  *                  status == 0: the body is complete; answer as usual
@@ -1301,26 +1301,37 @@ MHDGZ_API unsigned int mhdgz_evaluate_preconditions(struct MHD_Connection *conne
  * only once mhdgz_upload_finish() has returned 0; until then treat what
  * the callback got as provisional (parse it, stage it).
  *
- * libmicrohttpd 0.9.75 accepts a response only before the body is read
- * (first call) or after it (final call), not while it is being read: so a
- * body refused half way is read to its end and discarded (no more
- * inflating: that costs only the reading), and the refusal is queued on the
- * final call. An application that would rather not read the rest returns
- * MHD_NO from the access handler instead (libmicrohttpd closes the
- * connection without a response). A refusal known from the header fields
- * (an unsupported coding, an identity Content-Length over the limit) may be
- * queued on the first call already: libmicrohttpd then sends it without
- * reading the body (also to a client waiting on "Expect: 100-continue")
- * and closes the connection. That is safe for a client that waits
- * (RFC 9110 section 10.1.1): it sends no body. A client that sends its
- * body at once (curl does so below 1 MiB) may still be writing when the
- * connection closes; its kernel then receives a reset (libmicrohttpd
- * 0.9.75 does not linger to drain the unread body, RFC 9112 section 9.6),
- * and the client may fail its send before it reads the refusal. Refuse
- * early for clients that sent "Expect: 100-continue", or where reading
- * the body is worse than that risk (an identity Content-Length far over
- * the limit); otherwise feed the body and refuse on the final call.
+ * A refused body is never read for long. libmicrohttpd (0.9.75 and 1.0)
+ * accepts a response only before the body is read (first call) or after
+ * it (final call), not while it is being read:
+ *  - A refusal known from the header fields (an unsupported coding, an
+ *    identity Content-Length over the limit): queue it on the first call
+ *    (mhdgz_upload_get_info() gives the status). libmicrohttpd sends it
+ *    at once without reading the body, shuts down its sending side and
+ *    closes the connection. A client still sending its body then gets a
+ *    reset, which may come before it reads the answer (RFC 9112 section
+ *    9.6): to let it read it, linger as nginx does: in the request
+ *    completed callback, dup() the connection's socket
+ *    (MHD_CONNECTION_INFO_CONNECTION_FD) and read and discard from the
+ *    duplicate up to MHDGZ_UPLOAD_DISCARD_NBYTES bytes, or a few
+ *    seconds, before closing it (gzserve's linger.c does it on a thread
+ *    of its own).
+ *  - A body refused half way (a limit, bad data, the callback): the
+ *    refusal is queued on the final call, once the body has ended, and
+ *    mhdgz_upload_feed() discards up to MHDGZ_UPLOAD_DISCARD_NBYTES
+ *    bytes after the piece it refused (no more inflating) for that. Past
+ *    them it consumes nothing and leaves *upload_data_size as it was:
+ *    the access handler then returns MHD_NO and libmicrohttpd closes the
+ *    connection without an answer.
  */
+
+/** Most request body bytes mhdgz_upload_feed() discards after the piece
+ * it refused: 1 MiB. A body that ends within them still gets its refusal
+ * on the final call, on a connection that stays open; 1 MiB is curl's
+ * threshold for "Expect: 100-continue" (it sends smaller bodies without
+ * waiting), so every body curl sends unasked is drained whole, while an
+ * endless body costs a connection 1 MiB of reading, not its length. */
+#define MHDGZ_UPLOAD_DISCARD_NBYTES (1024ull * 1024)
 
 /** Default max_decoded_nbytes of struct mhdgz_upload_options: 64 MiB. A
  * request body is held or parsed by the application; tens of MiB is what
@@ -1458,12 +1469,16 @@ MHDGZ_API int mhdgz_upload_new(struct mhdgz *gz, struct MHD_Connection *connecti
  * decode it and pass what it decodes to the data callback, checking the
  * limits as it goes. Consumes every byte: *upload_data_size is set to 0
  * (so the access handler returns MHD_YES). Once refused, later pieces are
- * discarded without being decoded.
+ * discarded without being decoded, up to MHDGZ_UPLOAD_DISCARD_NBYTES bytes
+ * in all; a piece that would pass that is not consumed (*upload_data_size
+ * is left as it was), and the access handler returns MHD_NO, which makes
+ * libmicrohttpd close the connection.
  *
  * @param up the upload; NULL returns 500.
  * @param upload_data the access handler's upload_data; borrowed.
  * @param upload_data_size the access handler's upload_data_size: bytes
- *        at upload_data on entry, 0 on return.
+ *        at upload_data on entry, 0 on return (unchanged past the
+ *        discard bound of a refused body).
  * @return 0 while the body is accepted so far, else the status to send
  *         (413, 400, 415, 500 or the callback's; see enum
  *         mhdgz_upload_refusal), the same on every later call.

@@ -109,7 +109,8 @@ struct req {
 	uint64_t start_us;
 	uint64_t sock_start; /* bytes written on the socket before this request */
 	bool sock_known;
-	bool seen; /* the access handler ran once (headers received) */
+	bool seen;   /* the access handler ran once (headers received) */
+	bool linger; /* answered before its body: linger.c closes it */
 	unsigned int status;
 	uint64_t body_nbytes; /* identity body bytes of the response */
 	const char *coding;
@@ -148,6 +149,9 @@ enum MHD_Result respond(struct req *rq, struct MHD_Connection *conn, unsigned in
 enum MHD_Result respond_page(struct req *rq, struct MHD_Connection *conn, unsigned int status,
 			     const char *field, const char *value);
 enum MHD_Result respond_error(struct req *rq, struct MHD_Connection *conn, unsigned int status);
+bool has_body(struct MHD_Connection *conn);
+enum MHD_Result refuse_body(struct req *rq, struct MHD_Connection *conn, unsigned int status,
+			    const char *allow);
 
 /* demo.c: the built-in demo, /events, /stats, and the event ticker (which
  * runs in both modes; it costs a sleeping thread). */
@@ -166,6 +170,12 @@ bool echo_path(const struct req *rq);
 enum MHD_Result echo_begin(struct req *rq, struct MHD_Connection *conn);
 enum MHD_Result echo_request(struct req *rq, struct MHD_Connection *conn, const char *upload,
 			     size_t *upload_len);
+
+/* linger.c: the lingering close of a connection answered before its
+ * body; linger_add from the request completed callback. */
+int linger_start(const struct server *s);
+void linger_add(struct MHD_Connection *conn);
+void linger_stop(void);
 
 /* dict.c: RFC 9842 dictionaries: --dictionary files, and the demo's
  * /dict/. dict_init: 0 or -1 (message printed). dict_serve: true when the

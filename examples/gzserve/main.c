@@ -119,20 +119,19 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	if (!rq)
 		return MHD_NO; /* the URI callback ran out of memory */
 	if (!rq->seen) {
-		/* First call: headers only. Answer once the request (and any
-		 * body, which we discard) has been read. */
+		/* First call: headers only; answered on the next, once the
+		 * request is read. */
 		rq->seen = true;
 		snprintf(rq->method, sizeof rq->method, "%s", method);
 		if (!s->root && echo_path(rq))
 			return echo_begin(rq, conn); /* a body to read (echo.c) */
+		/* A body nothing reads: answered before it (respond.c). */
+		if (has_body(conn))
+			return refuse_body(rq, conn, get || head ? 413 : 405, "GET, HEAD");
 		return MHD_YES;
 	}
 	if (rq->echo)
 		return echo_request(rq, conn, upload, upload_len);
-	if (*upload_len) {
-		*upload_len = 0;
-		return MHD_YES;
-	}
 	if (!get && !head)
 		return respond_error(rq, conn, MHD_HTTP_METHOD_NOT_ALLOWED);
 	/* Files are found from the raw target (files.c: target_to_relpath);
@@ -347,13 +346,14 @@ main(int argc, char **argv)
 		fprintf(stderr, "gzserve: out of memory\n");
 		return 1;
 	}
-	if (ticker_start(s) != 0) {
+	if (ticker_start(s) != 0 || linger_start(s) != 0) {
 		fprintf(stderr, "gzserve: cannot start a thread\n");
 		return 1;
 	}
 	if (start_daemon(s, &ss, v6) != 0)
 		return 1;
 	serve_until_signal(s, &sigs);
+	linger_stop();
 	demo_fini(s);
 	dict_fini(s);
 	mhdgz_free(s->gz);
