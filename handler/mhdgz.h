@@ -274,6 +274,13 @@ enum mhdgz_etag_policy {
  * compressor setup (RFC-free tradition; nginx uses 20, Go's gziphandler 1400,
  * one TCP segment is ~1460). */
 #define MHDGZ_DEFAULT_MIN_NBYTES 1024
+/** Default coder_nbytes of struct mhdgz_options: 128 MiB of compressor
+ * state for live streams, an eighth of a small server's 1 GiB: about 500
+ * gzip streams, 3,400 low-latency gzip (event) streams, 64 zstd or 20 br
+ * streams at once, coded; more are sent identity until some end. */
+#define MHDGZ_DEFAULT_CODER_NBYTES ((size_t)128 * 1024 * 1024)
+/** coder_nbytes without a budget. */
+#define MHDGZ_CODER_NBYTES_UNLIMITED SIZE_MAX
 
 /** Default pool_idle_low: idle compressors kept by each compressor pool
  * however long they stay unused (a small site's steady state needs no
@@ -424,6 +431,28 @@ struct mhdgz_options {
 	 * and FUSE file systems) must not turn it on. Counted in struct
 	 * mhdgz_stats filecache_*. */
 	size_t file_cache_nbytes;
+	/** Budget of compressor state held by live streams, in bytes, across
+	 * all codings; 0 = MHDGZ_DEFAULT_CODER_NBYTES (128 MiB);
+	 * MHDGZ_CODER_NBYTES_UNLIMITED = none.
+	 *
+	 * Each coded stream (a callback, a pipe, a file over 1 MiB) holds a
+	 * compressor from its first byte to its last, and a slow reader holds
+	 * it for as long as it reads: only this bounds their sum. A stream is
+	 * charged what a compressor of its pool allocates over a stream,
+	 * measured once per pool through the library's allocator when the
+	 * first such stream starts: the peak of its live blocks over a
+	 * stream of 1 MiB of text (x86-64, Debian 12's zlib 1.2.13, libzstd
+	 * 1.5.4, libbrotli 1.0.9, default settings: gzip 268,488 bytes, gzip
+	 * low-latency 39,112, zstd 3 2,090,497, br 5 6,701,181; DESIGN.md
+	 * "Memory per stream"); the charge is given back the
+	 * moment its compressor is (the stream's end, or its client gone).
+	 * A new stream whose charge would take the live total past the
+	 * budget is sent identity instead, counted as MHDGZ_SKIP_MEMORY;
+	 * streams within it are unchanged, and whole bodies are not
+	 * charged (their compressors are pooled and held only while they
+	 * compress). The charges held now are in struct mhdgz_stats
+	 * coder_nbytes. */
+	size_t coder_nbytes;
 };
 
 /** A compression handler: configuration, compressor pool, response table, stats. */
@@ -760,6 +789,7 @@ enum mhdgz_reason {
 	MHDGZ_SKIP_SMALL,        /**< body below min_nbytes */
 	MHDGZ_SKIP_NOT_SMALLER,  /**< gzip output not smaller than the body */
 	MHDGZ_SKIP_ERROR,        /**< allocation or compressor failure */
+	MHDGZ_SKIP_MEMORY,       /**< a stream past the coder_nbytes budget */
 	MHDGZ_REASON_COUNT
 };
 
@@ -1633,6 +1663,9 @@ struct mhdgz_stats {
 	uint64_t filecache_misses;
 	uint64_t filecache_evictions;
 	uint64_t filecache_nbytes;
+	/** Bytes of compressor state charged to live streams now (struct
+	 * mhdgz_options coder_nbytes); 0 once every stream has ended. */
+	uint64_t coder_nbytes;
 	/** @} */
 	/** dcz responses queued (RFC 9842; also counted in compressed and
 	 *  in coded[MHDGZ_CODING_ZSTD]; cache hits and HEADs included). */

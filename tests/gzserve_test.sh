@@ -135,6 +135,8 @@ bad_opt "--codings empty" --codings ''
 bad_opt "--cache-size x" --cache-size x
 bad_opt "--cache-size -1" --cache-size -1
 bad_opt "--cache-size without --root" --cache-size 1000
+bad_opt "--coder-memory 0" --coder-memory 0
+bad_opt "--coder-memory x" --coder-memory x
 bad_opt "--dictionary without --dictionary-match" --dictionary /etc/hostname
 bad_opt "--dictionary-match without --dictionary" --dictionary-match '/*'
 bad_opt "two --dictionary, the first without a match" --dictionary a --dictionary b --dictionary-match '/*'
@@ -144,7 +146,7 @@ rc=$?
 eq "--help exits 0" "$rc" 0
 missing=""
 for o in --bind --port --root --backend --level --min-size --types --threads \
-	--precompressed --codings --etag --no-compress --cache-size --dictionary \
+	--precompressed --codings --etag --no-compress --cache-size --coder-memory --dictionary \
 	--dictionary-match --events --event-ms --length-hiding --quiet --help; do
 	grep -q -- "$o" "$T/help.out" || missing="$missing $o"
 done
@@ -1123,6 +1125,75 @@ if command -v prlimit >/dev/null 2>&1; then
 	fi
 else
 	echo "SKIP: the descriptor budget (no prlimit)"
+fi
+# --- the coder budget -------------------------------------------------------
+# --coder-memory 64 MiB: 200 clients reading a 32 MiB file slowly as br
+# (a 4 KiB receive buffer each, headers read, then nothing) hold at most
+# 64 MiB of compressor state: the streams past it go identity, and
+# gzserve's RSS stays at most 150 MB (without the budget each br stream
+# holds its compressor: 200 of them, over 1 GB); a new small request is
+# answered meanwhile. The exact count is test_coder_budget's.
+cat >"$T/slowbr.py" <<'PY'
+import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+socks, codings = [], {}
+for i in range(n):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(20)
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"GET /big.txt HTTP/1.1\r\nHost: x\r\nAccept-Encoding: br\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head and len(head) < 8192:
+        d = s.recv(1)
+        if not d:
+            break
+        head += d
+    ce = [l.split(b":", 1)[1].strip().decode() for l in head.split(b"\r\n")
+          if l.lower().startswith(b"content-encoding:")]
+    c = ce[0] if ce else "identity"
+    codings[c] = codings.get(c, 0) + 1
+    socks.append(s)
+print(" ".join("%s=%d" % kv for kv in sorted(codings.items())), flush=True)
+sys.stdin.readline()  # held until the test has looked (bounded by its timeout)
+PY
+if have_python && [ "$(ulimit -Hn)" -ge 2048 ] && have_codings br; then
+	mkdir -p "$T/brroot"
+	head -c 24000000 /dev/urandom | base64 >"$T/brroot/big.txt"
+	echo small >"$T/brroot/small.txt"
+	if start coder --root "$T/brroot" --codings br --coder-memory 67108864 --quiet; then
+		cport=${BASE##*:}
+		cport=${cport%%/*}
+		mkfifo "$T/slowbr.in"
+		timeout 120 python3 "$T/slowbr.py" "$cport" 200 <"$T/slowbr.in" >"$T/slowbr.out" &
+		spid=$!
+		exec 7>"$T/slowbr.in"
+		for i in $(seq 1 600); do
+			[ -s "$T/slowbr.out" ] && break
+			sleep 0.1
+		done
+		rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$PID/status")
+		small=$(curl -s --max-time 10 "$BASE/small.txt")
+		exec 7>&-
+		wait "$spid"
+		read -r -a got <"$T/slowbr.out"
+		nbr=0
+		nid=0
+		for kv in "${got[@]}"; do
+			case $kv in br=*) nbr=${kv#br=} ;; identity=*) nid=${kv#identity=} ;; esac
+		done
+		eq "200 slow br readers under --coder-memory 64 MiB: some br, the rest identity" \
+			"$((nbr + nid))|$((nbr >= 1 && nbr <= 64 * 1048576 / 262144))|$((nid >= 1))" \
+			"200|1|1"
+		check "... gzserve's RSS at most 150 MB while they hold (${rss:-?} KiB)" \
+			test "${rss:-999999999}" -le 146484
+		eq "... a new small request answered meanwhile" "$small" small
+		tl_stop "$PID"
+	else
+		nok "gzserve --coder-memory starts" "see $T/coder.err"
+	fi
+else
+	echo "SKIP: the coder budget (no python3, br, or hard RLIMIT_NOFILE under 2048)"
 fi
 if grep -qi 'AddressSanitizer\|LeakSanitizer\|runtime error' "$T"/*.err; then
 	nok "no sanitizer reports" "$(grep -h -i -m1 'Sanitizer\|runtime error' "$T"/*.err)"

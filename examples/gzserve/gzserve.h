@@ -53,6 +53,7 @@ struct config {
 	bool quiet;
 	size_t cache_size;   /* --cache-size: bytes of the file cache; 0: off */
 	bool cache_size_set; /* --cache-size given */
+	size_t coder_memory; /* --coder-memory: bytes; 0: the library's default */
 	/* --dictionary FILE --dictionary-match PATTERN (dict.c), in order. */
 	const char *dict_file[GZS_DICT_MAX];
 	const char *dict_match[GZS_DICT_MAX];

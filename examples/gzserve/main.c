@@ -182,6 +182,7 @@ handler_new(struct server *s)
 		o.length_hiding_max = s->cfg.length_hiding;
 	}
 	o.codings = s->cfg.codings;
+	o.coder_nbytes = s->cfg.coder_memory;
 	/* Files only: the demo's responses are made once and cache their
 	 * variants themselves. */
 	if (s->cfg.root)
