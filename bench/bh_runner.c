@@ -22,7 +22,7 @@ bh_select(struct mhdgz *gz, struct MHD_Response *r, bool gzip)
 {
 	/* The handler's one coding ("gzip" for the gzip rows; "zstd", "br"
 	 * for theirs), as the only one the request accepts. */
-	const char *ae_coded[] = { gz_coding_name(gz->order[0]) };
+	const char *ae_coded[] = { gz_coding_name(gz->policy.order[0]) };
 	struct hnd_request rq = { .head = false, .flags = 0 };
 	struct hnd_result res;
 	struct MHD_Response *q;

@@ -113,7 +113,7 @@ has_header(const char *hdr, size_t len, const char *name, const char *value)
 static size_t
 verify_get(uint16_t port, const char *what)
 {
-	const char *coding = gz_coding_name(bh_v.gz->order[0]);
+	const char *coding = gz_coding_name(bh_v.gz->policy.order[0]);
 	char req[160];
 	struct sockaddr_in sa;
 	size_t cap = bh_body_len[bh_v.size_idx] + 65536, len = 0, body_len;
