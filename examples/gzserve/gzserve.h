@@ -150,9 +150,6 @@ enum MHD_Result respond(struct req *rq, struct MHD_Connection *conn, unsigned in
 enum MHD_Result respond_page(struct req *rq, struct MHD_Connection *conn, unsigned int status,
 			     const char *field, const char *value);
 enum MHD_Result respond_error(struct req *rq, struct MHD_Connection *conn, unsigned int status);
-bool has_body(struct MHD_Connection *conn);
-enum MHD_Result refuse_body(struct req *rq, struct MHD_Connection *conn, unsigned int status,
-			    const char *allow);
 
 /* demo.c: the built-in demo, /events, /stats, and the event ticker (which
  * runs in both modes; it costs a sleeping thread). */
@@ -173,10 +170,12 @@ enum MHD_Result echo_request(struct req *rq, struct MHD_Connection *conn, const 
 			     size_t *upload_len);
 
 /* linger.c: the lingering close of a connection answered before its
- * body; linger_add from the request completed callback. */
-int linger_start(const struct server *s);
-void linger_add(struct MHD_Connection *conn);
-void linger_stop(void);
+ * body (linger_add, from the request completed callback); has_body,
+ * refuse_body: a body nothing reads, answered before it. */
+void linger_add(const struct server *s, struct MHD_Connection *conn);
+bool has_body(struct MHD_Connection *conn);
+enum MHD_Result refuse_body(struct req *rq, struct MHD_Connection *conn, unsigned int status,
+			    const char *allow);
 
 /* dict.c: RFC 9842 dictionaries: --dictionary files, and the demo's
  * /dict/. dict_init: 0 or -1 (message printed). dict_serve: true when the

@@ -148,7 +148,7 @@ on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 		}
 	}
 	if (rq->linger && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-		linger_add(conn);
+		linger_add(s, conn);
 	mhdgz_upload_free(rq->upload);
 	free(rq->uri);
 	free(rq);

@@ -347,14 +347,13 @@ main(int argc, char **argv)
 		fprintf(stderr, "gzserve: out of memory\n");
 		return 1;
 	}
-	if (ticker_start(s) != 0 || linger_start(s) != 0) {
+	if (ticker_start(s) != 0) {
 		fprintf(stderr, "gzserve: cannot start a thread\n");
 		return 1;
 	}
 	if (start_daemon(s, &ss, v6) != 0)
 		return 1;
 	serve_until_signal(s, &sigs);
-	linger_stop();
 	demo_fini(s);
 	dict_fini(s);
 	mhdgz_free(s->gz);
