@@ -85,8 +85,9 @@ void gz_pool_get_stats(struct gz_pool *pool, struct gz_pool_stats *st);
  * The most bytes a streaming compressor of this pool holds over a stream:
  * measured once per pool (then remembered) by the allocator's meter
  * (gz_alloc_meter_start) across a fresh compressor's creation and a
- * stream of 1 MiB of text-like bytes to its end, the peak of its live
- * blocks. The compressor is freed, not pooled. Returns 0, GZ_EINVAL for a pool whose backend does not stream,
+ * stream of 1 MiB of text-like bytes to its end (an empty one for the
+ * gzip backends, which allocate nothing after their creation), the peak
+ * of its live blocks. The compressor is freed, not pooled. Returns 0, GZ_EINVAL for a pool whose backend does not stream,
  * GZ_ENOMEM or GZ_EBACKEND. Thread-safe (two first calls at once both
  * measure, the same figure).
  */

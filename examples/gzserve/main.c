@@ -115,12 +115,11 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 
 	(void)version;
-	(void)upload;
 	if (!rq)
 		return MHD_NO; /* the URI callback ran out of memory */
 	if (!rq->seen) {
 		/* First call: headers only; answered on the next, once the
-		 * request is read. */
+		 * request is read, or now if it has a body nothing reads. */
 		rq->seen = true;
 		snprintf(rq->method, sizeof rq->method, "%s", method);
 		if (!s->root && echo_path(rq))
