@@ -407,6 +407,9 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	rc = hnd_table_init(&gz->table);
 	if (rc < 0)
 		goto fail;
+	gz->coder_budget = o.limits.coder_nbytes == MHDGZ_CODER_NBYTES_UNLIMITED ? UINT64_MAX
+			   : o.limits.coder_nbytes ? o.limits.coder_nbytes
+						   : MHDGZ_DEFAULT_CODER_NBYTES;
 	rc = hnd_store_init(&gz->store, o.limits.store_nbytes);
 	if (rc < 0)
 		goto fail;
