@@ -113,7 +113,7 @@ START_TEST(test_options)
 		int rc;
 		size_t norder;
 	} t[] = {
-		{ NULL, 0, 0, 0, 1 },
+		{ NULL, 0, 0, 0, 2 }, /* the default: zstd, gzip */
 		{ "gzip", 0, 0, 0, 1 },
 		{ " zstd ,br,\tGZIP ", 0, 0, 0, 3 },
 		{ "br", 11, 0, 0, 1 }, /* a zstd level is checked, zstd or not */
@@ -428,9 +428,10 @@ START_TEST(test_e2e_rules)
 }
 END_TEST
 
-/* Nothing changes for a handler that does not turn the codings on: a
- * browser's Accept-Encoding gets gzip, a zstd-only client identity. */
-START_TEST(test_default_unchanged)
+/* A handler offering gzip alone (codings "gzip", the way back to the
+ * former default) behaves as before the other codings: a browser's
+ * Accept-Encoding gets gzip, a zstd-only client identity. */
+START_TEST(test_gzip_alone_unchanged)
 {
 	const size_t len = 8000;
 	uint8_t *body = tu_payload(len, TU_JSON, 8);
@@ -447,9 +448,11 @@ START_TEST(test_default_unchanged)
 	char err[512];
 	const char *browser[] = { "Accept-Encoding: gzip, deflate, br, zstd", NULL };
 	const char *zstd_only[] = { "Accept-Encoding: zstd, br", NULL };
+	struct mhdgz_options o = th_opts();
 	struct mhdgz_stats st;
 
-	th_site_start(&s, NULL, rt, N_ELEMS(rt), 0);
+	o.codings = "gzip";
+	th_site_start(&s, &o, rt, N_ELEMS(rt), 0);
 	TH_REQ(h, &s, 0, "/j", browser, &rs);
 	TH_OK("browser", th_v_gzip(&rs, 200, body, len, TH_E));
 	th_reply_free(&rs);
@@ -466,6 +469,70 @@ START_TEST(test_default_unchanged)
 }
 END_TEST
 
+/* The default handler (mhdgz_new(NULL, ...)) offers zstd, then gzip: a
+ * browser's Accept-Encoding gets zstd, a gzip client gzip, a client that
+ * ranks zstd lower gzip; each body decodes byte for byte with the
+ * reference decoders (th_v_coded) and carries Vary. Without zstd built,
+ * gzip alone. */
+START_TEST(test_default_codings)
+{
+	const size_t len = 8000;
+	uint8_t *body = tu_payload(len, TU_JSON, 9);
+	struct th_route rt[] = {
+		{ .path = "/j",
+		  .status = 200,
+		  .body = body,
+		  .body_len = len,
+		  .hdr = { "Content-Type", "application/json" } },
+	};
+	const bool zstd = mhdgz_coding_available(MHDGZ_CODING_ZSTD);
+	static const struct {
+		const char *ae;
+		const char *want; /* with zstd built */
+	} t[] = {
+		{ "Accept-Encoding: gzip, deflate, br, zstd", "zstd" },
+		{ "Accept-Encoding: gzip", "gzip" },
+		{ "Accept-Encoding: zstd;q=0.5, gzip", "gzip" },
+		{ "Accept-Encoding: zstd", "zstd" },
+		{ "Accept-Encoding: *", "zstd" },
+	};
+	struct th_site s;
+	CURL *h = th_curl_new();
+	struct th_reply rs = { 0 };
+	char err[512];
+	struct mhdgz_stats st;
+	enum mhdgz_coding order[MHDGZ_CODING_COUNT];
+	size_t i;
+
+	th_site_start(&s, NULL, rt, N_ELEMS(rt), 0);
+	if (zstd) {
+		ck_assert_uint_eq(mhdgz_get_codings(s.gz, order, MHDGZ_CODING_COUNT), 2);
+		ck_assert_int_eq(order[0], MHDGZ_CODING_ZSTD);
+		ck_assert_int_eq(order[1], MHDGZ_CODING_GZIP);
+	} else {
+		ck_assert_uint_eq(mhdgz_get_codings(s.gz, order, MHDGZ_CODING_COUNT), 1);
+		ck_assert_int_eq(order[0], MHDGZ_CODING_GZIP);
+	}
+	for (i = 0; i < N_ELEMS(t); i++) {
+		const char *hd[] = { t[i].ae, NULL };
+		const char *want = zstd ? t[i].want : "gzip";
+
+		TH_REQ(h, &s, 0, "/j", hd, &rs);
+		if (!zstd && strcmp(t[i].ae, "Accept-Encoding: zstd") == 0)
+			TH_OK(t[i].ae, th_v_identity(&rs, 200, body, len, TH_E));
+		else
+			TH_OK(t[i].ae, th_v_coded(&rs, want, 200, body, len, TH_E));
+		TH_OK(t[i].ae, th_v_vary_ae(&rs, NULL, TH_E));
+		th_reply_free(&rs);
+	}
+	st = th_stats(s.gz);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], zstd ? 3 : 0);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_GZIP], zstd ? 2 : 4);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_BR], 0);
+	th_site_done(&s, h, body);
+}
+END_TEST
+
 struct ck_case
 hnd_codings_case(void)
 {
@@ -475,5 +542,6 @@ hnd_codings_case(void)
 				   { test_options, 0, 0 },
 				   { test_select_caches, 0, 0 },
 				   { test_e2e_rules, 0, 3 },
-				   { test_default_unchanged, 0, 0 } } };
+				   { test_gzip_alone_unchanged, 0, 0 },
+				   { test_default_codings, 0, 0 } } };
 }
