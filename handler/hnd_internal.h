@@ -105,7 +105,10 @@ enum hnd_counter {
 	HND_C_FC_HITS = HND_C_UPLOAD_REFUSED0 + MHDGZ_UPLOAD_REFUSAL_COUNT,
 	HND_C_FC_MISSES,
 	HND_C_FC_EVICTIONS,
-	HND_C_COUNT
+	/* + enum gz_coding: bytes_in and bytes_out of the coded responses */
+	HND_C_CODED_IN0,
+	HND_C_CODED_OUT0 = HND_C_CODED_IN0 + GZ_CODING_COUNT,
+	HND_C_COUNT = HND_C_CODED_OUT0 + GZ_CODING_COUNT
 };
 
 struct hnd_stripe {
@@ -389,7 +392,7 @@ struct mhdgz {
 	uint8_t pad_key[MHDGZ_LENGTH_HIDING_KEY_MAX];
 	struct hnd_stripe stats[HND_STAT_STRIPES];
 	/* The codings offered (struct mhdgz_options codings), in the server's
-	 * order of preference; gzip alone by default. */
+	 * order of preference; zstd (where built), then gzip, by default. */
 	enum gz_coding order[GZ_CODING_COUNT];
 	size_t norder;
 	struct hnd_coder coder[GZ_CODING_COUNT];

@@ -328,6 +328,8 @@ stream_free(void *cls)
 			     out_total);
 	hnd_count(st->gz, HND_C_BYTES_IN, st->pump.in_total);
 	hnd_count(st->gz, HND_C_BYTES_OUT, out_total);
+	hnd_count(st->gz, HND_C_CODED_IN0 + st->coding, st->pump.in_total);
+	hnd_count(st->gz, HND_C_CODED_OUT0 + st->coding, out_total);
 	gz_pump_fini(&st->pump);
 	hnd_prefix_fini(&st->pre);
 	if (st->fd >= 0)

@@ -502,6 +502,7 @@ START_TEST(test_default_codings)
 	char err[512];
 	struct mhdgz_stats st;
 	enum mhdgz_coding order[MHDGZ_CODING_COUNT];
+	uint64_t out[MHDGZ_CODING_COUNT] = { 0 }, in[MHDGZ_CODING_COUNT] = { 0 };
 	size_t i;
 
 	th_site_start(&s, NULL, rt, N_ELEMS(rt), 0);
@@ -523,9 +524,20 @@ START_TEST(test_default_codings)
 		else
 			TH_OK(t[i].ae, th_v_coded(&rs, want, 200, body, len, TH_E));
 		TH_OK(t[i].ae, th_v_vary_ae(&rs, NULL, TH_E));
+		if (th_header(&rs, "Content-Encoding", NULL)) {
+			int k = strcmp(want, "zstd") == 0 ? MHDGZ_CODING_ZSTD : MHDGZ_CODING_GZIP;
+
+			in[k] += len;
+			out[k] += rs.body_len;
+		}
 		th_reply_free(&rs);
 	}
 	st = th_stats(s.gz);
+	/* Per coding, the bytes before and after (the demo's chart). */
+	for (i = 0; i < MHDGZ_CODING_COUNT; i++) {
+		ck_assert_uint_eq(st.coded_bytes_in[i], in[i]);
+		ck_assert_uint_eq(st.coded_bytes_out[i], out[i]);
+	}
 	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], zstd ? 3 : 0);
 	ck_assert_uint_eq(st.coded[MHDGZ_CODING_GZIP], zstd ? 2 : 4);
 	ck_assert_uint_eq(st.coded[MHDGZ_CODING_BR], 0);

@@ -30,8 +30,9 @@ static const char demo_index[] =
 	"<header>\n<h1>gzserve</h1>\n"
 	"<p>A libmicrohttpd server whose responses are gzip-compressed by "
 	"<strong>mhdgz</strong>. Every page of this demo, this one included, is "
-	"sent with <code>Content-Encoding: gzip</code> to clients that accept it "
-	"(or zstd or br, when gzserve offers them with <code>--codings</code>).</p>\n"
+	"sent with <code>Content-Encoding: zstd</code> to clients that accept it, as "
+	"browsers do, else gzip (br too when gzserve offers it with "
+	"<code>--codings</code>).</p>\n"
 	"</header>\n<main>\n<section>\n<h2>Endpoints</h2>\n<table>\n"
 	"<thead><tr><th>Path</th><th>What it is</th></tr></thead>\n<tbody>\n"
 	"<tr><td><a href=\"/2k.json\">/2k.json</a></td><td>2,048 bytes of JSON: "
@@ -48,7 +49,7 @@ static const char demo_index[] =
 	"</tbody>\n</table>\n</section>\n"
 	"<section id=\"live\">\n<h2>Live</h2>\n<p id=\"status\">JavaScript has not run yet.</p>\n"
 	"<p>/100k.json: <span id=\"records\">loading</span></p>\n"
-	"<p>/events:</p>\n<ol id=\"events\"></ol>\n<pre id=\"stats\"></pre>\n</section>\n"
+	"<p>/events:</p>\n<ol id=\"events\"></ol>\n<p>/stats:</p>\n<div id=\"stats\"></div>\n</section>\n"
 	"<section>\n<h2>Try it</h2>\n"
 	"<pre>curl -s -D - -o /dev/null --compressed http://HOST/100k.json\n"
 	"curl -s -N --compressed http://HOST/events</pre>\n"
@@ -109,10 +110,47 @@ static const char demo_js[] =
 	"    show('records', 'failed: ' + err);\n"
 	"  }\n"
 	"}\n"
+	"// /stats as a chart, inline SVG: per coding the bytes before and after\n"
+	"// coding, then the responses left identity, by reason.\n"
+	"function drawStats(st) {\n"
+	"  const NS = 'http://www.w3.org/2000/svg', ins = st.coded_bytes_in || {};\n"
+	"  const codings = Object.keys(ins).filter((c) => ins[c] > 0);\n"
+	"  const reasons = Object.keys(st.reasons).filter((r) => r !== 'compressed' && st.reasons[r] > 0);\n"
+	"  const maxB = Math.max(1, ...codings.map((c) => ins[c]));\n"
+	"  const maxN = Math.max(1, ...reasons.map((r) => st.reasons[r]));\n"
+	"  const svg = document.createElementNS(NS, 'svg');\n"
+	"  let y = 0;\n"
+	"  const el = (parent, name, attrs, text) => {\n"
+	"    const e = document.createElementNS(NS, name);\n"
+	"    for (const k in attrs) e.setAttribute(k, attrs[k]);\n"
+	"    if (text !== undefined) e.textContent = text;\n"
+	"    return parent.appendChild(e);\n"
+	"  };\n"
+	"  const bar = (g, label, value, max, fill) => {\n"
+	"    el(g, 'text', { x: 0, y: y + 14 }, label);\n"
+	"    el(g, 'rect', { x: 150, y: y + 3, height: 14, fill: fill,\n"
+	"                    width: Math.max(1, Math.round(300 * value / max)) });\n"
+	"    el(g, 'text', { x: 456, y: y + 14 }, value.toLocaleString('en'));\n"
+	"    y += 20;\n"
+	"  };\n"
+	"  for (const c of codings) {\n"
+	"    const out = st.coded_bytes_out[c];\n"
+	"    const g = el(svg, 'g', { 'data-coding': c, 'data-in': ins[c], 'data-out': out });\n"
+	"    bar(g, c + ': bytes before', ins[c], maxB, '#ddd6c8');\n"
+	"    bar(g, c + ': bytes after', out, maxB, '#b4461e');\n"
+	"  }\n"
+	"  for (const r of reasons)\n"
+	"    bar(el(svg, 'g', { 'data-reason': r, 'data-n': st.reasons[r] }), 'identity: ' + r,\n"
+	"        st.reasons[r], maxN, '#5b6670');\n"
+	"  svg.setAttribute('viewBox', '0 0 560 ' + Math.max(y, 20));\n"
+	"  svg.setAttribute('width', '560');\n"
+	"  svg.setAttribute('font-size', '12');\n"
+	"  document.getElementById('stats').replaceChildren(svg);\n"
+	"}\n"
 	"async function loadStats() {\n"
 	"  try {\n"
 	"    const res = await fetch('/stats', { cache: 'no-store' });\n"
-	"    show('stats', JSON.stringify(await res.json(), null, 2));\n"
+	"    drawStats(await res.json());\n"
 	"  } catch (err) {\n"
 	"    show('stats', 'stats failed: ' + err);\n"
 	"  }\n"
@@ -375,17 +413,27 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 		",\"failures\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"pool_gets\":%" PRIu64
 		",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64 ",\"pool_trims\":%" PRIu64
 		",\"padded\":%" PRIu64 ",\"filecache\":{\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
-		",\"evictions\":%" PRIu64 ",\"bytes\":%" PRIu64 "},\"coded\":{",
+		",\"evictions\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
 		st.bytes_in, st.bytes_out, st.compressions, st.failures, st.cache_hits,
 		st.pool_gets, st.pool_misses, st.pool_idle, st.pool_trims, st.padded,
 		st.filecache_hits, st.filecache_misses, st.filecache_evictions,
 		st.filecache_nbytes);
-	/* Responses sent per coding: which one the clients were given. */
-	for (i = 0; i < MHDGZ_CODING_COUNT; i++)
-		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
-			mhdgz_coding_name((enum mhdgz_coding)i), st.coded[i]);
+	/* Per coding: responses sent (which one the clients were given), and
+	 * their bytes before and after coding (the demo page's chart). */
+	for (unsigned int k = 0; k < 3; k++) {
+		static const char *const name[3] = { "coded", "coded_bytes_in", "coded_bytes_out" };
+		const uint64_t *v = k == 0   ? st.coded
+				    : k == 1 ? st.coded_bytes_in
+					     : st.coded_bytes_out;
+
+		fprintf(f, ",\"%s\":{", name[k]);
+		for (i = 0; i < MHDGZ_CODING_COUNT; i++)
+			fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
+				mhdgz_coding_name((enum mhdgz_coding)i), v[i]);
+		fputc('}', f);
+	}
 	fprintf(f,
-		"},\"dict_hits\":%" PRIu64 ",\"dict_bytes_saved\":%" PRIu64
+		",\"dict_hits\":%" PRIu64 ",\"dict_bytes_saved\":%" PRIu64
 		",\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d,\"connections\":%d}}\n",
 		st.dict_hits, st.dict_bytes_saved, (uint64_t)atomic_load(&s->requests),
 		atomic_load(&s->in_flight), atomic_load(&s->conns));
