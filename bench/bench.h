@@ -22,7 +22,8 @@
 
 /* The public header, and the selection without a connection (hnd_select)
  * that the rows time: the bench links the convenience libraries. */
-#include "hnd_internal.h"
+#include "hnd_handle.h"
+#include "hnd_queue.h"
 
 /* Most --count passes and --cpu entries. */
 #define BH_MAX_COUNT 64

@@ -156,7 +156,7 @@ handler_get(enum bh_kind kind, const struct gz_backend *be, int level, const cha
 		 * that ae names (a browser's: all of them), else gzip. */
 		h->ae = ae;
 		h->deflt = true;
-		h->coding = strcmp(ae, BH_AE_BROWSER) == 0 ? gz_coding_name(h->gz->order[0])
+		h->coding = strcmp(ae, BH_AE_BROWSER) == 0 ? gz_coding_name(h->gz->policy.order[0])
 							   : "gzip";
 	}
 	h->next = bh_handlers;

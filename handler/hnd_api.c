@@ -2,7 +2,16 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "gz_error.h"
+#include "gz_pool.h"
+#include "hnd_mtype.h"
+#include "hnd_entry.h"
+#include "hnd_memo.h"
+#include "hnd_filecache.h"
+#include "hnd_handle.h"
+#include "hnd_pad.h"
+#include "hnd_dict.h"
 
 /* The core's vocabulary is its own; the public values are the same. */
 _Static_assert(MHDGZ_OK == GZ_OK && MHDGZ_ENOMEM == GZ_ENOMEM && MHDGZ_EINVAL == GZ_EINVAL &&
@@ -124,7 +133,7 @@ mhdgz_coding_levels(enum mhdgz_coding coding, int *min_ret, int *max_ret, int *d
 	return 0;
 }
 
-/* Parse struct mhdgz_options codings into gz->order: 0, MHDGZ_EINVAL or
+/* Parse struct mhdgz_options codings into gz->policy.order: 0, MHDGZ_EINVAL or
  * MHDGZ_ENOTSUP (see mhdgz.h). */
 static int
 parse_codings(struct mhdgz *gz, const char *list)
@@ -132,14 +141,14 @@ parse_codings(struct mhdgz *gz, const char *list)
 	const char *p = list;
 	bool seen[GZ_CODING_COUNT] = { false };
 
-	gz->norder = 0;
+	gz->policy.norder = 0;
 	if (!list) {
 		/* The default: zstd first where built (the fastest coding for
 		 * the clients that ask for it; bench/README.md, "What the
 		 * figures decided"), then gzip, which every client takes. */
 		if (gz_backend_for_coding(GZ_CODING_ZSTD))
-			gz->order[gz->norder++] = GZ_CODING_ZSTD;
-		gz->order[gz->norder++] = GZ_CODING_GZIP;
+			gz->policy.order[gz->policy.norder++] = GZ_CODING_ZSTD;
+		gz->policy.order[gz->policy.norder++] = GZ_CODING_GZIP;
 		return 0;
 	}
 	for (;;) {
@@ -158,7 +167,7 @@ parse_codings(struct mhdgz *gz, const char *list)
 		if (!gz_backend_for_coding(k))
 			return MHDGZ_ENOTSUP;
 		seen[k] = true;
-		gz->order[gz->norder++] = k;
+		gz->policy.order[gz->policy.norder++] = k;
 		p += len;
 		while (*p == ' ' || *p == '\t')
 			p++;
@@ -195,8 +204,8 @@ coders_init(struct mhdgz *gz, const struct mhdgz_options *o, size_t cap)
 		if (levels[i] < be->level_min || levels[i] > be->level_max)
 			return MHDGZ_EINVAL;
 	}
-	for (i = 0; i < gz->norder; i++) {
-		enum gz_coding k = gz->order[i];
+	for (i = 0; i < gz->policy.norder; i++) {
+		enum gz_coding k = gz->policy.order[i];
 		struct hnd_coder *cd = &gz->coder[k];
 
 		if (k == GZ_CODING_GZIP)
@@ -233,8 +242,8 @@ handle_destroy(struct mhdgz *gz)
 	hnd_dicts_free(gz);
 	gz_pool_free(gz->stream_pool);
 	gz_pool_free(gz->pool);
-	hnd_typelist_fini(&gz->compress_types);
-	hnd_typelist_fini(&gz->skip_types);
+	hnd_typelist_fini(&gz->policy.compress_types);
+	hnd_typelist_fini(&gz->policy.skip_types);
 	gz_free(gz->alloc);
 }
 
@@ -267,6 +276,7 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 			      ~(uintptr_t)(HND_CACHELINE - 1));
 	gz->alloc = block;
 	atomic_init(&gz->refs, 1);
+	gz->destroy = handle_destroy;
 	gz->be = backend_of(o.backend);
 	if (!gz->be) {
 		rc = MHDGZ_ENOTSUP;
@@ -281,9 +291,9 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 		rc = MHDGZ_ENOTSUP;
 		goto fail;
 	}
-	gz->min_nbytes = o.min_nbytes ? o.min_nbytes : MHDGZ_DEFAULT_MIN_NBYTES;
+	gz->policy.min_nbytes = o.min_nbytes ? o.min_nbytes : MHDGZ_DEFAULT_MIN_NBYTES;
 	gz->etag_policy = o.etag_policy;
-	gz->content_digest = (o.flags & MHDGZ_F_CONTENT_DIGEST) != 0;
+	gz->policy.content_digest = (o.flags & MHDGZ_F_CONTENT_DIGEST) != 0;
 	gz->pad_default = (o.flags & MHDGZ_F_LENGTH_HIDING) != 0;
 	gz->pad_max = o.length_hiding_max ? o.length_hiding_max : MHDGZ_DEFAULT_LENGTH_HIDING_MAX;
 	if (gz->pad_max > MHDGZ_LENGTH_HIDING_MAX_LIMIT) {
@@ -293,11 +303,11 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	rc = hnd_pad_key_init(gz, o.length_hiding_key, o.length_hiding_key_nbytes);
 	if (rc < 0)
 		goto fail;
-	rc = hnd_typelist_init(&gz->compress_types,
+	rc = hnd_typelist_init(&gz->policy.compress_types,
 			       o.compress_types ? o.compress_types : hnd_default_compress_types);
 	if (rc < 0)
 		goto fail;
-	rc = hnd_typelist_init(&gz->skip_types,
+	rc = hnd_typelist_init(&gz->policy.skip_types,
 			       o.skip_types ? o.skip_types : hnd_default_skip_types);
 	if (rc < 0)
 		goto fail;
@@ -363,21 +373,6 @@ fail:
 }
 
 
-void
-hnd_gz_ref(struct mhdgz *gz)
-{
-	atomic_fetch_add_explicit(&gz->refs, 1, memory_order_relaxed);
-}
-
-void
-hnd_gz_unref(struct mhdgz *gz)
-{
-	/* acq_rel: whatever a response's last user did happens before the
-	 * handle is freed by whoever drops the last reference. */
-	if (atomic_fetch_sub_explicit(&gz->refs, 1, memory_order_acq_rel) == 1)
-		handle_destroy(gz);
-}
-
 MHDGZ_API size_t
 mhdgz_trim(struct mhdgz *gz)
 {
@@ -405,9 +400,9 @@ mhdgz_get_codings(const struct mhdgz *gz, enum mhdgz_coding *order_ret, size_t o
 {
 	if (!gz)
 		return 0;
-	for (size_t i = 0; i < gz->norder && i < order_cap; i++)
-		order_ret[i] = (enum mhdgz_coding)gz->order[i];
-	return gz->norder;
+	for (size_t i = 0; i < gz->policy.norder && i < order_cap; i++)
+		order_ret[i] = (enum mhdgz_coding)gz->policy.order[i];
+	return gz->policy.norder;
 }
 
 MHDGZ_API const char *

@@ -2,7 +2,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h"
+#include "hnd_stats.h"
+#include "hnd_plan.h"
+#include "hnd_entry.h"
+#include "hnd_memo.h"
+#include "hnd_handle.h"
+#include "hnd_repr.h"
+#include "hnd_stream.h"
 
 /*
  * The response to queue for a 304 standing for the 200 this client would
@@ -37,9 +43,9 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 		gzip = d200->reason == MHDGZ_COMPRESSED;
 		/* An uncached entry keeps no 304 either: its length is that of
 		 * this queue's compression (a file may have changed since). */
-		if (gzip && hnd_whole_body(e) && k->rep_304 && !e->uncached) {
+		if (gzip && hnd_whole_body(e->kind, e->body_len) && k->rep_304 && !e->uncached) {
 			return k->rep_304;
-		} else if (gzip && hnd_whole_body(e) && !k->rep &&
+		} else if (gzip && hnd_whole_body(e->kind, e->body_len) && !k->rep &&
 			   hnd_coded_len_known(gz, e, f, &len)) {
 			/* Its length is known by its strong ETag: no compression. */
 			if (len == HND_MEMO_NOT_SMALLER) {
@@ -58,7 +64,7 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 					hnd_count(gz, HND_C_FAILURES, 1);
 				return k->rep_304;
 			}
-		} else if (gzip && hnd_whole_body(e)) {
+		} else if (gzip && hnd_whole_body(e->kind, e->body_len)) {
 			bool fresh;
 
 			if (hnd_gzip_representation(gz, e, f, false, &v, &fresh) !=
@@ -99,7 +105,8 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	}
 	if (gzip) { /* a stream: its gzip length, where a file gives it */
 		if (!k->rep_304) {
-			if (hnd_gzip_stream_length(gz, e, f->etag, hnd_low_latency(e, f), f->coding,
+			if (hnd_gzip_stream_length(gz, e, f->etag,
+						   hnd_low_latency(e->low_latency, f), f->coding,
 						   &len) != 0)
 				len = MHD_SIZE_UNKNOWN;
 			k->rep_304 = hnd_fields_response(gz, hnd_identity_fields(e), f, len,

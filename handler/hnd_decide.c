@@ -2,7 +2,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h"
+#include <nettle/base64.h>
+#include <nettle/sha2.h>
+
+#include "hnd_mtype.h"
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_dict.h"
 
 /* Files up to this many bytes are compressed whole when first queued (a
  * gzip 200 with Content-Length, cached with the response); larger ones are
@@ -25,7 +31,7 @@ status_has_no_content(unsigned int status)
  * through the lists as text/plain (so a list that excludes text, or an
  * empty one, excludes it too). */
 static bool
-type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_t *sniff,
+type_compressible(const struct hnd_policy *pol, const char *content_type, const uint8_t *sniff,
 		  size_t sniff_len)
 {
 	const char *mt = NULL;
@@ -41,9 +47,9 @@ type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_
 		len = sizeof "text/plain" - 1;
 	}
 	hnd_mtype_prep(&m, mt, len); /* once for both lists */
-	if (hnd_typelist_match_prep(&gz->skip_types, &m))
+	if (hnd_typelist_match_prep(&pol->skip_types, &m))
 		return false;
-	return hnd_typelist_match_prep(&gz->compress_types, &m);
+	return hnd_typelist_match_prep(&pol->compress_types, &m);
 }
 
 /*
@@ -68,9 +74,9 @@ type_compressible(const struct mhdgz *gz, const char *content_type, const uint8_
  * whatever it turns out to be (min_nbytes does not apply to it).
  */
 void
-hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const struct hnd_facts *f,
-	   const uint8_t *sniff, size_t sniff_len, uint64_t body_len, const struct hnd_accept *acc,
-	   struct hnd_decision *d)
+hnd_decide(const struct hnd_policy *pol, bool opt_out, unsigned int status,
+	   const struct hnd_facts *f, const uint8_t *sniff, size_t sniff_len, uint64_t body_len,
+	   const struct hnd_accept *acc, struct hnd_decision *d)
 {
 	bool is_304 = status == 304;
 	bool encoded;
@@ -103,7 +109,7 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 		 * its 200 would carry (RFC 9110 section 15.3.7). */
 		d->reason = MHDGZ_SKIP_RANGE;
 		d->vary = !encoded && !f->no_transform &&
-			  type_compressible(gz, f->content_type, sniff, sniff_len);
+			  type_compressible(pol, f->content_type, sniff, sniff_len);
 		return;
 	}
 	if (encoded) {
@@ -120,13 +126,13 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 		 * stream, which cannot be, is not coded), or a 200 below
 		 * min_nbytes (an empty response queued for a 304 stands for a
 		 * 200 of any length). */
-		if (!type_compressible(gz, f->content_type, sniff, sniff_len) ||
-		    (body_len != 0 && body_len != MHD_SIZE_UNKNOWN && body_len < gz->min_nbytes)) {
+		if (!type_compressible(pol, f->content_type, sniff, sniff_len) ||
+		    (body_len != 0 && body_len != MHD_SIZE_UNKNOWN && body_len < pol->min_nbytes)) {
 			d->reason = MHDGZ_SKIP_STATUS;
 			return;
 		}
 		d->vary = true;
-		d->gzip_304 = hnd_accept_choose(acc, gz->order, gz->norder, &d->coding);
+		d->gzip_304 = hnd_accept_choose(acc, pol->order, pol->norder, &d->coding);
 		d->reason = MHDGZ_SKIP_STATUS;
 		return;
 	}
@@ -134,19 +140,19 @@ hnd_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 		d->reason = MHDGZ_SKIP_EMPTY;
 		return;
 	}
-	if (!type_compressible(gz, f->content_type, sniff, sniff_len)) {
+	if (!type_compressible(pol, f->content_type, sniff, sniff_len)) {
 		d->reason = MHDGZ_SKIP_TYPE;
 		return;
 	}
 	/* A body of known length below min_nbytes is identity for every
 	 * client: it does not vary with Accept-Encoding (RFC 9110 section
 	 * 12.5.5), and carries no Vary. */
-	d->vary = body_len == MHD_SIZE_UNKNOWN || body_len >= gz->min_nbytes;
-	if (!hnd_accept_choose(acc, gz->order, gz->norder, &d->coding)) {
+	d->vary = body_len == MHD_SIZE_UNKNOWN || body_len >= pol->min_nbytes;
+	if (!hnd_accept_choose(acc, pol->order, pol->norder, &d->coding)) {
 		d->reason = MHDGZ_SKIP_NOT_ACCEPTED;
 		return;
 	}
-	if (body_len < gz->min_nbytes) {
+	if (body_len < pol->min_nbytes) {
 		d->reason = MHDGZ_SKIP_SMALL;
 		return;
 	}
@@ -166,6 +172,148 @@ is_event_stream(const char *content_type)
 	return len == 17 && strncasecmp(mt, "text/event-stream", 17) == 0;
 }
 
+/* Dictionaries (RFC 9842): the one a dcz response would use. */
+
+/* Glob match with '*' (any run, '/' included): the greedy scan that backs
+ * up to the last '*' only, O(pattern x path) at worst. */
+bool
+hnd_dict_match(const char *p, const char *s)
+{
+	const char *star = NULL, *resume = NULL;
+
+	while (*s) {
+		if (*p == '*') {
+			star = p++;
+			resume = s;
+		} else if (*p == *s) {
+			p++;
+			s++;
+		} else if (star) {
+			p = star + 1;
+			s = ++resume;
+		} else {
+			return false;
+		}
+	}
+	while (*p == '*')
+		p++;
+	return *p == '\0';
+}
+
+static bool
+is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+bool
+hnd_dict_parse_hash(const char *value, uint8_t hash[SHA256_DIGEST_SIZE])
+{
+	struct base64_decode_ctx ctx;
+	uint8_t out[BASE64_DECODE_LENGTH(48)];
+	size_t start = 0, end = strlen(value), out_len = sizeof out, i;
+
+	while (start < end && is_ows(value[start]))
+		start++;
+	while (end > start && is_ows(value[end - 1]))
+		end--;
+	/* ":" base64 ":" (RFC 8941 section 3.3.5); 32 bytes are 43 or 44
+	 * characters (with or without the padding). */
+	if (end - start < 2 || value[start] != ':' || value[end - 1] != ':')
+		return false;
+	start++;
+	end--;
+	if (end - start != 43 && end - start != 44)
+		return false;
+	for (i = start; i < end; i++) {
+		char c = value[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '+' || c == '/' || (c == '=' && i == end - 1)))
+			return false;
+	}
+	base64_decode_init(&ctx);
+	if (!base64_decode_update(&ctx, &out_len, out, end - start, value + start) ||
+	    out_len != SHA256_DIGEST_SIZE)
+		return false;
+	/* Unpadded input leaves bits pending: nettle's final check would
+	 * refuse it, and RFC 8941 parsers may accept it; the 32 bytes are
+	 * complete either way. */
+	memcpy(hash, out, SHA256_DIGEST_SIZE);
+	return true;
+}
+
+bool
+hnd_dict_url_matches(const struct mhdgz_dictionary *dicts, const char *url)
+{
+	const struct mhdgz_dictionary *d;
+
+	if (!url)
+		return false;
+	for (d = dicts; d; d = d->next)
+		if (hnd_dict_match(d->match, url))
+			return true;
+	return false;
+}
+
+/* The dictionary the request names and whose pattern matches its path. */
+static const struct mhdgz_dictionary *
+find_dict(const struct mhdgz_dictionary *dicts, const struct hnd_request *rq)
+{
+	const struct mhdgz_dictionary *d, *found = NULL;
+	uint8_t hash[SHA256_DIGEST_SIZE];
+	const char *id = NULL;
+	size_t id_len = 0;
+
+	if (!hnd_dict_parse_hash(rq->avail_dict, hash))
+		return NULL;
+	if (rq->dict_id) { /* an sf-string: compared in its serialized form */
+		id = rq->dict_id;
+		id_len = strlen(id);
+		while (id_len && is_ows(*id)) {
+			id++;
+			id_len--;
+		}
+		while (id_len && is_ows(id[id_len - 1]))
+			id_len--;
+	}
+	/* The list is newest first; the first registered wins: take the
+	 * last that fits. */
+	for (d = dicts; d; d = d->next) {
+		if (memcmp(d->hash, hash, sizeof hash) != 0 || !hnd_dict_match(d->match, rq->url))
+			continue;
+		if (id && d->id && (strlen(d->id) != id_len || memcmp(d->id, id, id_len) != 0))
+			continue;
+		found = d;
+	}
+	return found;
+}
+
+const struct mhdgz_dictionary *
+hnd_dcz_plan(const struct hnd_policy *pol, const struct mhdgz_dictionary *dicts,
+	     const struct hnd_request *rq, const struct hnd_accept *acc,
+	     const struct hnd_decision *d, const struct hnd_facts *f, bool whole, uint64_t body_len)
+{
+	bool is_304 = d->reason == MHDGZ_SKIP_STATUS;
+
+	if (!f->dict_vary || !rq->url || !rq->avail_dict || hnd_accept_read(acc)->dcz <= 0)
+		return NULL;
+	/* An explicitly preferred identity wins, as over any coding. */
+	if (acc->identity > acc->dcz)
+		return NULL;
+	/* A 304 stands for the 200 this client would get: dcz also when it
+	 * accepts no other coding (the decision's vary: the resource is
+	 * compressible at all). */
+	if (is_304 && !d->vary)
+		return NULL;
+	if ((d->reason == MHDGZ_COMPRESSED || is_304) &&
+	    (unsigned int)acc->dcz < hnd_accept_q(acc, d->coding))
+		return NULL;
+	if (!whole || body_len < pol->min_nbytes || body_len == 0)
+		return NULL;
+	return find_dict(dicts, rq);
+}
+
 /*
  * The plan. The decision for the status; a 304 is the 304 of the 200 this
  * request would get (its decision in d200). Length hiding pads gzip
@@ -178,7 +326,7 @@ is_event_stream(const char *content_type)
  * of unknown size queued for the first time carries its stream itself.
  */
 void
-hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *p)
+hnd_plan(const struct hnd_policy *pol, const struct hnd_plan_in *in, struct hnd_plan *p)
 {
 	const struct hnd_accept *acc;
 	bool coded;
@@ -197,15 +345,15 @@ hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *
 		acc = &p->acc_padded;
 	}
 	p->acc = acc;
-	p->whole = in->kind == HND_BUFFER ||
-		   (in->kind == HND_FD && in->body_len <= HND_FD_WHOLE_MAX);
-	hnd_decide(gz, in->opt_out, in->status, in->f, in->sniff, in->sniff_len, in->body_len, acc,
+	p->whole = hnd_whole_body(in->kind, in->body_len);
+	hnd_decide(pol, in->opt_out, in->status, in->f, in->sniff, in->sniff_len, in->body_len, acc,
 		   &p->d);
 	coded = p->d.reason == MHDGZ_COMPRESSED;
 	if (!in->no_dict &&
 	    (coded || p->d.reason == MHDGZ_SKIP_NOT_ACCEPTED ||
 	     (in->status == 304 && p->d.reason == MHDGZ_SKIP_STATUS && p->d.vary))) {
-		p->dict = hnd_dcz_plan(gz, in->rq, acc, &p->d, in->f, p->whole, in->body_len);
+		p->dict = hnd_dcz_plan(pol, in->dicts, in->rq, acc, &p->d, in->f, p->whole,
+				       in->body_len);
 		if (p->dict) {
 			p->kind = HND_PLAN_DCZ;
 			return;
@@ -214,18 +362,18 @@ hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *
 	if (in->status == 304) {
 		p->kind = HND_PLAN_NOT_MODIFIED;
 		if (p->d.gzip_304 && in->body_len != 0)
-			hnd_decide(gz, in->opt_out, 200, in->f, in->sniff, in->sniff_len,
+			hnd_decide(pol, in->opt_out, 200, in->f, in->sniff, in->sniff_len,
 				   in->body_len, acc, &p->d200);
 		return;
 	}
 	if (!coded)
 		return;
-	p->digest = gz->content_digest && in->f->content_digest;
+	p->digest = pol->content_digest && in->f->content_digest;
 	if (p->whole) {
 		p->kind = HND_PLAN_WHOLE;
 		return;
 	}
-	p->low_latency = in->low_latency || is_event_stream(in->f->content_type);
+	p->low_latency = hnd_low_latency(in->low_latency, in->f);
 	if (in->rq->head)
 		p->kind = HND_PLAN_STREAM_FIELDS;
 	else if (in->kind == HND_CALLBACK && in->body_len == MHD_SIZE_UNKNOWN && in->fresh)
@@ -238,14 +386,14 @@ hnd_plan(const struct mhdgz *gz, const struct hnd_plan_in *in, struct hnd_plan *
  * Content-Length (HEAD and 304 can carry it), is cached like a buffer's,
  * and uses the whole-buffer backend. */
 bool
-hnd_whole_body(const struct hnd_entry *e)
+hnd_whole_body(enum hnd_kind kind, uint64_t body_len)
 {
-	return e->kind == HND_BUFFER || (e->kind == HND_FD && e->body_len <= HND_FD_WHOLE_MAX);
+	return kind == HND_BUFFER || (kind == HND_FD && body_len <= HND_FD_WHOLE_MAX);
 }
 
 /* Is this stream one whose every chunk must reach the client at once? */
 bool
-hnd_low_latency(const struct hnd_entry *e, const struct hnd_facts *f)
+hnd_low_latency(bool marked, const struct hnd_facts *f)
 {
-	return e->low_latency || is_event_stream(f->content_type);
+	return marked || is_event_stream(f->content_type);
 }

@@ -3,7 +3,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "hnd_stats.h"
+#include "hnd_entry.h"
+#include "hnd_filecache.h"
+#include "hnd_handle.h"
+#include "hnd_repr.h"
 
 /*
  * A file server makes a fresh response per request (it opens the file
@@ -105,6 +110,29 @@ hnd_fc_fini(struct hnd_filecache *fc)
 	gz_free(fc->bucket);
 	pthread_mutex_destroy(&fc->lock);
 	fc->ready = false;
+}
+
+struct hnd_body *
+hnd_body_new(const void *data, size_t len)
+{
+	struct hnd_body *b = gz_malloc(sizeof *b + len);
+
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = len;
+	if (len && data) /* NULL: the caller fills it */
+		memcpy(b->data, data, len);
+	return b;
+}
+
+void
+hnd_body_unref(void *cls)
+{
+	struct hnd_body *b = cls;
+
+	if (atomic_fetch_sub(&b->refs, 1) == 1)
+		gz_free(b);
 }
 
 bool
@@ -298,10 +326,4 @@ hnd_fc_put(struct mhdgz *gz, const struct hnd_entry *e, const struct hnd_fc_key 
 	fc->held += charge;
 	fc->count++;
 	pthread_mutex_unlock(&fc->lock);
-}
-
-uint64_t
-hnd_fc_held(const struct mhdgz *gz)
-{
-	return gz->filecache.ready ? atomic_load(&gz->filecache.held) : 0;
 }

@@ -3,7 +3,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "hnd_stats.h"
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_handle.h"
+#include "hnd_headers.h"
+#include "hnd_dict.h"
 
 /* Longest ETag rewritten; longer ones are dropped from gzip variants
  * (dropping a validator is always safe, only less efficient). */

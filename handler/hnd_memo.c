@@ -1,7 +1,8 @@
 /* hnd_memo.c: gzip lengths remembered by strong ETag, so a 304 or HEAD of a response made per request need not compress. */
 #include <string.h>
 
-#include "hnd_internal.h"
+#include "hnd_negotiate.h"
+#include "hnd_memo.h"
 
 /*
  * A strong validator names one exact representation (RFC 9110 section

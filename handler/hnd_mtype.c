@@ -3,7 +3,8 @@
 #include <strings.h>
 
 #include "gz_alloc.h"
-#include "hnd_internal.h"
+#include "hnd_mtype.h"
+#include "hnd_negotiate.h"
 
 /* ------------------------------------------------------------------------ */
 /* Media type lists                                                          */

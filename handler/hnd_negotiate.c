@@ -4,7 +4,8 @@
 #include <strings.h>
 
 #include "gz_alloc.h"
-#include "hnd_internal.h"
+#include "hnd_mtype.h"
+#include "hnd_negotiate.h"
 
 /* ------------------------------------------------------------------------ */
 /* Lexical helpers (RFC 9110 section 5.6)                                  */

@@ -5,7 +5,10 @@
 
 #include <nettle/hmac.h>
 
-#include "hnd_internal.h"
+#include <nettle/sha2.h>
+#include "hnd_entry.h"
+#include "hnd_handle.h"
+#include "hnd_pad.h"
 
 /*
  * Why a comment (FCOMMENT) and not an extra field (FEXTRA): every gzip

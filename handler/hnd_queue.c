@@ -3,7 +3,19 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "hnd_stats.h"
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_queue.h"
+#include "hnd_entry.h"
+#include "hnd_memo.h"
+#include "hnd_handle.h"
+#include "hnd_headers.h"
+#include "hnd_repr.h"
+#include "hnd_stream.h"
+#include "hnd_pad.h"
+#include "hnd_dict.h"
 
 /* First bytes of a file entry for the sniff of an untyped file, read once. */
 static bool
@@ -303,9 +315,10 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	hnd_read_facts(b.fields, &b.f, &fc);
 	b.f.mhd_flags = e->mhd_flags;
 	atomic_store(&e->te_chunked, b.f.te_chunked);
-	b.f.dict_vary = hnd_dict_url_matches(gz, rq->url);
 	plan_in(&b, &in, sniff_buf);
-	hnd_plan(gz, &in, &b.p);
+	in.dicts = atomic_load_explicit(&gz->dicts, memory_order_acquire);
+	b.f.dict_vary = hnd_dict_url_matches(in.dicts, rq->url);
+	hnd_plan(&gz->policy, &in, &b.p);
 	b.reason = b.p.d.reason;
 	b.f.coding = b.p.d.coding;
 	/* Variants get Vary: Accept-Encoding as they are built; the response
@@ -318,7 +331,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	if (b.p.kind == HND_PLAN_DCZ && !build_dcz(&b)) {
 		/* not smaller, or failed: the plan without the dictionary */
 		in.no_dict = true;
-		hnd_plan(gz, &in, &b.p);
+		hnd_plan(&gz->policy, &in, &b.p);
 	}
 	switch (b.p.kind) {
 	case HND_PLAN_DCZ:

@@ -4,7 +4,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "hnd_plan.h"
+#include "hnd_entry.h"
+#include "hnd_handle.h"
+#include "hnd_stream.h"
 
 /* Read block in bytes of a file response's own reader (libmicrohttpd
  * allocates and zeroes it with every response: a file server makes one per

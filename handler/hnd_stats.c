@@ -1,6 +1,9 @@
 /* hnd_stats.c: statistics: striped counters, mhdgz_get_stats, reason names. */
 
-#include "hnd_internal.h"
+#include "gz_pool.h"
+#include "hnd_stats.h"
+#include "hnd_filecache.h"
+#include "hnd_handle.h"
 
 static _Thread_local unsigned int hnd_stripe_id = ~0u;
 static atomic_uint hnd_stripe_next;
@@ -73,7 +76,7 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	st->filecache_hits = sum(gz, HND_C_FC_HITS);
 	st->filecache_misses = sum(gz, HND_C_FC_MISSES);
 	st->filecache_evictions = sum(gz, HND_C_FC_EVICTIONS);
-	st->filecache_nbytes = hnd_fc_held(gz);
+	st->filecache_nbytes = gz->filecache.ready ? atomic_load(&gz->filecache.held) : 0;
 	st->pool_gets = st->pool_misses = st->pool_idle = st->pool_trims = 0;
 	/* gzip's pools: whole bodies, streams, low-latency streams. */
 	add_pool(st, gz->pool);

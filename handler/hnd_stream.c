@@ -4,7 +4,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include <nettle/sha2.h>
+#include "hnd_stats.h"
+#include "hnd_plan.h"
+#include "hnd_entry.h"
+#include "hnd_memo.h"
+#include "hnd_handle.h"
+#include "hnd_headers.h"
+#include "hnd_repr.h"
+#include "hnd_stream.h"
+#include "hnd_pad.h"
 #include "gz_stream.h"
 
 /*
@@ -57,7 +67,7 @@ callback_read(struct hnd_entry *e, uint64_t pos, char *buf, size_t max)
 }
 
 /* Read the source at pos into buf: the user's reader or the file
- * (hnd_internal.h). */
+ * (hnd_stream.h). */
 ssize_t
 hnd_source_read(struct hnd_entry *e, int fd, uint64_t pos, char *buf, size_t max)
 {
@@ -339,15 +349,6 @@ stream_free(void *cls)
 		hnd_entry_unref(e);
 }
 
-void
-hnd_stream_in_place_fini(struct hnd_entry *e)
-{
-	struct hnd_stream *st = e->in_place;
-
-	e->in_place = NULL;
-	if (st)
-		stream_free(st);
-}
 
 /* A stream of e coded as f says, not yet in a response; NULL on failure. */
 static struct hnd_stream *
@@ -468,6 +469,7 @@ hnd_stream_in_place(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *
 		stream_digest(st, r);
 	e->fields = orig;
 	e->in_place = st;
+	e->in_place_free = stream_free;
 	return 0;
 }
 

@@ -1,7 +1,13 @@
 /* hnd_stream_len.c: the coded length of a file's stream without sending it, for HEAD and 304 (RFC 9110 sections 9.3.2 and 8.6). */
 #include <string.h>
 
-#include "hnd_internal.h"
+#include "hnd_stats.h"
+#include "hnd_plan.h"
+#include "hnd_entry.h"
+#include "hnd_memo.h"
+#include "hnd_handle.h"
+#include "hnd_stream.h"
+#include "hnd_pad.h"
 #include "gz_stream.h"
 
 /* A pump's source reading an entry directly (HEAD: no libmicrohttpd

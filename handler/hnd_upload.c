@@ -4,7 +4,9 @@
 #include <strings.h>
 
 #include "gz_inflate.h"
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "hnd_stats.h"
+#include "hnd_handle.h"
 
 /* The refusal response's body, "STATUS Reason\n", in bytes at most. */
 #define HND_REFUSAL_BODY_CAP 96

@@ -5,30 +5,20 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hnd_internal.h"
+#include "gz_alloc.h"
+#include "gz_pool.h"
+#include <nettle/sha2.h>
+#include <nettle/base64.h>
+#include "hnd_stats.h"
+#include "hnd_plan.h"
+#include "hnd_entry.h"
+#include "hnd_memo.h"
+#include "hnd_filecache.h"
+#include "hnd_handle.h"
+#include "hnd_headers.h"
+#include "hnd_repr.h"
+#include "hnd_pad.h"
 
-struct hnd_body *
-hnd_body_new(const void *data, size_t len)
-{
-	struct hnd_body *b = gz_malloc(sizeof *b + len);
-
-	if (!b)
-		return NULL;
-	atomic_init(&b->refs, 1);
-	b->len = len;
-	if (len && data) /* NULL: the caller fills it */
-		memcpy(b->data, data, len);
-	return b;
-}
-
-void
-hnd_body_unref(void *cls)
-{
-	struct hnd_body *b = cls;
-
-	if (atomic_fetch_sub(&b->refs, 1) == 1)
-		gz_free(b);
-}
 
 /* r's fields on v as rep says; body: v has content. 0 or MHDGZ_EMHD. */
 static int
@@ -313,7 +303,7 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 	}
 	if (rc == 0)
 		rc = hnd_build_response(gz, hnd_identity_fields(e), f, out, HND_REP_GZIP, &v);
-	if (rc == 0 && gz->content_digest && f->content_digest) {
+	if (rc == 0 && gz->policy.content_digest && f->content_digest) {
 		rc = add_content_digest(v, out);
 		if (rc < 0)
 			MHD_destroy_response(v); /* drops the body */

@@ -11,7 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hnd_internal.h" /* mhdgz.h, and hnd_select(): first, as the library sees it */
+#include "hnd_handle.h" /* mhdgz.h, and hnd_select(): first, as the library sees it */
+#include "hnd_queue.h"
 
 #include "check_suites.h"
 #include "harness.h"

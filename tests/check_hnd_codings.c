@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hnd_internal.h"
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_queue.h"
+#include "hnd_handle.h"
 #include "check_suites.h"
 #include "harness.h"
 #include "testutil.h"
@@ -92,7 +95,7 @@ START_TEST(test_negotiation_table)
 	while (n < 3 && c->ae[n])
 		n++;
 	hnd_accept_parse(c->ae, n, &acc);
-	coded = hnd_accept_choose(&acc, gz->order, gz->norder, &k);
+	coded = hnd_accept_choose(&acc, gz->policy.order, gz->policy.norder, &k);
 	ck_assert_msg(strcmp(coded ? gz_coding_name(k) : "identity", c->want) == 0,
 		      "order \"%s\", Accept-Encoding \"%s\"%s: %s, want %s", c->order,
 		      c->ae[0] ? c->ae[0] : "(absent)", c->ae[1] ? " + a second line" : "",
@@ -149,7 +152,7 @@ START_TEST(test_options)
 			      t[i].codings ? t[i].codings : "(null)", t[i].zstd_level,
 			      t[i].br_level, rc, t[i].rc);
 		if (rc == 0) {
-			ck_assert_uint_eq(gz->norder, t[i].norder);
+			ck_assert_uint_eq(gz->policy.norder, t[i].norder);
 			ck_assert_uint_eq(mhdgz_get_codings(gz, NULL, 0), t[i].norder);
 			mhdgz_free(gz);
 		}

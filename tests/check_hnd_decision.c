@@ -8,7 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h" /* first: mhdgz.h as the library sees it; hnd_plan() */
+#include "hnd_handle.h" /* first: mhdgz.h as the library sees it; hnd_plan() */
+#include "hnd_plan.h"
 #include "check_suites.h"
 #include "harness.h"
 #include "testutil.h"
@@ -649,7 +650,7 @@ START_TEST(test_plan)
 		if ((plan_rows[i].flags & PL_ZSTD) && !zstd)
 			continue;
 		hnd_accept_parse(ae ? &ae : NULL, ae ? 1 : 0, &rq.acc);
-		hnd_plan(gz, &in, &p);
+		hnd_plan(&gz->policy, &in, &p);
 		ck_assert_msg(p.kind == plan_rows[i].plan, "%s: plan %d, want %d", plan_rows[i].why,
 			      (int)p.kind, (int)plan_rows[i].plan);
 		ck_assert_msg(p.d.reason == plan_rows[i].reason, "%s: reason %s, want %s",
@@ -673,7 +674,7 @@ START_TEST(test_plan)
 				      mhdgz_reason_name(p.d200.reason));
 		}
 		ck_assert_ptr_null(p.dict);
-		hnd_plan(gz, &in, &again);
+		hnd_plan(&gz->policy, &in, &again);
 		ck_assert_msg(again.kind == p.kind && again.d.reason == p.d.reason &&
 				      again.d.coding == p.d.coding && again.d.vary == p.d.vary,
 			      "%s: a second plan differs", plan_rows[i].why);

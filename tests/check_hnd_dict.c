@@ -10,7 +10,14 @@
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
-#include "hnd_internal.h"
+#include <nettle/sha2.h>
+#include <nettle/base64.h>
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_queue.h"
+#include "hnd_handle.h"
+#include "hnd_repr.h"
+#include "hnd_dict.h"
 #include "gz_dict.h"
 #include "check_suites.h"
 #include "harness.h"

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hnd_internal.h" /* mhdgz.h, and the racy window: first, as the library sees it */
+#include "hnd_handle.h" /* mhdgz.h, and the racy window: first, as the library sees it */
 #include "check_suites.h"
 #include "harness.h"
 #include "testutil.h"

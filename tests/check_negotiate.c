@@ -10,7 +10,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "hnd_internal.h" /* mhdgz.h, and hnd_select() */
+#include "hnd_handle.h" /* mhdgz.h, and hnd_select() */
+#include "hnd_queue.h"
 #include "check_suites.h"
 #include "testutil.h"
 

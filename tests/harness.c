@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hnd_internal.h" /* first: mhdgz.h as the library sees it; the pools */
+#include "hnd_handle.h" /* first: mhdgz.h as the library sees it; the pools */
 #include "harness.h"
 #include "testutil.h"
 

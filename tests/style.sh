@@ -13,7 +13,10 @@
 #      src/gz_alloc.c. A line that must call libc (freeing a buffer the
 #      caller allocated with malloc, MHD_RESPMEM_MUST_FREE) says so with the
 #      marker comment "check-style: libc" on that line;
-#  (c) the layers: src/ includes neither mhdgz.h nor microhttpd.h;
+#  (c) the layers: src/ includes neither mhdgz.h nor microhttpd.h; the
+#      handler's pure modules (negotiation, media types, the plan:
+#      hnd_negotiate, hnd_mtype, hnd_decide, hnd_plan.h) include no header
+#      of handle, entry, stream or representation state;
 #  (d) handler/mhdgz.h is clean under clang -Wdocumentation (when clang is
 #      installed).
 # Each finding is printed as FILE:LINE: what; exits 1 if any.
@@ -114,6 +117,14 @@ done
 if grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^">]*/)?(mhdgz|microhttpd)\.h[">]' \
 	$(printf '%s\n' "${files[@]}" | grep '^src/') >&2; then
 	echo "check-style: (c) src/ must not include mhdgz.h or microhttpd.h (the core sits below the handler)" >&2
+	failed=1
+fi
+
+# (c) Fences in the handler: the plan is a pure function of the request,
+# the response's fields and the handle's policy.
+if grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"hnd_(handle|entry|stream|repr|queue|memo|filecache|pad|headers)\.h"' \
+	$(printf '%s\n' "${files[@]}" | grep -E '^handler/hnd_(negotiate|mtype|decide)\.c$|^handler/hnd_(negotiate|mtype|plan|dict)\.h$') >&2; then
+	echo "check-style: (c) negotiation, media types and the plan must not include handle, entry, stream or representation headers" >&2
 	failed=1
 fi
 

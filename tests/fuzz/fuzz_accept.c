@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hnd_internal.h"
+#include "hnd_negotiate.h"
 #include "fuzz_util.h"
 
 /* Most lines taken from one input. */

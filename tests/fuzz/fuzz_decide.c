@@ -36,7 +36,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "hnd_internal.h"
+#include "hnd_mtype.h"
+#include "hnd_negotiate.h"
+#include "hnd_plan.h"
+#include "hnd_queue.h"
+#include "hnd_entry.h"
+#include "hnd_handle.h"
 #include "fuzz_util.h"
 
 #define FZ_MAX_LINES 48
@@ -171,12 +176,13 @@ ref_compressible(const struct mhdgz *gz, const char *ct, const uint8_t *body, si
 		while (l && is_ows(mt[l - 1]))
 			l--;
 		if (l > 0) /* the lists themselves: fuzz_types */
-			return !hnd_typelist_match(&gz->skip_types, mt, l) &&
-			       hnd_typelist_match(&gz->compress_types, mt, l);
+			return !hnd_typelist_match(&gz->policy.skip_types, mt, l) &&
+			       hnd_typelist_match(&gz->policy.compress_types, mt, l);
 	}
 	/* Untyped: sniffed, and text goes through the lists as text/plain. */
-	return ref_text(body, len) && !hnd_typelist_match(&gz->skip_types, "text/plain", 10) &&
-	       hnd_typelist_match(&gz->compress_types, "text/plain", 10);
+	return ref_text(body, len) &&
+	       !hnd_typelist_match(&gz->policy.skip_types, "text/plain", 10) &&
+	       hnd_typelist_match(&gz->policy.compress_types, "text/plain", 10);
 }
 
 /* The documented order; *vary: the representation depends on
@@ -205,7 +211,7 @@ ref_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 		 * sniffs binary, a length below min_nbytes; an empty response
 		 * stands for a 200 of any length). */
 		*vary = ref_compressible(gz, f->ct, body, len) &&
-			!(len != 0 && len < gz->min_nbytes);
+			!(len != 0 && len < gz->policy.min_nbytes);
 		return MHDGZ_SKIP_STATUS;
 	}
 	if (len == 0)
@@ -213,10 +219,10 @@ ref_decide(const struct mhdgz *gz, bool opt_out, unsigned int status, const stru
 	if (!ref_compressible(gz, f->ct, body, len))
 		return MHDGZ_SKIP_TYPE;
 	/* Below min_nbytes it is identity for every client: no Vary. */
-	*vary = len >= gz->min_nbytes;
+	*vary = len >= gz->policy.min_nbytes;
 	if (!wants)
 		return MHDGZ_SKIP_NOT_ACCEPTED;
-	if (len < gz->min_nbytes)
+	if (len < gz->policy.min_nbytes)
 		return MHDGZ_SKIP_SMALL;
 	return MHDGZ_COMPRESSED;
 }
@@ -434,7 +440,7 @@ select_once(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_request *
 	hf.no_transform = f->no_transform;
 	hf.vary_has_ae = f->vary_ae;
 	hf.vary_count = f->vary_lines;
-	hnd_decide(gz, opt_out, status, &hf, body, len, len, &req->acc, &hd);
+	hnd_decide(&gz->policy, opt_out, status, &hf, body, len, len, &req->acc, &hd);
 	FZ_CHECK(hd.reason == want && hd.vary == vary,
 		 "hnd_decide says %s (vary %d), reference %s (vary %d)",
 		 mhdgz_reason_name(hd.reason), hd.vary, mhdgz_reason_name(want), vary);
@@ -454,8 +460,8 @@ select_once(struct mhdgz *gz, struct MHD_Response *r, const struct hnd_request *
 		struct hnd_plan p, p2;
 		bool vary200;
 
-		hnd_plan(gz, &in, &p);
-		hnd_plan(gz, &in, &p2);
+		hnd_plan(&gz->policy, &in, &p);
+		hnd_plan(&gz->policy, &in, &p2);
 		FZ_CHECK(p.d.reason == hd.reason && p.d.vary == hd.vary &&
 				 p.d.gzip_304 == hd.gzip_304,
 			 "plan decides %s (vary %d), hnd_decide %s (vary %d)",

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hnd_internal.h"
+#include "hnd_plan.h"
 #include "fuzz_util.h"
 
 #define FZ_MAX_LINES 16

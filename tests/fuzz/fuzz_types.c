@@ -19,7 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hnd_internal.h"
+#include "hnd_mtype.h"
+#include "hnd_negotiate.h"
 #include "fuzz_util.h"
 
 #define FZ_MAX_LINES 40

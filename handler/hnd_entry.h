@@ -1,0 +1,161 @@
+/* hnd_entry.h: tracked responses: what the library keeps of a response it created, and the table that finds it. */
+#ifndef HND_ENTRY_H
+#define HND_ENTRY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gz_backend.h"
+#include "hnd_plan.h"
+#include "hnd_public.h"
+
+struct mhdgz;
+struct hnd_body;
+struct hnd_stream;
+
+/* Shards of the response table, each with its own lock: a thread pool
+ * creating and freeing a response per request takes the table's lock three
+ * times per response (insert, lookup, remove), and one lock for all would
+ * bounce between the cores. A power of two. */
+#ifndef HND_TABLE_SHARDS
+#define HND_TABLE_SHARDS 16
+#endif
+
+struct hnd_table_shard {
+	pthread_mutex_t lock;
+	struct hnd_entry **bucket;
+	size_t nbuckets; /* power of two */
+	size_t count;
+} __attribute__((aligned(64)));
+
+struct hnd_table {
+	/* Maps a struct MHD_Response * to its entry: the shard by the top
+	 * bits of the pointer's hash, the bucket by lower ones. */
+	struct hnd_table_shard shard[HND_TABLE_SHARDS];
+	bool ready; /* hnd_table_init succeeded */
+};
+
+/* hnd_table.c. The table does not hold references: an entry leaves it in
+ * its response's free callback, before its address can be reused. */
+
+int hnd_table_init(struct hnd_table *t);
+void hnd_table_fini(struct hnd_table *t);
+void hnd_table_insert(struct hnd_table *t, struct hnd_entry *e);
+void hnd_table_remove(struct hnd_table *t, struct hnd_entry *e);
+/* The entry of a response created by this handle, or NULL. */
+struct hnd_entry *hnd_table_lookup(struct hnd_table *t, const struct MHD_Response *r);
+/* The entry of a response created through gz, its lock taken (the public
+ * per-response setters); NULL when gz or r is NULL or r is not gz's. */
+struct hnd_entry *hnd_entry_locked(struct mhdgz *gz, const struct MHD_Response *r);
+/* Entries in the table now (tests). */
+size_t hnd_table_count(struct hnd_table *t);
+
+/* What an entry keeps per content coding (the gzip ones for gzip). */
+struct hnd_coded {
+	bool not_smaller;             /* the coding was tried and did not shrink the body */
+	bool padded;                  /* rep carries length-hiding padding (gzip) */
+	struct MHD_Response *rep;     /* the coded representation: body, headers */
+	size_t rep_len;               /* its body length in bytes */
+	bool len_known;               /* uncached buffer: rep_len is the coded length */
+	struct hnd_body *body;        /* its body (rep holds the reference) */
+	struct MHD_Response *rep_304; /* the 304 response: no body sent, the coding's ETag */
+	uint64_t stream_len[2]; /* HND_FD: coded stream length (bulk, low latency); 0: not known */
+};
+
+/* One dcz representation of an entry. */
+struct hnd_dcz {
+	struct hnd_dcz *next;
+	const struct mhdgz_dictionary *dict;
+	bool not_smaller;
+	struct MHD_Response *rep; /* our reference */
+	size_t rep_len;
+	size_t plain_len; /* plain zstd of the same body, bytes */
+};
+
+/*
+ * What the library remembers of a response it created: the body (which
+ * libmicrohttpd cannot give back) and its variants. The user's response is
+ * created with our free callback; when its last reference goes, the entry
+ * leaves the table (the pointer may be reused by a new response) and drops
+ * its own reference. Streams made from a callback response hold a
+ * reference too, because they call the user's reader; the user's free
+ * callback runs when the last reference goes.
+ *
+ * Variants are responses of our own with their own body (or their own
+ * duplicate of the file descriptor); our reference to a cached variant is
+ * dropped with the entry, and libmicrohttpd keeps its own while a
+ * connection still sends it.
+ */
+struct hnd_entry {
+	struct hnd_entry *next; /* table chain */
+	struct mhdgz *gz;
+	struct MHD_Response *response;
+	enum hnd_kind kind;
+	atomic_uint refs;
+	uint64_t body_len; /* bytes; MHD_SIZE_UNKNOWN for an unknown-size stream */
+
+	/* HND_BUFFER */
+	const uint8_t *body;
+	void *owned_libc; /* MHD_RESPMEM_MUST_FREE buffer: free() */
+	void *owned_gz;   /* MHD_RESPMEM_MUST_COPY copy, gathered iovec: gz_free() */
+	MHD_ContentReaderFreeCallback body_free; /* the application's, or NULL */
+	void *body_free_cls;
+
+	/* HND_CALLBACK */
+	MHD_ContentReaderCallback crc;
+	void *crc_cls;
+	MHD_ContentReaderFreeCallback crfc;
+	size_t block_size;
+	/* HND_FD, HND_PIPE */
+	int fd;
+	uint64_t offset;
+
+	pthread_mutex_t read_lock; /* HND_CALLBACK, HND_PIPE only: one read at a time */
+	/* The response's own Transfer-Encoding: chunked, as of its last queue
+	 * (read by streams after the application may have destroyed it). */
+	atomic_bool te_chunked;
+	pthread_mutex_t lock; /* guards everything below */
+	bool opt_out;
+	bool low_latency;
+	bool uncached;        /* mhdgz_response_set_uncached: coded variants per queue */
+	int8_t length_hiding; /* 0: the handle's default; 1 on; -1 off */
+	bool response_queued; /* queued itself: its fields are now read-only */
+	enum MHD_ResponseFlags mhd_flags; /* mhdgz_response_set_options: every variant gets them */
+	bool vary_done;                   /* Vary: Accept-Encoding merged into the response */
+	int sniffed;                      /* HND_FD: 0 not yet, 1 text-like, -1 binary */
+	struct hnd_coded coded[GZ_CODING_COUNT]; /* per content coding */
+	struct MHD_Response *rep_304_identity;   /* the 304 of an unknown-size identity 200 */
+	struct MHD_Response *sendfile_rep;       /* HND_FD: the sendfile identity response */
+	struct hnd_dcz *dcz; /* dcz representations, one per dictionary used (hnd_dict.c) */
+	/* HND_CALLBACK of unknown size whose first queue was coded: the
+	 * response itself carries that coded stream (hnd_stream_in_place), so
+	 * its reader may use it as long as libmicrohttpd keeps it, as without
+	 * mhdgz. fields: its header fields and trailers as the application
+	 * made them, which every later queue reads (hnd_identity_fields). */
+	struct hnd_stream *in_place;
+	void (*in_place_free)(void *stream); /* frees in_place: the stream module's */
+	struct MHD_Response *fields;
+};
+
+/* The header fields of e's identity representation: its response's, or,
+ * once the response carries a coded stream in place, the copy made then. */
+static inline struct MHD_Response *
+hnd_identity_fields(const struct hnd_entry *e)
+{
+	return e->fields ? e->fields : e->response;
+}
+
+/* hnd_table.c: a new entry holding one reference (its response's), or
+ * NULL; free it with hnd_entry_free while it has no response yet. */
+struct hnd_entry *hnd_entry_new(struct mhdgz *gz, enum hnd_kind kind);
+void hnd_entry_free(struct hnd_entry *e);
+/* libmicrohttpd's free callback of a tracked response (cls: the entry). */
+void hnd_entry_release(void *cls);
+/* Drop a reference; the last one frees the entry and runs the user's free
+ * callback (or closes the file). */
+void hnd_entry_unref(struct hnd_entry *e);
+
+
+#endif /* HND_ENTRY_H */
