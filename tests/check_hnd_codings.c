@@ -541,9 +541,68 @@ START_TEST(test_default_codings)
 		ck_assert_uint_eq(st.coded_bytes_in[i], in[i]);
 		ck_assert_uint_eq(st.coded_bytes_out[i], out[i]);
 	}
+	/* A browser's HEAD: GET's coding and coded length, from the kept
+	 * variant. */
+	{
+		const char *hd[] = { t[0].ae, NULL };
+		char cl[32];
+
+		TH_REQ(h, &s, TH_HEAD, "/j", hd, &rs);
+		snprintf(cl, sizeof cl, "%llu",
+			 (unsigned long long)(zstd ? out[MHDGZ_CODING_ZSTD] / 3
+						   : out[MHDGZ_CODING_GZIP] / 4));
+		ck_assert_str_eq(th_header(&rs, "Content-Encoding", NULL), zstd ? "zstd" : "gzip");
+		ck_assert_str_eq(th_header(&rs, "Content-Length", NULL), cl);
+		ck_assert_uint_eq(rs.body_len, 0);
+		th_reply_free(&rs);
+	}
 	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], zstd ? 3 : 0);
 	ck_assert_uint_eq(st.coded[MHDGZ_CODING_GZIP], zstd ? 2 : 4);
 	ck_assert_uint_eq(st.coded[MHDGZ_CODING_BR], 0);
+	th_site_done(&s, h, body);
+}
+END_TEST
+
+/* Length hiding with the default codings: a browser gets gzip, padded
+ * (the padding lives in the gzip header; zstd counts as refused). */
+START_TEST(test_default_codings_padded)
+{
+	const size_t len = 8000;
+	uint8_t *body = tu_payload(len, TU_JSON, 10);
+	struct th_route rt[] = {
+		{ .path = "/j",
+		  .status = 200,
+		  .body = body,
+		  .body_len = len,
+		  .hdr = { "Content-Type", "application/json" } },
+	};
+	struct mhdgz_options o = th_opts();
+	struct th_site s;
+	CURL *h = th_curl_new();
+	struct th_reply rs = { 0 };
+	char err[512];
+	const char *browser[] = { "Accept-Encoding: gzip, deflate, br, zstd", NULL };
+	struct mhdgz_stats st;
+	uint8_t *dec = NULL;
+	size_t dec_len = 0;
+
+	o.flags = MHDGZ_F_LENGTH_HIDING;
+	th_site_start(&s, &o, rt, N_ELEMS(rt), 0);
+	TH_REQ(h, &s, 0, "/j", browser, &rs);
+	ck_assert_int_eq(rs.status, 200);
+	ck_assert_str_eq(th_header(&rs, "Content-Encoding", NULL), "gzip");
+	TH_OK("browser", th_v_vary_ae(&rs, NULL, TH_E));
+	ck_assert_uint_gt(rs.body_len, 10);
+	ck_assert_uint_eq(rs.body[3], 0x10); /* FLG FCOMMENT: the padding */
+	ck_assert_int_eq(tu_gunzip(rs.body, rs.body_len, &dec, &dec_len), 0);
+	ck_assert_uint_eq(dec_len, len);
+	ck_assert_mem_eq(dec, body, len);
+	free(dec);
+	th_reply_free(&rs);
+	st = th_stats(s.gz);
+	ck_assert_uint_eq(st.padded, 1);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_GZIP], 1);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], 0);
 	th_site_done(&s, h, body);
 }
 END_TEST
@@ -558,5 +617,6 @@ hnd_codings_case(void)
 				   { test_select_caches, 0, 0 },
 				   { test_e2e_rules, 0, 3 },
 				   { test_gzip_alone_unchanged, 0, 0 },
-				   { test_default_codings, 0, 0 } } };
+				   { test_default_codings, 0, 0 },
+				   { test_default_codings_padded, 0, 0 } } };
 }
