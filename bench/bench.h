@@ -33,7 +33,7 @@
 /* K_IDENTITY: a fresh mhdgz response queued for a client without gzip (the
  * pass-through cost); K_PLAIN: the same with libmicrohttpd alone. */
 /* K_PADDED: K_HANDLER with MHDGZ_F_LENGTH_HIDING (BREACH padding, default
- * length_hiding_max). K_STREAM: a bulk stream of unknown size through a
+ * padding.max_nbytes). K_STREAM: a bulk stream of unknown size through a
  * real daemon and a keep-alive client (bh_stream.c). */
 enum bh_kind {
 	K_HANDLER,

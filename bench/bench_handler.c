@@ -31,7 +31,7 @@
  *  Unpooled     GzipHandler with MHDGZ_F_NO_POOL: a compressor is created and
  *               freed in every op, showing what the compressor pool buys.
  *  Padded       GzipHandler with MHDGZ_F_LENGTH_HIDING (BREACH length
- *               hiding, the default length_hiding_max): the HMAC-SHA256 of
+ *               hiding, the default padding.max_nbytes): the HMAC-SHA256 of
  *               the body and the padded copy, against GzipHandler; out-B/op
  *               includes the padding (mean about half the maximum).
  *  Stream       (--full) One request through a real daemon on 127.0.0.1 and a
@@ -109,7 +109,6 @@ handler_get(enum bh_kind kind, const struct gz_backend *be, int level, const cha
 {
 	struct bh_handler *h;
 	struct mhdgz_options o;
-	enum mhdgz_backend id;
 	int rc;
 
 	for (h = bh_handlers; h; h = h->next)
@@ -124,14 +123,12 @@ handler_get(enum bh_kind kind, const struct gz_backend *be, int level, const cha
 		/* zstd or br alone, at the level; gzip's defaults beside. */
 		o.codings = gz_coding_name(be->coding);
 		if (be->coding == GZ_CODING_ZSTD)
-			o.zstd_level = level;
+			o.zstd.level = level;
 		else
-			o.br_level = level;
+			o.br.level = level;
 	} else {
-		if (mhdgz_backend_from_name(be->name, &id) != 0)
-			die("backend %s has no public id", be->name);
-		o.backend = id;
-		o.level = level;
+		o.gzip.backend = (enum mhdgz_backend)be->id; /* GZ_ID_* are the public values */
+		o.gzip.level = level;
 		o.codings = "gzip"; /* the gzip rows: gzip alone */
 	}
 	o.flags = kind == K_UNPOOLED ? MHDGZ_F_NO_POOL
@@ -139,8 +136,8 @@ handler_get(enum bh_kind kind, const struct gz_backend *be, int level, const cha
 				     : 0;
 	/* A fixed key: the padding of each payload, so out-B/op, is the same
 	 * from run to run. */
-	o.length_hiding_key = "mhdgz bench length hiding key";
-	o.length_hiding_key_nbytes = 29;
+	o.padding.key = "mhdgz bench length hiding key";
+	o.padding.key_nbytes = 29;
 	h = calloc(1, sizeof *h);
 	if (!h)
 		die("out of memory");
@@ -240,12 +237,6 @@ full_levels(const struct gz_backend *be, int *lv)
 	return n;
 }
 
-static const struct gz_backend *
-backend_named(const char *name)
-{
-	return gz_backend_find(name);
-}
-
 /*
  * The row set. Default (make bench): every backend at its default level
  * plus zlib 6 and libdeflate 6, for the Handler and Raw families, S and P;
@@ -262,7 +253,7 @@ build_rows(void)
 	const struct gz_backend *be, *dflt;
 	int lv[16], nlv, s, i, b, l;
 
-	dflt = backend_named(mhdgz_backend_name(MHDGZ_BACKEND_DEFAULT));
+	dflt = gz_backend_default();
 	for (s = 0; s < BH_NSIZES; s++) {
 		for (b = 0; gz_backends[b]; b++) {
 			be = gz_backends[b];
@@ -483,7 +474,7 @@ print_header(void)
 		out(" %s", gz_backends[b]->name);
 	for (b = 0; gz_coding_backends[b]; b++)
 		out(" %s", gz_coding_backends[b]->name);
-	out("\ndefault-backend: %s\ndefault-levels:", mhdgz_backend_name(MHDGZ_BACKEND_DEFAULT));
+	out("\ndefault-backend: %s\ndefault-levels:", gz_backend_default()->name);
 	for (b = 0; gz_backends[b]; b++)
 		out(" %s=%d", gz_backends[b]->name, gz_backends[b]->level_default);
 	for (b = 0; gz_coding_backends[b]; b++)

@@ -89,7 +89,10 @@ stream_ahc(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	ret = mhdgz_queue_response_ex(c->h->gz, conn, method, MHD_HTTP_OK, r, &oc);
+	ret = mhdgz_queue_response_ex(c->h->gz, conn,
+				      &(struct mhdgz_request){ .size = sizeof(struct mhdgz_request),
+							       .method = method },
+				      MHD_HTTP_OK, r, &oc);
 	MHD_destroy_response(r);
 	if (ret != MHD_YES || oc.reason != MHDGZ_COMPRESSED)
 		bh_s.bad = 1;

@@ -19,7 +19,7 @@
  *            mhdgz never compresses (its default skip list), for a client
  *            that accepts gzip.
  *   /off     /fresh with compression turned off for the response
- *            (mhdgz_response_set_identity; plain mode has nothing to turn
+ *            (MHDGZ_RESPONSE_IDENTITY; plain mode has nothing to turn
  *            off), for a client that accepts gzip.
  *   /reused  the /fresh body (sequence 0) in one response created at start
  *            (MHD_RESPMEM_PERSISTENT) and queued for every request; through
@@ -118,7 +118,8 @@ pt_fresh(struct pt_server *s, struct MHD_Connection *conn, uint8_t *body, const 
 		return MHD_NO;
 	}
 	if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype) != MHD_YES ||
-	    (off && !s->plain && mhdgz_response_set_identity(s->gz, r) != 0)) {
+	    (off && !s->plain &&
+	     mhdgz_response_set_flags(s->gz, r, MHDGZ_RESPONSE_IDENTITY) != 0)) {
 		MHD_destroy_response(r);
 		return MHD_NO;
 	}

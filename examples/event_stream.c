@@ -136,7 +136,10 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-	ret = mhdgz_queue_response_ex(gz, conn, method, MHD_HTTP_OK, r, NULL);
+	ret = mhdgz_queue_response_ex(gz, conn,
+				      &(struct mhdgz_request){ .size = sizeof(struct mhdgz_request),
+							       .method = method },
+				      MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }

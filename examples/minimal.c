@@ -26,6 +26,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 {
 	static int headers_seen; /* any non-NULL marker will do */
 	struct mhdgz *gz = cls;
+	struct mhdgz_request req = { .size = sizeof req, .method = method };
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 
@@ -47,8 +48,8 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
-	/* was: MHD_queue_response (...) */
-	ret = mhdgz_queue_response_ex(gz, conn, method, MHD_HTTP_OK, r, NULL);
+	/* was: MHD_queue_response (...); the method makes a HEAD exact */
+	ret = mhdgz_queue_response_ex(gz, conn, &req, MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }

@@ -6,11 +6,12 @@
 /*
  * What it teaches: mhdgz_response_from_fd() for a file body (identity keeps
  * libmicrohttpd's sendfile; gzip is made by mhdgz), a strong ETag from the
- * file's metadata, and mhdgz_evaluate_preconditions() instead of comparing
+ * file's metadata, and MHDGZ_REQUEST_PRECONDITIONS instead of comparing
  * If-None-Match by hand: a gzip client revalidates with the ETag mhdgz gave
  * its response (W/"x" by default), which a plain string compare would miss.
- * A 304 is the 200's own response queued with status 304, so it carries
- * the ETag and Vary that client's 200 would (RFC 9110 section 15.4.5).
+ * The handler answers a match with the 304 of the 200 this client would
+ * get (its ETag and Vary, RFC 9110 section 15.4.5), a failed If-Match with
+ * a 412 without content.
  *
  * Usage: static_file PORT FILE [CONTENT-TYPE]  (PORT 0 picks a free port;
  * type default text/plain). GET or HEAD of any path gets FILE, another
@@ -42,7 +43,9 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	struct MHD_Response *r;
 	struct stat st;
 	char etag[80];
-	unsigned int status;
+	struct mhdgz_request req = { .size = sizeof req,
+				     .method = method,
+				     .flags = MHDGZ_REQUEST_PRECONDITIONS };
 	enum MHD_Result ret;
 	int fd;
 
@@ -60,8 +63,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		if (!r)
 			return MHD_NO;
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-		ret = mhdgz_queue_response_ex(gz, conn, method, MHD_HTTP_METHOD_NOT_ALLOWED, r,
-					      NULL);
+		ret = mhdgz_queue_response_ex(gz, conn, &req, MHD_HTTP_METHOD_NOT_ALLOWED, r, NULL);
 		MHD_destroy_response(r);
 		return ret;
 	}
@@ -77,26 +79,15 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		 (uintmax_t)st.st_size,
 		 (uintmax_t)st.st_mtim.tv_sec * 1000000000u + (uintmax_t)st.st_mtim.tv_nsec,
 		 (uintmax_t)st.st_ctim.tv_sec * 1000000000u + (uintmax_t)st.st_ctim.tv_nsec);
-	/* 0 to go on, 304 (GET/HEAD whose If-None-Match matches) or 412. */
-	status = mhdgz_evaluate_preconditions(conn, method, etag);
-	if (status == MHD_HTTP_PRECONDITION_FAILED) {
-		close(fd);
-		r = mhdgz_response_from_buffer(gz, 0, (void *)"", MHD_RESPMEM_PERSISTENT);
-	} else {
-		/* For a 304 the file is never read: libmicrohttpd sends no body. */
-		r = mhdgz_response_from_fd(gz, (size_t)st.st_size, fd); /* owns fd if made */
-		if (!r)
-			close(fd); /* as with libmicrohttpd: still ours on failure */
-		if (r) {
-			MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, file_type);
-			MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);
-		}
-		if (status == 0)
-			status = MHD_HTTP_OK;
-	}
-	if (!r)
+	/* For a 304 or 412 the file is never read: no body is sent. */
+	r = mhdgz_response_from_fd(gz, (size_t)st.st_size, fd); /* owns fd if made */
+	if (!r) {
+		close(fd); /* as with libmicrohttpd: still ours on failure */
 		return MHD_NO;
-	ret = mhdgz_queue_response_ex(gz, conn, method, status, r, NULL);
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, file_type);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);
+	ret = mhdgz_queue_response_ex(gz, conn, &req, MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }

@@ -8,7 +8,7 @@
  * compressed as one gzip stream, sent chunked. By default the compressor
  * keeps small chunks until it has a block worth sending, which is right for
  * bulk data and wrong for progress lines or logs: a client would see
- * nothing until the end. mhdgz_response_set_low_latency() sync-flushes
+ * nothing until the end. MHDGZ_RESPONSE_LOW_LATENCY (mhdgz_response_set_flags) sync-flushes
  * every chunk the reader returns (text/event-stream gets this on its own).
  *
  * GET any path: NLINES lines of NDJSON, one every INTERVAL_MS.
@@ -89,11 +89,14 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");
 	/* The point of this example: flush each line through the gzip stream. */
-	if (mhdgz_response_set_low_latency(gz, r) != 0) {
+	if (mhdgz_response_set_flags(gz, r, MHDGZ_RESPONSE_LOW_LATENCY) != 0) {
 		MHD_destroy_response(r);
 		return MHD_NO;
 	}
-	ret = mhdgz_queue_response_ex(gz, conn, method, MHD_HTTP_OK, r, NULL);
+	ret = mhdgz_queue_response_ex(gz, conn,
+				      &(struct mhdgz_request){ .size = sizeof(struct mhdgz_request),
+							       .method = method },
+				      MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }

@@ -1,4 +1,7 @@
 /* hnd_api.c: handler lifetime and options, version, backends, errors and the allocator hook. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -28,7 +31,7 @@ _Static_assert(MHDGZ_CODING_GZIP == (int)GZ_CODING_GZIP &&
 	       "enum mhdgz_coding and enum gz_coding agree");
 
 /* Names of the backends the public enum knows, compiled in or not (so
- * that mhdgz_backend_from_name can tell unknown from not compiled in). */
+ * that mhdgz_backend_info names a backend not compiled in). */
 static const char *const hnd_backend_names[] = {
 	[MHDGZ_BACKEND_ZLIB] = "zlib",
 	[MHDGZ_BACKEND_LIBDEFLATE] = "libdeflate",
@@ -52,84 +55,140 @@ mhdgz_version(void)
 }
 
 MHDGZ_API int
-mhdgz_backend_available(enum mhdgz_backend backend)
+mhdgz_backend_info(enum mhdgz_backend backend, struct mhdgz_backend_info *info)
 {
-	return backend_of(backend) != NULL;
-}
+	const struct gz_backend *be;
 
-MHDGZ_API const char *
-mhdgz_backend_name(enum mhdgz_backend backend)
-{
-	if (backend == MHDGZ_BACKEND_DEFAULT)
-		return gz_backend_default()->name;
-	if ((unsigned int)backend >= HND_NBACKENDS)
-		return NULL;
-	return hnd_backend_names[backend];
-}
-
-MHDGZ_API int
-mhdgz_backend_from_name(const char *name, enum mhdgz_backend *backend_ret)
-{
-	unsigned int b;
-
-	if (!name || !backend_ret)
+	if (!info || info->size != sizeof *info || (unsigned int)backend >= HND_NBACKENDS)
 		return MHDGZ_EINVAL;
-	for (b = 1; b < HND_NBACKENDS; b++) {
-		if (hnd_backend_names[b] && strcasecmp(name, hnd_backend_names[b]) == 0) {
-			if (!backend_of((enum mhdgz_backend)b))
-				return MHDGZ_ENOTSUP;
-			*backend_ret = (enum mhdgz_backend)b;
-			return 0;
-		}
+	be = backend_of(backend);
+	memset(&info->name, 0, sizeof *info - offsetof(struct mhdgz_backend_info, name));
+	info->backend = backend == MHDGZ_BACKEND_DEFAULT ? (enum mhdgz_backend)be->id : backend;
+	info->name = hnd_backend_names[info->backend];
+	if (be) {
+		info->available = 1;
+		info->level_min = be->level_min;
+		info->level_max = be->level_max;
+		info->level_default = be->level_default;
 	}
-	return MHDGZ_EINVAL;
-}
-
-MHDGZ_API int
-mhdgz_backend_levels(enum mhdgz_backend backend, int *min_ret, int *max_ret, int *default_ret)
-{
-	const struct gz_backend *be = backend_of(backend);
-
-	if (!be)
-		return MHDGZ_ENOTSUP;
-	if (min_ret)
-		*min_ret = be->level_min;
-	if (max_ret)
-		*max_ret = be->level_max;
-	if (default_ret)
-		*default_ret = be->level_default;
 	return 0;
 }
 
 MHDGZ_API int
-mhdgz_coding_available(enum mhdgz_coding coding)
-{
-	return (unsigned int)coding < GZ_CODING_COUNT &&
-	       gz_backend_for_coding((enum gz_coding)coding) != NULL;
-}
-
-MHDGZ_API const char *
-mhdgz_coding_name(enum mhdgz_coding coding)
-{
-	return gz_coding_name((enum gz_coding)coding);
-}
-
-MHDGZ_API int
-mhdgz_coding_levels(enum mhdgz_coding coding, int *min_ret, int *max_ret, int *default_ret)
+mhdgz_coding_info(const struct mhdgz *gz, enum mhdgz_coding coding, struct mhdgz_coding_info *info)
 {
 	const struct gz_backend *be;
 
-	if ((unsigned int)coding >= GZ_CODING_COUNT)
+	if (!info || info->size != sizeof *info || (unsigned int)coding >= GZ_CODING_COUNT)
 		return MHDGZ_EINVAL;
-	be = gz_backend_for_coding((enum gz_coding)coding);
-	if (!be)
-		return MHDGZ_ENOTSUP;
-	if (min_ret)
-		*min_ret = be->level_min;
-	if (max_ret)
-		*max_ret = be->level_max;
-	if (default_ret)
-		*default_ret = be->level_default;
+	memset(&info->name, 0, sizeof *info - offsetof(struct mhdgz_coding_info, name));
+	info->name = gz_coding_name((enum gz_coding)coding);
+	info->rank = -1;
+	be = gz && coding == MHDGZ_CODING_GZIP ? gz->be
+					       : gz_backend_for_coding((enum gz_coding)coding);
+	if (be) {
+		info->available = 1;
+		info->level_min = be->level_min;
+		info->level_max = be->level_max;
+		info->level_default = be->level_default;
+	}
+	for (size_t i = 0; gz && i < gz->policy.norder; i++) {
+		if (gz->policy.order[i] == (enum gz_coding)coding) {
+			info->enabled = 1;
+			info->level = gz->coder[coding].level;
+			info->rank = (int)i;
+		}
+	}
+	return 0;
+}
+
+/* The detail of the last option mhdgz_new refused on this thread, which
+ * mhdgz_strerror gives for that error code (test_option_errors). */
+static _Thread_local char opt_detail[160];
+static _Thread_local int opt_detail_err;
+
+/* Record what was wrong with an option; returns err. */
+static int __attribute__((format(printf, 2, 3))) opt_error(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(opt_detail, sizeof opt_detail, fmt, ap);
+	va_end(ap);
+	opt_detail_err = err;
+	return err;
+}
+
+/* A level in a backend's range, or 0 (its default). */
+static int
+check_level(const char *field, int level, const struct gz_backend *be)
+{
+	if (level != 0 && (level < be->level_min || level > be->level_max))
+		return opt_error(MHDGZ_EINVAL, "%s: %d is outside %d..%d", field, level,
+				 be->level_min, be->level_max);
+	return 0;
+}
+
+/* An int option in lo..hi, or 0 (its default). */
+static int
+check_range(const char *field, long long v, long long lo, long long hi)
+{
+	if (v != 0 && (v < lo || v > hi))
+		return opt_error(MHDGZ_EINVAL, "%s: %lld is outside %lld..%lld", field, v, lo, hi);
+	return 0;
+}
+
+/* Everything about the options that needs no allocation, each mistake
+ * named: field, value, what is allowed. */
+static int
+check_options(const struct mhdgz_options *o)
+{
+	int rc;
+
+	if ((unsigned int)o->gzip.backend >= HND_NBACKENDS)
+		return opt_error(MHDGZ_EINVAL, "gzip.backend: %d is outside 0..%u",
+				 (int)o->gzip.backend, (unsigned int)HND_NBACKENDS - 1);
+	if (!backend_of(o->gzip.backend))
+		return opt_error(MHDGZ_ENOTSUP, "gzip.backend: %s is not compiled in",
+				 hnd_backend_names[o->gzip.backend]);
+	if ((rc = check_level("gzip.level", o->gzip.level, backend_of(o->gzip.backend))) < 0)
+		return rc;
+	if ((unsigned int)o->etag_policy > MHDGZ_ETAG_KEEP)
+		return opt_error(MHDGZ_EINVAL, "etag_policy: %d is outside 0..%d",
+				 (int)o->etag_policy, MHDGZ_ETAG_KEEP);
+	if (o->flags & ~(MHDGZ_F_NO_POOL | MHDGZ_F_CONTENT_DIGEST | MHDGZ_F_LENGTH_HIDING))
+		return opt_error(MHDGZ_EINVAL, "flags: 0x%x is not an MHDGZ_F_* flag",
+				 o->flags & ~(MHDGZ_F_NO_POOL | MHDGZ_F_CONTENT_DIGEST |
+					      MHDGZ_F_LENGTH_HIDING));
+	if ((rc = check_range("gzip.stream_window_bits", o->gzip.stream_window_bits,
+			      GZ_WINDOW_BITS_MIN, GZ_WINDOW_BITS_MAX)) < 0 ||
+	    (rc = check_range("gzip.stream_mem_level", o->gzip.stream_mem_level, GZ_MEM_LEVEL_MIN,
+			      GZ_MEM_LEVEL_MAX)) < 0 ||
+	    (rc = check_range("gzip.event_window_bits", o->gzip.event_window_bits,
+			      GZ_WINDOW_BITS_MIN, GZ_WINDOW_BITS_MAX)) < 0 ||
+	    (rc = check_range("gzip.event_mem_level", o->gzip.event_mem_level, GZ_MEM_LEVEL_MIN,
+			      GZ_MEM_LEVEL_MAX)) < 0)
+		return rc;
+	for (enum gz_coding k = GZ_CODING_ZSTD; k < GZ_CODING_COUNT; k++) {
+		int level = k == GZ_CODING_ZSTD ? o->zstd.level : o->br.level;
+		const struct gz_backend *be = gz_backend_for_coding(k);
+		char field[16];
+
+		snprintf(field, sizeof field, "%s.level", gz_coding_name(k));
+		if (level != 0 && !be)
+			return opt_error(MHDGZ_ENOTSUP, "%s: %s is not compiled in", field,
+					 gz_coding_name(k));
+		if (be && (rc = check_level(field, level, be)) < 0)
+			return rc;
+	}
+	if (o->padding.max_nbytes > MHDGZ_LENGTH_HIDING_MAX_LIMIT)
+		return opt_error(MHDGZ_EINVAL, "padding.max_nbytes: %zu is outside 1..%d",
+				 o->padding.max_nbytes, MHDGZ_LENGTH_HIDING_MAX_LIMIT);
+	if (o->padding.key && (o->padding.key_nbytes < MHDGZ_LENGTH_HIDING_KEY_MIN ||
+			       o->padding.key_nbytes > MHDGZ_LENGTH_HIDING_KEY_MAX))
+		return opt_error(MHDGZ_EINVAL, "padding.key_nbytes: %zu is outside %d..%d",
+				 o->padding.key_nbytes, MHDGZ_LENGTH_HIDING_KEY_MIN,
+				 MHDGZ_LENGTH_HIDING_KEY_MAX);
 	return 0;
 }
 
@@ -163,9 +222,13 @@ parse_codings(struct mhdgz *gz, const char *list)
 			    strncasecmp(p, gz_coding_name(k), len) == 0)
 				break;
 		if (k == GZ_CODING_COUNT || seen[k])
-			return MHDGZ_EINVAL;
+			return opt_error(
+				MHDGZ_EINVAL,
+				"codings: \"%.*s\" is not one of gzip, zstd, br (each once)",
+				(int)(len < 32 ? len : 32), p);
 		if (!gz_backend_for_coding(k))
-			return MHDGZ_ENOTSUP;
+			return opt_error(MHDGZ_ENOTSUP, "codings: %s is not compiled in",
+					 gz_coding_name(k));
 		seen[k] = true;
 		gz->policy.order[gz->policy.norder++] = k;
 		p += len;
@@ -174,19 +237,20 @@ parse_codings(struct mhdgz *gz, const char *list)
 		if (*p == '\0')
 			return 0;
 		if (*p != ',')
-			return MHDGZ_EINVAL;
+			return opt_error(MHDGZ_EINVAL,
+					 "codings: \"%s\" is not a comma-separated list", list);
 		p++;
 	}
 }
 
 /* Backend, level and pools of the codings other than gzip that are
- * offered; a level out of range is refused even when its coding is not
- * offered (never clamped, never silently ignored). */
+ * offered (their levels were checked by check_options, also those of
+ * codings not offered: never clamped, never silently ignored). */
 static int
 coders_init(struct mhdgz *gz, const struct mhdgz_options *o, size_t cap)
 {
 	const int levels[GZ_CODING_COUNT] = {
-		[GZ_CODING_ZSTD] = o->zstd_level, [GZ_CODING_BR] = o->br_level
+		[GZ_CODING_ZSTD] = o->zstd.level, [GZ_CODING_BR] = o->br.level
 	};
 	size_t i;
 	int rc;
@@ -194,16 +258,6 @@ coders_init(struct mhdgz *gz, const struct mhdgz_options *o, size_t cap)
 	gz->coder[GZ_CODING_GZIP] = (struct hnd_coder){
 		.be = gz->be, .level = gz->level, .pool = gz->pool, .stream_pool = gz->stream_pool
 	};
-	for (i = 0; i < GZ_CODING_COUNT; i++) {
-		const struct gz_backend *be = gz_backend_for_coding((enum gz_coding)i);
-
-		if (i == GZ_CODING_GZIP || levels[i] == 0)
-			continue;
-		if (!be)
-			return MHDGZ_ENOTSUP;
-		if (levels[i] < be->level_min || levels[i] > be->level_max)
-			return MHDGZ_EINVAL;
-	}
 	for (i = 0; i < gz->policy.norder; i++) {
 		enum gz_coding k = gz->policy.order[i];
 		struct hnd_coder *cd = &gz->coder[k];
@@ -256,17 +310,21 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	size_t cap;
 	int rc;
 
+	opt_detail[0] = '\0';
+	opt_detail_err = 0;
 	if (!gz_ret)
-		return MHDGZ_EINVAL;
+		return opt_error(MHDGZ_EINVAL, "gz_ret: NULL");
 	memset(&o, 0, sizeof o);
 	if (opts) {
 		if (opts->size != sizeof o)
-			return MHDGZ_EINVAL;
+			return opt_error(MHDGZ_EINVAL,
+					 "size: %zu is not sizeof(struct mhdgz_options), %zu",
+					 opts->size, sizeof o);
 		o = *opts;
 	}
-	if ((unsigned int)o.backend >= HND_NBACKENDS ||
-	    (unsigned int)o.etag_policy > MHDGZ_ETAG_KEEP)
-		return MHDGZ_EINVAL;
+	rc = check_options(&o);
+	if (rc < 0)
+		return rc;
 	/* Aligned to HND_CACHELINE, which the layout of struct mhdgz needs
 	 * and the allocator (malloc's 16 bytes) does not promise. */
 	block = gz_calloc(1, sizeof *gz + HND_CACHELINE - 1);
@@ -277,42 +335,37 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	gz->alloc = block;
 	atomic_init(&gz->refs, 1);
 	gz->destroy = handle_destroy;
-	gz->be = backend_of(o.backend);
-	if (!gz->be) {
-		rc = MHDGZ_ENOTSUP;
-		goto fail;
-	}
-	gz->level = o.level != 0 ? o.level : gz->be->level_default;
-	if (gz->level < gz->be->level_min || gz->level > gz->be->level_max) {
-		rc = MHDGZ_EINVAL;
-		goto fail;
-	}
+	gz->be = backend_of(o.gzip.backend);
+	gz->level = o.gzip.level != 0 ? o.gzip.level : gz->be->level_default;
 	if (!(gz->be->caps & GZ_CAP_ONESHOT)) {
-		rc = MHDGZ_ENOTSUP;
+		rc = opt_error(MHDGZ_ENOTSUP, "gzip.backend: %s cannot compress whole bodies",
+			       gz->be->name);
 		goto fail;
 	}
 	gz->policy.min_nbytes = o.min_nbytes ? o.min_nbytes : MHDGZ_DEFAULT_MIN_NBYTES;
 	gz->etag_policy = o.etag_policy;
 	gz->policy.content_digest = (o.flags & MHDGZ_F_CONTENT_DIGEST) != 0;
 	gz->pad_default = (o.flags & MHDGZ_F_LENGTH_HIDING) != 0;
-	gz->pad_max = o.length_hiding_max ? o.length_hiding_max : MHDGZ_DEFAULT_LENGTH_HIDING_MAX;
-	if (gz->pad_max > MHDGZ_LENGTH_HIDING_MAX_LIMIT) {
-		rc = MHDGZ_EINVAL;
+	gz->pad_max = o.padding.max_nbytes ? o.padding.max_nbytes : MHDGZ_DEFAULT_LENGTH_HIDING_MAX;
+	rc = hnd_pad_key_init(gz, o.padding.key, o.padding.key_nbytes);
+	if (rc < 0) {
+		opt_error(rc, "padding.key: getrandom() failed");
 		goto fail;
 	}
-	rc = hnd_pad_key_init(gz, o.length_hiding_key, o.length_hiding_key_nbytes);
-	if (rc < 0)
-		goto fail;
 	rc = hnd_typelist_init(&gz->policy.compress_types,
 			       o.compress_types ? o.compress_types : hnd_default_compress_types);
-	if (rc < 0)
+	if (rc < 0) {
+		opt_error(rc, "compress_types: an entry is not a media type pattern");
 		goto fail;
+	}
 	rc = hnd_typelist_init(&gz->policy.skip_types,
 			       o.skip_types ? o.skip_types : hnd_default_skip_types);
-	if (rc < 0)
+	if (rc < 0) {
+		opt_error(rc, "skip_types: an entry is not a media type pattern");
 		goto fail;
+	}
 	cap = (o.flags & MHDGZ_F_NO_POOL) ? 0
-	      : o.pool_idle_cap           ? o.pool_idle_cap
+	      : o.limits.pool_idle_cap    ? o.limits.pool_idle_cap
 					  : HND_POOL_IDLE_CAP;
 	/* Three pools: whole bodies; streams; low-latency streams, whose
 	 * compressors are smaller (event_window_bits). Streams of a
@@ -321,13 +374,15 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	if (rc < 0)
 		goto fail;
 	rc = gz_pool_new_win(gz_stream_backend(gz->be), gz_stream_level(gz->be, gz->level),
-			     o.stream_window_bits, o.stream_mem_level, cap, &gz->stream_pool);
+			     o.gzip.stream_window_bits, o.gzip.stream_mem_level, cap,
+			     &gz->stream_pool);
 	if (rc < 0)
 		goto fail;
 	rc = gz_pool_new_win(gz_stream_backend(gz->be), gz_stream_level(gz->be, gz->level),
-			     o.event_window_bits ? o.event_window_bits
-						 : MHDGZ_DEFAULT_EVENT_WINDOW_BITS,
-			     o.event_mem_level ? o.event_mem_level : MHDGZ_DEFAULT_EVENT_MEM_LEVEL,
+			     o.gzip.event_window_bits ? o.gzip.event_window_bits
+						      : MHDGZ_DEFAULT_EVENT_WINDOW_BITS,
+			     o.gzip.event_mem_level ? o.gzip.event_mem_level
+						    : MHDGZ_DEFAULT_EVENT_MEM_LEVEL,
 			     cap, &gz->event_pool);
 	if (rc < 0)
 		goto fail;
@@ -338,10 +393,12 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	rc = coders_init(gz, &o, cap);
 	if (rc < 0)
 		goto fail;
-	if (o.pool_trim_ms != MHDGZ_POOL_TRIM_NEVER) {
-		size_t low = o.pool_idle_low ? o.pool_idle_low : MHDGZ_DEFAULT_POOL_IDLE_LOW;
-		uint64_t period_us = (uint64_t)(o.pool_trim_ms ? o.pool_trim_ms
-							       : MHDGZ_DEFAULT_POOL_TRIM_MS) *
+	if (o.limits.pool_trim_ms != MHDGZ_POOL_TRIM_NEVER) {
+		size_t low = o.limits.pool_idle_low ? o.limits.pool_idle_low
+						    : MHDGZ_DEFAULT_POOL_IDLE_LOW;
+		uint64_t period_us = (uint64_t)(o.limits.pool_trim_ms
+							? o.limits.pool_trim_ms
+							: MHDGZ_DEFAULT_POOL_TRIM_MS) *
 				     1000u;
 
 		/* Cannot fail: the pools exist. */
@@ -362,7 +419,7 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	if (rc < 0)
 		goto fail;
 	gz->memo_ready = true;
-	rc = hnd_fc_init(&gz->filecache, o.file_cache_nbytes);
+	rc = hnd_fc_init(&gz->filecache, o.limits.store_nbytes);
 	if (rc < 0)
 		goto fail;
 	*gz_ret = gz;
@@ -395,21 +452,13 @@ mhdgz_free(struct mhdgz *gz)
 		hnd_gz_unref(gz);
 }
 
-MHDGZ_API size_t
-mhdgz_get_codings(const struct mhdgz *gz, enum mhdgz_coding *order_ret, size_t order_cap)
-{
-	if (!gz)
-		return 0;
-	for (size_t i = 0; i < gz->policy.norder && i < order_cap; i++)
-		order_ret[i] = (enum mhdgz_coding)gz->policy.order[i];
-	return gz->policy.norder;
-}
-
 MHDGZ_API const char *
 mhdgz_strerror(int err)
 {
 	const char *msg = gz_strerror(err);
 
+	if (err != 0 && err == opt_detail_err && opt_detail[0])
+		return opt_detail;
 	if (msg)
 		return msg;
 	return err == MHDGZ_EMHD ? "libmicrohttpd refused a call" : "unknown error";

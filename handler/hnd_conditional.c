@@ -1,8 +1,11 @@
-/* hnd_conditional.c: conditional requests: the 304 response and mhdgz_evaluate_preconditions. */
+/* hnd_conditional.c: conditional requests: RFC 9110 section 13.2.2 preconditions and the 304 response. */
+#define _GNU_SOURCE /* strptime, timegm */
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "hnd_stats.h"
+#include "hnd_negotiate.h"
 #include "hnd_plan.h"
 #include "hnd_entry.h"
 #include "hnd_memo.h"
@@ -127,8 +130,49 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	return e->rep_304_identity;
 }
 
+/* An HTTP-date (RFC 9110 section 5.6.7) in any of its three forms, which a
+ * recipient must all accept: IMF-fixdate, the obsolete RFC 850 form (a
+ * two-digit year, taken as the nearest such year not over 50 years ahead)
+ * and asctime's. strptime and timegm do the parsing. */
+static bool
+parse_http_date(const char *v, time_t *t_ret)
+{
+	static const char *const forms[] = {
+		"%a, %d %b %Y %H:%M:%S GMT", /* Sun, 06 Nov 1994 08:49:37 GMT */
+		"%a, %d-%b-%y %H:%M:%S GMT", /* Sunday, 06-Nov-94 08:49:37 GMT */
+		"%a %b %d %H:%M:%S %Y",      /* Sun Nov  6 08:49:37 1994 */
+	};
+
+	for (size_t i = 0; v && i < sizeof forms / sizeof forms[0]; i++) {
+		struct tm tm;
+		const char *end;
+
+		memset(&tm, 0, sizeof tm);
+		end = strptime(v, forms[i], &tm);
+		if (!end || *end != '\0')
+			continue;
+		if (i == 1) {
+			struct tm now;
+			time_t t = time(NULL);
+			int year;
+
+			gmtime_r(&t, &now);
+			year = now.tm_year + 1900 - (now.tm_year + 1900) % 100 + tm.tm_year % 100;
+			if (year > now.tm_year + 1900 + 50)
+				year -= 100;
+			tm.tm_year = year - 1900;
+		}
+		*t_ret = timegm(&tm);
+		return *t_ret != (time_t)-1;
+	}
+	return false;
+}
+
+/* The conditional fields of a request; several lines of a list field
+ * form one list, so any member of any line counts. */
 struct precond_ctx {
 	const char *etag;
+	const char *if_modified_since, *if_unmodified_since;
 	bool if_match, if_match_ok;
 	bool if_none_match, if_none_match_hit;
 };
@@ -141,35 +185,45 @@ precond_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *va
 	(void)kind;
 	if (!value)
 		return MHD_YES;
-	/* Several lines of a list field form one list: any member counts. */
 	if (strcasecmp(key, MHD_HTTP_HEADER_IF_MATCH) == 0) {
 		c->if_match = true;
-		if (mhdgz_etag_match(value, c->etag ? c->etag : "", 0))
+		if (hnd_etag_match(value, c->etag ? c->etag : "", 0))
 			c->if_match_ok = true;
 	} else if (strcasecmp(key, MHD_HTTP_HEADER_IF_NONE_MATCH) == 0) {
 		c->if_none_match = true;
-		if (mhdgz_etag_match(value, c->etag ? c->etag : "", 1))
+		if (hnd_etag_match(value, c->etag ? c->etag : "", 1))
 			c->if_none_match_hit = true;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_IF_MODIFIED_SINCE) == 0) {
+		c->if_modified_since = value;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_IF_UNMODIFIED_SINCE) == 0) {
+		c->if_unmodified_since = value;
 	}
 	return MHD_YES;
 }
 
-MHDGZ_API unsigned int
-mhdgz_evaluate_preconditions(struct MHD_Connection *connection, const char *method,
-			     const char *etag)
+/* RFC 9110 section 13.2.2, steps 1-4. A resource without ETag matches only
+ * "*" (hnd_etag_match); a date field that is not one valid HTTP-date, or a
+ * resource without Last-Modified, leaves its step out. */
+unsigned int
+hnd_preconditions(struct MHD_Connection *connection, bool get_or_head, const char *etag,
+		  const char *last_modified)
 {
 	struct precond_ctx c = { .etag = etag };
+	time_t lm, t;
+	bool have_lm;
 
-	if (!connection || !method)
+	if (!connection)
 		return 0;
 	MHD_get_connection_values(connection, MHD_HEADER_KIND, precond_iter, &c);
-	/* RFC 9110 section 13.2.2: If-Match first, then If-None-Match. A
-	 * resource without ETag matches only "*" (handled by etag_match). */
-	if (c.if_match && !c.if_match_ok)
+	have_lm = parse_http_date(last_modified, &lm);
+	if (c.if_match ? !c.if_match_ok
+		       : have_lm && parse_http_date(c.if_unmodified_since, &t) && lm > t)
 		return MHD_HTTP_PRECONDITION_FAILED;
-	if (c.if_none_match && c.if_none_match_hit)
-		return (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
-			       ? MHD_HTTP_NOT_MODIFIED
-			       : MHD_HTTP_PRECONDITION_FAILED;
+	if (c.if_none_match)
+		return !c.if_none_match_hit ? 0
+		       : get_or_head        ? MHD_HTTP_NOT_MODIFIED
+					    : MHD_HTTP_PRECONDITION_FAILED;
+	if (get_or_head && have_lm && parse_http_date(c.if_modified_since, &t) && lm <= t)
+		return MHD_HTTP_NOT_MODIFIED;
 	return 0;
 }

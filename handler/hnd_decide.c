@@ -323,7 +323,8 @@ hnd_dcz_plan(const struct hnd_policy *pol, const struct mhdgz_dictionary *dicts,
  * over the ordinary one when the client accepts it at least as much. A
  * coded body is coded whole (a buffer, a file up to HND_FD_WHOLE_MAX) or
  * streamed; a HEAD of a stream gets its fields; an application's reader
- * of unknown size queued for the first time carries its stream itself.
+ * of unknown size queued for the first time carries its stream itself. A
+ * failed precondition (hnd_preconditions) plans a 412 without content.
  */
 void
 hnd_plan(const struct hnd_policy *pol, const struct hnd_plan_in *in, struct hnd_plan *p)
@@ -346,6 +347,12 @@ hnd_plan(const struct hnd_policy *pol, const struct hnd_plan_in *in, struct hnd_
 	}
 	p->acc = acc;
 	p->whole = hnd_whole_body(in->kind, in->body_len);
+	if (in->precondition_failed) {
+		/* A 412 says nothing of the representation: none is sent. */
+		p->kind = HND_PLAN_PRECONDITION_FAILED;
+		p->d = (struct hnd_decision){ .reason = MHDGZ_SKIP_STATUS };
+		return;
+	}
 	hnd_decide(pol, in->opt_out, in->status, in->f, in->sniff, in->sniff_len, in->body_len, acc,
 		   &p->d);
 	coded = p->d.reason == MHDGZ_COMPRESSED;

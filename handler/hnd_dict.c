@@ -185,12 +185,3 @@ mhdgz_response_use_as_dictionary(struct MHD_Response *response, const struct mhd
 		       ? 0
 		       : MHDGZ_EMHD;
 }
-
-MHDGZ_API int
-mhdgz_dictionary_sha256(const struct mhdgz_dictionary *dict, uint8_t sha256_ret[32])
-{
-	if (!dict || !sha256_ret)
-		return MHDGZ_EINVAL;
-	memcpy(sha256_ret, dict->hash, SHA256_DIGEST_SIZE);
-	return 0;
-}

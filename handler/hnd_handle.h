@@ -69,7 +69,7 @@ struct mhdgz {
 	struct hnd_table table HND_LINE_ALIGNED;
 	struct hnd_memo memo HND_LINE_ALIGNED;
 	bool memo_ready;
-	/* off unless options file_cache_nbytes */
+	/* off unless options limits.store_nbytes */
 	struct hnd_filecache filecache HND_LINE_ALIGNED;
 	/* BREACH length hiding (hnd_pad.c): on for every response unless a
 	 * response says otherwise; padding of 1..pad_max bytes; the HMAC key. */

@@ -212,8 +212,9 @@ struct copy_ctx {
 	struct MHD_Response *to;
 	unsigned int digests; /* integrity fields left out */
 	bool coded;
-	bool skip_vary; /* the Vary fields are replaced by one merged field */
-	bool framing;   /* v has content: the application's Transfer-Encoding is copied */
+	bool skip_vary;    /* the Vary fields are replaced by one merged field */
+	bool framing;      /* v has content: the application's Transfer-Encoding is copied */
+	bool not_modified; /* HND_REP_NOT_MODIFIED */
 	bool failed;
 };
 
@@ -248,6 +249,10 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 		c->digests += hnd_is_digest_field(key);
 		return MHD_YES;
 	}
+	if (c->not_modified && kind == MHD_HEADER_KIND &&
+	    (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
+	     strcasecmp(key, MHD_HTTP_HEADER_CONTENT_RANGE) == 0))
+		return MHD_YES;
 	if (kind == MHD_FOOTER_KIND) {
 		ok = MHD_add_response_footer(c->to, key, value);
 	} else {
@@ -274,7 +279,8 @@ hnd_copy_headers(struct mhdgz *gz, struct MHD_Response *r, struct MHD_Response *
 	struct copy_ctx c = { .to = v,
 			      .coded = coded,
 			      .skip_vary = f->vary_add && f->vary_replace,
-			      .framing = body };
+			      .framing = body,
+			      .not_modified = rep == HND_REP_NOT_MODIFIED };
 	char buf[HND_ETAG_MAX];
 	const char *etag;
 

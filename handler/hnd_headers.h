@@ -34,7 +34,10 @@ void hnd_vary_for_variant(struct hnd_facts *f, const struct hnd_facts_ctx *c, ch
  * coding, gzip, zstd or br), a 304 for it (the same fields without Content-Encoding), the
  * identity representation (the fields as they are), or a HEAD whose coding
  * is not known. */
-enum hnd_rep { HND_REP_GZIP, HND_REP_GZIP_304, HND_REP_IDENTITY };
+/* HND_REP_NOT_MODIFIED: identity fields for the 304 a precondition gave,
+ * without the Content-Encoding or Content-Range of the response queued
+ * (RFC 9110 section 15.4.5: a 304 restates no such metadata). */
+enum hnd_rep { HND_REP_GZIP, HND_REP_GZIP_304, HND_REP_IDENTITY, HND_REP_NOT_MODIFIED };
 /* Copy the fields (and trailers) of r to v as rep says: for the gzip
  * kinds, Content-Encoding, Content-Length, Accept-Ranges and integrity
  * fields dropped (counted) and the ETag per policy; for identity, all but

@@ -363,8 +363,8 @@ mhdgz_accept_coding(const char *const *lines, size_t count, const enum mhdgz_cod
 	return 1;
 }
 
-MHDGZ_API unsigned int
-mhdgz_accept_gzip_q(const char *const *lines, size_t count)
+unsigned int
+hnd_accept_gzip_q_lines(const char *const *lines, size_t count)
 {
 	struct hnd_accept acc;
 
@@ -488,8 +488,8 @@ opaque_match(const char *m, size_t m_len, const char *r, size_t r_len)
 	return false;
 }
 
-MHDGZ_API int
-mhdgz_etag_match(const char *field_value, const char *etag, int weak)
+int
+hnd_etag_match(const char *field_value, const char *etag, int weak)
 {
 	const char *p = field_value, *r_op;
 	size_t r_len;

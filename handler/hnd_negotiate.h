@@ -78,4 +78,14 @@ bool hnd_sniff_text(const uint8_t *body, size_t len);
  * returns a pointer into value and its length in *len_ret. */
 const char *hnd_media_type(const char *value, size_t *len_ret);
 
+/* The q-value, in thousandths, that Accept-Encoding lines give gzip (RFC
+ * 9110 sections 12.4.2, 12.5.3; an explicit gzip or x-gzip over "*");
+ * pinned by check_negotiate.c and fuzz_accept. */
+unsigned int hnd_accept_gzip_q_lines(const char *const *lines, size_t count);
+/* Whether an If-None-Match (weak != 0, RFC 9110 section 13.1.2) or
+ * If-Match (strong, section 13.1.1) field value matches the resource's
+ * ETag, taking W/"x" and the suffixed forms ("x-gzip", "x-dcz-...") the
+ * ETag policies give as naming the resource "x"; "*" matches any. */
+int hnd_etag_match(const char *field_value, const char *etag, int weak);
+
 #endif /* HND_NEGOTIATE_H */

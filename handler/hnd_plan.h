@@ -77,7 +77,11 @@ struct hnd_decision {
 struct hnd_request {
 	struct hnd_accept acc;
 	bool head;          /* HEAD: GET's header fields, no content */
+	bool get_or_head;   /* GET or HEAD: a matching If-None-Match is a 304 */
 	unsigned int flags; /* HND_REQ_* */
+	/* MHDGZ_REQUEST_PRECONDITIONS: the connection whose conditional
+	 * fields hnd_select evaluates (hnd_preconditions); NULL: none. */
+	struct MHD_Connection *preconditions;
 	/* RFC 9842 (hnd_dict.c): the request's path (NULL: not known, no
 	 * dcz), its Available-Dictionary and Dictionary-ID fields (NULL:
 	 * absent). Borrowed for the call. */
@@ -91,7 +95,7 @@ struct hnd_request {
  * Content-Length; anything else is streamed per connection. */
 bool hnd_whole_body(enum hnd_kind kind, uint64_t body_len);
 /* A stream whose every chunk must reach the client at once: marked so, or
- * text/event-stream (marked: mhdgz_response_set_low_latency). */
+ * text/event-stream (marked: MHDGZ_RESPONSE_LOW_LATENCY). */
 bool hnd_low_latency(bool marked, const struct hnd_facts *f);
 
 void hnd_decide(const struct hnd_policy *pol, bool opt_out, unsigned int status,
@@ -100,15 +104,16 @@ void hnd_decide(const struct hnd_policy *pol, bool opt_out, unsigned int status,
 
 /* What is sent in a queued response's place (hnd_plan). */
 enum hnd_plan_kind {
-	HND_PLAN_IDENTITY,        /* the identity representation (hnd_queue.c: the response
+	HND_PLAN_IDENTITY,           /* the identity representation (hnd_queue.c: the response
 				   * itself, a file's identity response, or fields only) */
-	HND_PLAN_DCZ,             /* coded whole against plan.dict (GET, HEAD, 304) */
-	HND_PLAN_WHOLE,           /* coded whole, kept per coding (GET; HEAD: the length
+	HND_PLAN_DCZ,                /* coded whole against plan.dict (GET, HEAD, 304) */
+	HND_PLAN_WHOLE,              /* coded whole, kept per coding (GET; HEAD: the length
 				   * from what is kept, else coded) */
-	HND_PLAN_STREAM_FIELDS,   /* HEAD of a coded stream: fields, its length if cheap */
-	HND_PLAN_STREAM_IN_PLACE, /* a coded stream in the response itself */
-	HND_PLAN_STREAM,          /* a coded stream in a response of its own */
-	HND_PLAN_NOT_MODIFIED     /* a 304 standing for the 200 of plan.d200 */
+	HND_PLAN_STREAM_FIELDS,      /* HEAD of a coded stream: fields, its length if cheap */
+	HND_PLAN_STREAM_IN_PLACE,    /* a coded stream in the response itself */
+	HND_PLAN_STREAM,             /* a coded stream in a response of its own */
+	HND_PLAN_NOT_MODIFIED,       /* a 304 standing for the 200 of plan.d200 */
+	HND_PLAN_PRECONDITION_FAILED /* a 412 without content, never the body */
 };
 
 /* What the plan is made from: the request, the response's fields and
@@ -122,10 +127,11 @@ struct hnd_plan_in {
 	enum hnd_kind kind;
 	uint64_t body_len; /* MHD_SIZE_UNKNOWN for a stream of unknown size */
 	bool opt_out;
-	bool padded;      /* length hiding applies to its gzip body */
-	bool low_latency; /* mhdgz_response_set_low_latency (the plan adds text/event-stream) */
-	bool fresh;       /* never queued, no coded stream in it: may carry one in place */
-	bool no_dict;     /* plan without dcz (its build found it not smaller) */
+	bool padded;              /* length hiding applies to its gzip body */
+	bool low_latency;         /* MHDGZ_RESPONSE_LOW_LATENCY (the plan adds text/event-stream) */
+	bool fresh;               /* never queued, no coded stream in it: may carry one in place */
+	bool no_dict;             /* plan without dcz (its build found it not smaller) */
+	bool precondition_failed; /* a 412 of hnd_preconditions: no representation */
 	const struct mhdgz_dictionary *dicts; /* the handle's, newest first (NULL: none) */
 };
 

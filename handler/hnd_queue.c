@@ -44,7 +44,8 @@ struct build {
 	struct mhdgz *gz;
 	struct hnd_entry *e;
 	const struct hnd_request *rq;
-	unsigned int status;
+	unsigned int status;           /* what is queued */
+	unsigned int asked;            /* the application's status */
 	struct MHD_Response *response; /* the application's */
 	struct MHD_Response *fields;   /* its identity fields (hnd_identity_fields) */
 	struct hnd_facts f;
@@ -185,13 +186,52 @@ build_stream(struct build *b)
 	b->padded = hnd_padded(b->gz, b->e, b->f.coding);
 }
 
+/* A 412 (RFC 9110 section 15.5.13): no content and none of the
+ * representation's fields, with the response's libmicrohttpd flags. */
+static void
+build_precondition_failed(struct build *b)
+{
+	struct MHD_Response *v = MHD_create_response_from_buffer_with_free_callback_cls(0, NULL,
+											NULL, NULL);
+
+	if (v && b->f.mhd_flags &&
+	    MHD_set_response_options(v, b->f.mhd_flags, MHD_RO_END) != MHD_YES) {
+		MHD_destroy_response(v);
+		v = NULL;
+	}
+	if (fresh(b, v))
+		b->in_len = b->out_len = 0;
+	else
+		b->v = NULL; /* never the resource's body under a 412 */
+}
+
+/* The 304 a precondition gave (RFC 9110 section 15.4.5) of a response the
+ * application coded itself or ranged, which the plan sends as it is: its
+ * fields without Content-Encoding and Content-Range, and the length of its
+ * 200 where the response is that 200 (test_preconditions_304, "/coded"). */
+static bool
+build_precondition_304(struct build *b)
+{
+	bool ranged = b->asked == 206 || b->f.content_range;
+
+	if (b->asked == 304 ||
+	    !((b->f.content_encoding && b->p.d.reason == MHDGZ_SKIP_ENCODED) || ranged))
+		return false;
+	fresh(b, hnd_fields_response(b->gz, b->fields, &b->f,
+				     ranged ? MHD_SIZE_UNKNOWN : b->e->body_len,
+				     HND_REP_NOT_MODIFIED));
+	return true;
+}
+
 static void
 build_not_modified(struct build *b)
 {
+	struct MHD_Response *v;
 	bool fresh_rep;
-	struct MHD_Response *v = hnd_not_modified(b->gz, b->e, &b->f, &b->p.d200, b->p.d.gzip_304,
-						  &fresh_rep);
 
+	if (build_precondition_304(b))
+		return;
+	v = hnd_not_modified(b->gz, b->e, &b->f, &b->p.d200, b->p.d.gzip_304, &fresh_rep);
 	if (v) {
 		b->v = v;
 		if (fresh_rep)
@@ -260,7 +300,10 @@ plan_in(struct build *b, struct hnd_plan_in *in, uint8_t *sniff_buf)
 				    .opt_out = e->opt_out,
 				    .padded = hnd_padded(b->gz, e, GZ_CODING_GZIP),
 				    .low_latency = e->low_latency,
-				    .fresh = !e->response_queued && !e->fields };
+				    .fresh = !e->response_queued && !e->fields,
+				    .precondition_failed = b->status ==
+								   MHD_HTTP_PRECONDITION_FAILED &&
+							   b->status != b->asked };
 	if (e->kind == HND_BUFFER) {
 		in->sniff = e->body;
 		in->sniff_len = e->body_len;
@@ -294,7 +337,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 
 	b.gz = gz;
 	b.rq = rq;
-	b.status = status;
+	b.status = b.asked = status;
 	b.response = response;
 	b.v = response;
 	b.release = 0;
@@ -315,6 +358,14 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	hnd_read_facts(b.fields, &b.f, &fc);
 	b.f.mhd_flags = e->mhd_flags;
 	atomic_store(&e->te_chunked, b.f.te_chunked);
+	if (rq->preconditions && status >= 200 && status < 300) {
+		unsigned int pre = hnd_preconditions(
+			rq->preconditions, rq->get_or_head, b.f.etag,
+			MHD_get_response_header(b.fields, MHD_HTTP_HEADER_LAST_MODIFIED));
+
+		if (pre)
+			b.status = pre;
+	}
 	plan_in(&b, &in, sniff_buf);
 	in.dicts = atomic_load_explicit(&gz->dicts, memory_order_acquire);
 	b.f.dict_vary = hnd_dict_url_matches(in.dicts, rq->url);
@@ -349,10 +400,14 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	case HND_PLAN_NOT_MODIFIED:
 		build_not_modified(&b);
 		break;
+	case HND_PLAN_PRECONDITION_FAILED:
+		build_precondition_failed(&b);
+		break;
 	case HND_PLAN_IDENTITY:
 		break;
 	}
-	build_identity(&b);
+	if (b.p.kind != HND_PLAN_PRECONDITION_FAILED)
+		build_identity(&b);
 	if (b.v == response && !b.in_place) {
 		/* Merge Vary into the response only before libmicrohttpd first
 		 * has it: afterwards another thread may be reading its fields. */
@@ -371,7 +426,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	}
 	if (b.p.kind == HND_PLAN_STREAM_FIELDS && b.reason == MHDGZ_COMPRESSED)
 		res->coded_nbytes = b.coded_len; /* where a HEAD learnt it */
-	if (no_content(status))
+	if (no_content(b.status) || b.p.kind == HND_PLAN_PRECONDITION_FAILED)
 		res->coded_nbytes = 0; /* whatever the 200 it stands for */
 	pthread_mutex_unlock(&e->lock);
 	gz_free(vary_heap);
@@ -390,39 +445,41 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 done:
 	hnd_count_in(st, HND_C_REASON0 + b.reason, 1);
 	res->reason = b.reason;
+	res->status = b.status;
 	*queue_ret = b.v;
 	return b.release;
 }
 
 MHDGZ_API enum MHD_Result
-mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection, const char *method,
-			unsigned int status_code, struct MHD_Response *response,
-			struct mhdgz_outcome *outcome)
+mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection,
+			const struct mhdgz_request *req, unsigned int status_code,
+			struct MHD_Response *response, struct mhdgz_outcome *outcome)
 {
-	return mhdgz_queue_response_url(gz, connection, method, NULL, status_code, response,
-					outcome);
-}
-
-MHDGZ_API enum MHD_Result
-mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, const char *method,
-			 const char *url, unsigned int status_code, struct MHD_Response *response,
-			 struct mhdgz_outcome *outcome)
-{
+	static const struct mhdgz_request get = { .size = sizeof get };
 	struct hnd_request rq = { .flags = 0 };
 	struct hnd_result res = { .reason = MHDGZ_SKIP_UNTRACKED,
+				  .status = status_code,
 				  .body_nbytes = MHDGZ_NBYTES_UNKNOWN,
 				  .coded_nbytes = MHDGZ_NBYTES_UNKNOWN };
 	struct MHD_Response *q = response;
 	enum MHD_Result ret;
 	int release = 0;
 
-	if (!connection || !response || (outcome && outcome->size != sizeof *outcome))
+	if (!req)
+		req = &get;
+	if (!connection || !response || req->size != sizeof *req ||
+	    (req->flags & ~MHDGZ_REQUEST_PRECONDITIONS) ||
+	    (outcome && outcome->size != sizeof *outcome))
 		return MHD_NO;
 	if (gz) {
-		rq.head = method && strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+		rq.head = req->method && strcmp(req->method, MHD_HTTP_METHOD_HEAD) == 0;
+		rq.get_or_head = !req->method || rq.head ||
+				 strcmp(req->method, MHD_HTTP_METHOD_GET) == 0;
+		if (req->flags & MHDGZ_REQUEST_PRECONDITIONS)
+			rq.preconditions = connection;
 		hnd_accept_lazy(&rq.acc, connection); /* read if the decision asks */
-		rq.url = url;
-		if (url && atomic_load_explicit(&gz->dicts, memory_order_acquire)) {
+		rq.url = req->url;
+		if (req->url && atomic_load_explicit(&gz->dicts, memory_order_acquire)) {
 			rq.avail_dict = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
 								    "Available-Dictionary");
 			rq.dict_id = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
@@ -431,7 +488,7 @@ mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, co
 		release = hnd_select(gz, &rq, status_code, response, &q, &res);
 	}
 	/* No response at all only where memory ran out building one. */
-	ret = q ? MHD_queue_response(connection, status_code, q) : MHD_NO;
+	ret = q ? MHD_queue_response(connection, res.status, q) : MHD_NO;
 	if (release == HND_RELEASE)
 		MHD_destroy_response(q);
 	if (outcome) {
@@ -441,6 +498,7 @@ mhdgz_queue_response_url(struct mhdgz *gz, struct MHD_Connection *connection, co
 								 : gz_coding_name(res.coding);
 		outcome->body_nbytes = res.body_nbytes;
 		outcome->coded_nbytes = res.coded_nbytes;
+		outcome->status = res.status;
 	}
 	return ret;
 }

@@ -12,6 +12,7 @@ struct mhdgz;
 /* What the selection did (struct mhdgz_outcome without the coding name). */
 struct hnd_result {
 	enum mhdgz_reason reason;
+	unsigned int status;   /* the status queued (a precondition's 304 or 412) */
 	uint64_t body_nbytes;  /* identity body, or MHDGZ_NBYTES_UNKNOWN */
 	uint64_t coded_nbytes; /* body as coded, or MHDGZ_NBYTES_UNKNOWN */
 	enum gz_coding coding; /* with MHDGZ_COMPRESSED: the coding */

@@ -95,4 +95,11 @@ struct MHD_Response *hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e,
 #define HND_CONTENT_DIGEST_MAX (sizeof "sha-256=::" + BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE))
 void hnd_content_digest_value(struct sha256_ctx *ctx, char field[HND_CONTENT_DIGEST_MAX]);
 
+/* RFC 9110 section 13.2.2 for a request against the response's ETag (NULL:
+ * none) and Last-Modified field (NULL: none): 0 to proceed, 304 (GET and
+ * HEAD) or 412. Pinned by test_preconditions_412 and test_preconditions_304
+ * (check_hnd_fidelity.c). */
+unsigned int hnd_preconditions(struct MHD_Connection *connection, bool get_or_head,
+			       const char *etag, const char *last_modified);
+
 #endif /* HND_REPR_H */

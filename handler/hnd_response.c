@@ -311,29 +311,26 @@ mhdgz_response_from_fd64(struct mhdgz *gz, uint64_t size, int fd)
 }
 
 MHDGZ_API int
-mhdgz_response_set_low_latency(struct mhdgz *gz, struct MHD_Response *response)
+mhdgz_response_set_flags(struct mhdgz *gz, struct MHD_Response *response, unsigned int flags)
 {
-	struct hnd_entry *e = hnd_entry_locked(gz, response);
+	const unsigned int both = MHDGZ_RESPONSE_LENGTH_HIDING | MHDGZ_RESPONSE_NO_LENGTH_HIDING;
+	struct hnd_entry *e;
 
+	if ((flags & ~(MHDGZ_RESPONSE_IDENTITY | both | MHDGZ_RESPONSE_LOW_LATENCY)) ||
+	    (flags & both) == both)
+		return MHDGZ_EINVAL;
+	e = hnd_entry_locked(gz, response);
 	if (!e)
 		return MHDGZ_EINVAL;
-	if (e->kind == HND_BUFFER) {
+	if ((flags & MHDGZ_RESPONSE_LOW_LATENCY) && e->kind == HND_BUFFER) {
 		pthread_mutex_unlock(&e->lock);
 		return MHDGZ_EINVAL;
 	}
-	e->low_latency = true;
-	pthread_mutex_unlock(&e->lock);
-	return 0;
-}
-
-MHDGZ_API int
-mhdgz_response_set_identity(struct mhdgz *gz, struct MHD_Response *response)
-{
-	struct hnd_entry *e = hnd_entry_locked(gz, response);
-
-	if (!e)
-		return MHDGZ_EINVAL;
-	e->opt_out = true;
+	e->opt_out = (flags & MHDGZ_RESPONSE_IDENTITY) != 0;
+	e->length_hiding = (flags & MHDGZ_RESPONSE_LENGTH_HIDING)      ? 1
+			   : (flags & MHDGZ_RESPONSE_NO_LENGTH_HIDING) ? -1
+								       : 0;
+	e->low_latency = (flags & MHDGZ_RESPONSE_LOW_LATENCY) != 0;
 	pthread_mutex_unlock(&e->lock);
 	return 0;
 }
@@ -346,18 +343,6 @@ mhdgz_response_set_uncached(struct mhdgz *gz, struct MHD_Response *response)
 	if (!e)
 		return MHDGZ_EINVAL;
 	e->uncached = true;
-	pthread_mutex_unlock(&e->lock);
-	return 0;
-}
-
-MHDGZ_API int
-mhdgz_response_set_length_hiding(struct mhdgz *gz, struct MHD_Response *response, int on)
-{
-	struct hnd_entry *e = hnd_entry_locked(gz, response);
-
-	if (!e)
-		return MHDGZ_EINVAL;
-	e->length_hiding = on ? 1 : -1;
 	pthread_mutex_unlock(&e->lock);
 	return 0;
 }

@@ -7,6 +7,7 @@
 #include "gz_alloc.h"
 #include "hnd_stats.h"
 #include "hnd_handle.h"
+#include "hnd_upload.h"
 
 /* The refusal response's body, "STATUS Reason\n", in bytes at most. */
 #define HND_REFUSAL_BODY_CAP 96
@@ -273,6 +274,26 @@ mhdgz_upload_finish(struct mhdgz_upload *up)
 	return 0;
 }
 
+static const char *const hnd_refusal_names[MHDGZ_UPLOAD_REFUSAL_COUNT] = {
+	[MHDGZ_UPLOAD_OK] = "ok",
+	[MHDGZ_UPLOAD_CODING] = "coding",
+	[MHDGZ_UPLOAD_TOO_LARGE] = "too-large",
+	[MHDGZ_UPLOAD_RATIO] = "ratio",
+	[MHDGZ_UPLOAD_MEMBERS] = "members",
+	[MHDGZ_UPLOAD_MALFORMED] = "malformed",
+	[MHDGZ_UPLOAD_TRUNCATED] = "truncated",
+	[MHDGZ_UPLOAD_APPLICATION] = "application",
+	[MHDGZ_UPLOAD_NOMEM] = "nomem",
+};
+
+const char *
+hnd_upload_refusal_name(enum mhdgz_upload_refusal refusal)
+{
+	if ((unsigned int)refusal >= MHDGZ_UPLOAD_REFUSAL_COUNT)
+		return "unknown";
+	return hnd_refusal_names[refusal];
+}
+
 MHDGZ_API int
 mhdgz_upload_get_info(const struct mhdgz_upload *up, struct mhdgz_upload_info *info)
 {
@@ -280,6 +301,7 @@ mhdgz_upload_get_info(const struct mhdgz_upload *up, struct mhdgz_upload_info *i
 		return MHDGZ_EINVAL;
 	info->coding = up->coding;
 	info->refusal = up->refusal;
+	info->refusal_name = hnd_upload_refusal_name(up->refusal);
 	info->status = up->status;
 	if (up->inf) {
 		struct gz_inflate_counts c;
@@ -296,26 +318,6 @@ mhdgz_upload_get_info(const struct mhdgz_upload *up, struct mhdgz_upload_info *i
 		info->members = 0;
 	}
 	return 0;
-}
-
-static const char *const hnd_refusal_names[MHDGZ_UPLOAD_REFUSAL_COUNT] = {
-	[MHDGZ_UPLOAD_OK] = "ok",
-	[MHDGZ_UPLOAD_CODING] = "coding",
-	[MHDGZ_UPLOAD_TOO_LARGE] = "too-large",
-	[MHDGZ_UPLOAD_RATIO] = "ratio",
-	[MHDGZ_UPLOAD_MEMBERS] = "members",
-	[MHDGZ_UPLOAD_MALFORMED] = "malformed",
-	[MHDGZ_UPLOAD_TRUNCATED] = "truncated",
-	[MHDGZ_UPLOAD_APPLICATION] = "application",
-	[MHDGZ_UPLOAD_NOMEM] = "nomem",
-};
-
-MHDGZ_API const char *
-mhdgz_upload_refusal_name(enum mhdgz_upload_refusal refusal)
-{
-	if ((unsigned int)refusal >= MHDGZ_UPLOAD_REFUSAL_COUNT)
-		return "unknown";
-	return hnd_refusal_names[refusal];
 }
 
 MHDGZ_API struct MHD_Response *
@@ -341,22 +343,6 @@ mhdgz_upload_refusal_response(unsigned int status_code)
 		return NULL;
 	}
 	return r;
-}
-
-MHDGZ_API enum MHD_Result
-mhdgz_upload_queue_refusal(struct MHD_Connection *connection, const struct mhdgz_upload *up)
-{
-	struct MHD_Response *r;
-	enum MHD_Result ret;
-
-	if (!connection || !up || !up->status)
-		return MHD_NO;
-	r = mhdgz_upload_refusal_response(up->status);
-	if (!r)
-		return MHD_NO;
-	ret = MHD_queue_response(connection, up->status, r);
-	MHD_destroy_response(r);
-	return ret;
 }
 
 MHDGZ_API void

@@ -52,6 +52,7 @@
 
 #include "mhdgz.h"
 #include "check_suites.h"
+#include "info.h"
 #include "harness.h"
 #include "testutil.h"
 
@@ -145,9 +146,12 @@ route(struct th_server *s, struct MHD_Connection *c, const char *url, const char
 		for (size_t i = 0; i < N_ELEMS(vary_lines); i++)
 			ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, vary_lines[i]) ==
 				  MHD_YES);
-	if (mhdgz_evaluate_preconditions(c, method, ETAG) == MHD_HTTP_NOT_MODIFIED)
-		status = MHD_HTTP_NOT_MODIFIED;
-	ret = mhdgz_queue_response(s->gz, c, status, r);
+	ret = mhdgz_queue_response_ex(s->gz, c,
+				      &(struct mhdgz_request){
+					      .size = sizeof(struct mhdgz_request),
+					      .method = method,
+					      .flags = MHDGZ_REQUEST_PRECONDITIONS },
+				      status, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -224,7 +228,7 @@ START_TEST(test_request_faults)
 	unsigned int counts[K_COUNT][4] = { { 0 } }; /* refused, gzip, identity, 304 */
 	int64_t live0;
 
-	if (!mhdgz_backend_available(cfgs[ci].be))
+	if (!tu_backend_available(cfgs[ci].be))
 		return;
 	memset(&f, 0, sizeof f);
 	f.data = tu_payload(BIG_LEN, TU_TEXT, 77 + (uint32_t)pi);
@@ -236,7 +240,7 @@ START_TEST(test_request_faults)
 	tu_alloc_install(0);
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
-	o.backend = cfgs[ci].be;
+	o.gzip.backend = cfgs[ci].be;
 	o.flags = cfgs[ci].flags;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	th_start(&s, gz, 0, route, &f);
@@ -259,7 +263,7 @@ START_TEST(test_request_faults)
 			char ctx[96];
 			int fired;
 
-			snprintf(ctx, sizeof ctx, "%s %s %s k=%zu", mhdgz_backend_name(cfgs[ci].be),
+			snprintf(ctx, sizeof ctx, "%s %s %s k=%zu", tu_backend_name(cfgs[ci].be),
 				 paths[pi].path, kind_names[k], n);
 			tu_alloc_fail_at(n);
 			fetch(h, s.port, paths[pi].path, (enum kind)k, &r);
@@ -342,7 +346,7 @@ START_TEST(test_request_faults)
 		fprintf(stderr,
 			"faults %-10s %-5s %-8s: %3zu allocations: %u refused, %u gzip, %u identity, "
 			"%u 304\n",
-			mhdgz_backend_name(cfgs[ci].be), paths[pi].path, kind_names[k], n - 1,
+			tu_backend_name(cfgs[ci].be), paths[pi].path, kind_names[k], n - 1,
 			counts[k][0], counts[k][1], counts[k][2], counts[k][3]);
 		ck_assert_msg(n > 1, "%s %s: no allocation to fail", paths[pi].path, kind_names[k]);
 	}

@@ -15,6 +15,7 @@
 #include "hnd_queue.h"
 
 #include "check_suites.h"
+#include "info.h"
 #include "harness.h"
 #include "testutil.h"
 
@@ -122,7 +123,7 @@ br_route(struct th_server *s, struct MHD_Connection *c, const char *url, const c
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
-	ret = mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, r, NULL);
+	ret = mhdgz_queue_response_ex(s->gz, c, TU_REQ(method), MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -134,9 +135,9 @@ br_gz_new(unsigned int flags, size_t max, const void *key, size_t key_nbytes)
 	struct mhdgz *gz = NULL;
 
 	o.flags = flags;
-	o.length_hiding_max = max;
-	o.length_hiding_key = key;
-	o.length_hiding_key_nbytes = key_nbytes;
+	o.padding.max_nbytes = max;
+	o.padding.key = key;
+	o.padding.key_nbytes = key_nbytes;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	return gz;
 }
@@ -275,7 +276,7 @@ struct br_fix {
 	size_t len;
 	int fd; /* BR_FILE, BR_BIG_FILE: the file, reopened per request */
 	struct th_src src;
-	int setting; /* 0: the handle's; 1 on; -1 off (mhdgz_response_set_length_hiding) */
+	int setting; /* 0: the handle's; 1 on; -1 off (MHDGZ_RESPONSE_LENGTH_HIDING, _NO_LENGTH_HIDING) */
 };
 
 /* A writer thread feeding a pipe response. */
@@ -333,8 +334,6 @@ br_kind_route(struct th_server *s, struct MHD_Connection *c, const char *url, co
 		r = mhdgz_response_from_callback(s->gz,
 						 f->kind == BR_CALLBACK ? f->len : MHD_SIZE_UNKNOWN,
 						 4096, th_src_read, &f->src, NULL);
-		if (r && f->kind == BR_LOW_LATENCY)
-			ck_assert_int_eq(mhdgz_response_set_low_latency(s->gz, r), 0);
 		break;
 	case BR_PIPE: {
 		int p[2];
@@ -351,11 +350,18 @@ br_kind_route(struct th_server *s, struct MHD_Connection *c, const char *url, co
 	}
 	if (!r)
 		return MHD_NO;
-	if (f->setting)
-		ck_assert_int_eq(mhdgz_response_set_length_hiding(s->gz, r, f->setting > 0), 0);
+	if (f->setting || f->kind == BR_LOW_LATENCY)
+		ck_assert_int_eq(mhdgz_response_set_flags(
+					 s->gz, r,
+					 (f->kind == BR_LOW_LATENCY ? MHDGZ_RESPONSE_LOW_LATENCY
+								    : 0) |
+						 (f->setting > 0   ? MHDGZ_RESPONSE_LENGTH_HIDING
+						  : f->setting < 0 ? MHDGZ_RESPONSE_NO_LENGTH_HIDING
+								   : 0)),
+				 0);
 	MHD_add_response_header(r, "Content-Type", "text/html");
 	MHD_add_response_header(r, "ETag", "\"b1\"");
-	ret = mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, r, NULL);
+	ret = mhdgz_queue_response_ex(s->gz, c, TU_REQ(method), MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -495,16 +501,19 @@ START_TEST(test_options)
 	unsigned int same_ab = 0, same_ac = 0;
 
 	o.flags = MHDGZ_F_LENGTH_HIDING;
-	o.length_hiding_max = MHDGZ_LENGTH_HIDING_MAX_LIMIT + 1;
+	o.padding.max_nbytes = MHDGZ_LENGTH_HIDING_MAX_LIMIT + 1;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), MHDGZ_EINVAL);
-	o.length_hiding_max = MHDGZ_LENGTH_HIDING_MAX_LIMIT;
-	o.length_hiding_key = br_key;
-	o.length_hiding_key_nbytes = MHDGZ_LENGTH_HIDING_KEY_MIN - 1;
+	o.padding.max_nbytes = MHDGZ_LENGTH_HIDING_MAX_LIMIT;
+	o.padding.key = br_key;
+	o.padding.key_nbytes = MHDGZ_LENGTH_HIDING_KEY_MIN - 1;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), MHDGZ_EINVAL);
-	o.length_hiding_key_nbytes = MHDGZ_LENGTH_HIDING_KEY_MAX + 1;
+	o.padding.key_nbytes = MHDGZ_LENGTH_HIDING_KEY_MAX + 1;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), MHDGZ_EINVAL);
 	ck_assert_ptr_null(gz);
-	ck_assert_int_eq(mhdgz_response_set_length_hiding(NULL, NULL, 1), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(NULL, NULL,
+						  (1) ? MHDGZ_RESPONSE_LENGTH_HIDING
+						      : MHDGZ_RESPONSE_NO_LENGTH_HIDING),
+			 MHDGZ_EINVAL);
 
 	/* Two handles with one key (two processes) pad alike; another key
 	 * pads independently. */
@@ -545,7 +554,11 @@ br_select_coding(struct mhdgz *gz, const char *ae, int set)
 	ck_assert_ptr_nonnull(r);
 	MHD_add_response_header(r, "Content-Type", "text/html");
 	if (set)
-		ck_assert_int_eq(mhdgz_response_set_length_hiding(gz, r, set > 0), 0);
+		ck_assert_int_eq(
+			mhdgz_response_set_flags(gz, r,
+						 (set > 0) ? MHDGZ_RESPONSE_LENGTH_HIDING
+							   : MHDGZ_RESPONSE_NO_LENGTH_HIDING),
+			0);
 	hnd_accept_parse(lines, 1, &rq.acc);
 	release = hnd_select(gz, &rq, 200, r, &q, &res);
 	if (release)
@@ -565,7 +578,7 @@ START_TEST(test_codings)
 	struct hnd_result res;
 	struct mhdgz_stats st;
 
-	if (!mhdgz_coding_available(MHDGZ_CODING_ZSTD) || !mhdgz_coding_available(MHDGZ_CODING_BR))
+	if (!tu_coding_available(MHDGZ_CODING_ZSTD) || !tu_coding_available(MHDGZ_CODING_BR))
 		return; /* built without them: nothing to refuse */
 	o.codings = "zstd, br, gzip";
 	o.flags = MHDGZ_F_LENGTH_HIDING;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check_suites.h"
+#include "info.h"
 #include "harness.h"
 #include "testutil.h"
 
@@ -212,7 +213,7 @@ uf_access(void *cls, struct MHD_Connection *c, const char *url, const char *meth
 	}
 	if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MODIFIED_SINCE))
 		status = MHD_HTTP_NOT_MODIFIED;
-	return mhdgz_queue_response_ex(u->gz, c, method, status, u->r, NULL);
+	return mhdgz_queue_response_ex(u->gz, c, TU_REQ(method), status, u->r, NULL);
 }
 
 START_TEST(test_uncached_file_304)
@@ -502,12 +503,12 @@ START_TEST(test_faults)
 		{ MHDGZ_BACKEND_ISAL, MHDGZ_F_NO_POOL },
 	};
 
-	if (!mhdgz_backend_available(cfg[_i / 3].be)) {
+	if (!tu_backend_available(cfg[_i / 3].be)) {
 		curl_easy_cleanup(h);
 		free(body);
 		return;
 	}
-	o.backend = cfg[_i / 3].be;
+	o.gzip.backend = cfg[_i / 3].be;
 	o.flags = cfg[_i / 3].flags;
 	tu_alloc_install(0);
 	th_site_start(&s, &o, rt, N_ELEMS(rt), 0);
@@ -599,10 +600,10 @@ START_TEST(test_backends)
 	struct th_reply rs = { 0 };
 	char err[512], ctx[128];
 
-	if (!mhdgz_backend_available(be_cfg[_i].be))
+	if (!tu_backend_available(be_cfg[_i].be))
 		return;
-	o.backend = be_cfg[_i].be;
-	o.level = be_cfg[_i].level;
+	o.gzip.backend = be_cfg[_i].be;
+	o.gzip.level = be_cfg[_i].level;
 	o.flags = be_cfg[_i].flags;
 	memset(rt, 0, sizeof rt);
 	for (size_t i = 0; i < N_ELEMS(sizes); i++) {
@@ -625,7 +626,7 @@ START_TEST(test_backends)
 	for (int n = 0; n < 2; n++) {
 		for (size_t i = 0; i < N_ELEMS(rt); i++) {
 			snprintf(ctx, sizeof ctx, "%s level %d %s #%d",
-				 mhdgz_backend_name(o.backend), o.level, rt[i].path, n);
+				 tu_backend_name(o.gzip.backend), o.gzip.level, rt[i].path, n);
 			TH_REQ(h, &s, 0, rt[i].path, th_h_gzip, &rs);
 			TH_OK(ctx, th_v_gzip(&rs, 200, rt[i].body, rt[i].body_len, TH_E));
 			th_reply_free(&rs);
@@ -672,7 +673,7 @@ static enum MHD_Result
 outlive_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
 	(void)url;
-	return mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, outlive_r, NULL);
+	return mhdgz_queue_response_ex(s->gz, c, TU_REQ(method), MHD_HTTP_OK, outlive_r, NULL);
 }
 
 /* The same response queued by plain libmicrohttpd, no handle involved. */

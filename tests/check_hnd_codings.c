@@ -12,6 +12,7 @@
 #include "hnd_queue.h"
 #include "hnd_handle.h"
 #include "check_suites.h"
+#include "info.h"
 #include "harness.h"
 #include "testutil.h"
 
@@ -19,7 +20,7 @@
 static bool
 all_codings(void)
 {
-	return mhdgz_coding_available(MHDGZ_CODING_ZSTD) && mhdgz_coding_available(MHDGZ_CODING_BR);
+	return tu_coding_available(MHDGZ_CODING_ZSTD) && tu_coding_available(MHDGZ_CODING_BR);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -145,15 +146,15 @@ START_TEST(test_options)
 		int rc;
 
 		o.codings = t[i].codings;
-		o.zstd_level = t[i].zstd_level;
-		o.br_level = t[i].br_level;
+		o.zstd.level = t[i].zstd_level;
+		o.br.level = t[i].br_level;
 		rc = mhdgz_new(&o, &gz);
 		ck_assert_msg(rc == t[i].rc, "codings \"%s\" levels %d/%d: %d, want %d",
 			      t[i].codings ? t[i].codings : "(null)", t[i].zstd_level,
 			      t[i].br_level, rc, t[i].rc);
 		if (rc == 0) {
 			ck_assert_uint_eq(gz->policy.norder, t[i].norder);
-			ck_assert_uint_eq(mhdgz_get_codings(gz, NULL, 0), t[i].norder);
+			ck_assert_uint_eq(tu_codings(gz, NULL, 0), t[i].norder);
 			mhdgz_free(gz);
 		}
 	}
@@ -166,35 +167,40 @@ START_TEST(test_options)
 
 		o.codings = "br, gzip,zstd";
 		ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
-		ck_assert_uint_eq(mhdgz_get_codings(gz, k, 2), 3);
+		ck_assert_uint_eq(tu_codings(gz, k, 2), 3);
 		ck_assert(k[0] == MHDGZ_CODING_BR && k[1] == MHDGZ_CODING_GZIP &&
 			  k[2] == MHDGZ_CODING_COUNT);
-		ck_assert_uint_eq(mhdgz_get_codings(gz, k, MHDGZ_CODING_COUNT), 3);
+		ck_assert_uint_eq(tu_codings(gz, k, MHDGZ_CODING_COUNT), 3);
 		ck_assert(k[2] == MHDGZ_CODING_ZSTD);
 		mhdgz_free(gz);
-		ck_assert_uint_eq(mhdgz_get_codings(NULL, k, 3), 0);
+		ck_assert_uint_eq(tu_codings(NULL, k, 3), 0);
 	}
-	ck_assert_int_eq(mhdgz_coding_levels(MHDGZ_CODING_ZSTD, &lo, &hi, &def), 0);
+	ck_assert_int_eq(tu_coding_levels(MHDGZ_CODING_ZSTD, &lo, &hi, &def), 0);
 	ck_assert(lo == 1 && hi == 19 && def == 3);
-	ck_assert_int_eq(mhdgz_coding_levels(MHDGZ_CODING_BR, &lo, &hi, &def), 0);
+	ck_assert_int_eq(tu_coding_levels(MHDGZ_CODING_BR, &lo, &hi, &def), 0);
 	ck_assert(lo == 1 && hi == 11 && def == 5);
-	ck_assert_int_eq(mhdgz_coding_levels(MHDGZ_CODING_COUNT, NULL, NULL, NULL), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_coding_levels(MHDGZ_CODING_GZIP, NULL, &hi, NULL), 0);
-	ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_DEFAULT, NULL, &lo, NULL), 0);
+	ck_assert_int_eq(tu_coding_levels(MHDGZ_CODING_COUNT, NULL, NULL, NULL), MHDGZ_EINVAL);
+	ck_assert_int_eq(tu_coding_levels(MHDGZ_CODING_GZIP, NULL, &hi, NULL), 0);
+	ck_assert_int_eq(tu_backend_levels(MHDGZ_BACKEND_DEFAULT, NULL, &lo, NULL), 0);
 	ck_assert_int_eq(hi, lo);
-	ck_assert_str_eq(mhdgz_coding_name(MHDGZ_CODING_GZIP), "gzip");
-	ck_assert_str_eq(mhdgz_coding_name(MHDGZ_CODING_ZSTD), "zstd");
-	ck_assert_str_eq(mhdgz_coding_name(MHDGZ_CODING_BR), "br");
-	ck_assert_ptr_null(mhdgz_coding_name(MHDGZ_CODING_COUNT));
-	ck_assert_int_eq(mhdgz_coding_available(MHDGZ_CODING_GZIP), 1);
-	ck_assert_int_eq(mhdgz_coding_available(MHDGZ_CODING_COUNT), 0);
+	ck_assert_str_eq(tu_coding_name(MHDGZ_CODING_GZIP), "gzip");
+	ck_assert_str_eq(tu_coding_name(MHDGZ_CODING_ZSTD), "zstd");
+	ck_assert_str_eq(tu_coding_name(MHDGZ_CODING_BR), "br");
+	{
+		struct mhdgz_coding_info ci = { .size = sizeof ci };
+
+		ck_assert_int_eq(mhdgz_coding_info(NULL, MHDGZ_CODING_COUNT, &ci), MHDGZ_EINVAL);
+		ck_assert_int_eq(mhdgz_coding_info(NULL, MHDGZ_CODING_GZIP, NULL), MHDGZ_EINVAL);
+	}
+	ck_assert_int_eq(tu_coding_available(MHDGZ_CODING_GZIP), 1);
+	ck_assert_int_eq(tu_coding_available(MHDGZ_CODING_COUNT), 0);
 	/* Suffixed ETags of every coding denote the resource. */
-	ck_assert_int_eq(mhdgz_etag_match("\"v1-zstd\"", "\"v1\"", 0), 1);
-	ck_assert_int_eq(mhdgz_etag_match("\"v1-br\"", "\"v1\"", 1), 1);
-	ck_assert_int_eq(mhdgz_etag_match("\"v1-gzip\"", "\"v1\"", 0), 1);
-	ck_assert_int_eq(mhdgz_etag_match("\"v1-brx\"", "\"v1\"", 1), 0);
-	ck_assert_int_eq(mhdgz_etag_match("\"v1-\"", "\"v1\"", 1), 0);
-	ck_assert_int_eq(mhdgz_etag_match("\"v1br\"", "\"v1\"", 1), 0);
+	ck_assert_int_eq(hnd_etag_match("\"v1-zstd\"", "\"v1\"", 0), 1);
+	ck_assert_int_eq(hnd_etag_match("\"v1-br\"", "\"v1\"", 1), 1);
+	ck_assert_int_eq(hnd_etag_match("\"v1-gzip\"", "\"v1\"", 0), 1);
+	ck_assert_int_eq(hnd_etag_match("\"v1-brx\"", "\"v1\"", 1), 0);
+	ck_assert_int_eq(hnd_etag_match("\"v1-\"", "\"v1\"", 1), 0);
+	ck_assert_int_eq(hnd_etag_match("\"v1br\"", "\"v1\"", 1), 0);
 }
 END_TEST
 
@@ -488,7 +494,7 @@ START_TEST(test_default_codings)
 		  .body_len = len,
 		  .hdr = { "Content-Type", "application/json" } },
 	};
-	const bool zstd = mhdgz_coding_available(MHDGZ_CODING_ZSTD);
+	const bool zstd = tu_coding_available(MHDGZ_CODING_ZSTD);
 	static const struct {
 		const char *ae;
 		const char *want; /* with zstd built */
@@ -510,11 +516,11 @@ START_TEST(test_default_codings)
 
 	th_site_start(&s, NULL, rt, N_ELEMS(rt), 0);
 	if (zstd) {
-		ck_assert_uint_eq(mhdgz_get_codings(s.gz, order, MHDGZ_CODING_COUNT), 2);
+		ck_assert_uint_eq(tu_codings(s.gz, order, MHDGZ_CODING_COUNT), 2);
 		ck_assert_int_eq(order[0], MHDGZ_CODING_ZSTD);
 		ck_assert_int_eq(order[1], MHDGZ_CODING_GZIP);
 	} else {
-		ck_assert_uint_eq(mhdgz_get_codings(s.gz, order, MHDGZ_CODING_COUNT), 1);
+		ck_assert_uint_eq(tu_codings(s.gz, order, MHDGZ_CODING_COUNT), 1);
 		ck_assert_int_eq(order[0], MHDGZ_CODING_GZIP);
 	}
 	for (i = 0; i < N_ELEMS(t); i++) {
@@ -607,6 +613,127 @@ START_TEST(test_default_codings_padded)
 }
 END_TEST
 
+/* mhdgz_new(o) fails with rc and mhdgz_strerror(rc) is exactly want. */
+static void
+expect_refused(const struct mhdgz_options *o, int rc, const char *want)
+{
+	struct mhdgz *gz = NULL;
+
+	ck_assert_int_eq(mhdgz_new(o, &gz), rc);
+	ck_assert_ptr_null(gz);
+	ck_assert_str_eq(mhdgz_strerror(rc), want);
+}
+
+/* An option mhdgz_new() refuses is named with what it allows, in the
+ * message mhdgz_strerror() gives for the code on this thread; a handler
+ * made afterwards clears it. */
+START_TEST(test_option_errors)
+{
+	static const uint8_t key[8];
+	struct mhdgz_options o;
+	struct mhdgz *gz = NULL;
+	char want[96];
+
+	o = th_opts();
+	o.gzip.backend = (enum mhdgz_backend)7;
+	expect_refused(&o, MHDGZ_EINVAL, "gzip.backend: 7 is outside 0..3");
+	o = th_opts();
+	o.gzip.backend = MHDGZ_BACKEND_ZLIB;
+	o.gzip.level = 10;
+	expect_refused(&o, MHDGZ_EINVAL, "gzip.level: 10 is outside 1..9");
+	o = th_opts();
+	o.gzip.stream_window_bits = 8;
+	expect_refused(&o, MHDGZ_EINVAL, "gzip.stream_window_bits: 8 is outside 9..15");
+	o = th_opts();
+	o.gzip.event_mem_level = 10;
+	expect_refused(&o, MHDGZ_EINVAL, "gzip.event_mem_level: 10 is outside 1..9");
+	o = th_opts();
+	o.zstd.level = 23;
+	if (tu_coding_available(MHDGZ_CODING_ZSTD))
+		expect_refused(&o, MHDGZ_EINVAL, "zstd.level: 23 is outside 1..19");
+	else
+		expect_refused(&o, MHDGZ_ENOTSUP, "zstd.level: zstd is not compiled in");
+	o = th_opts();
+	o.br.level = -1;
+	if (tu_coding_available(MHDGZ_CODING_BR))
+		expect_refused(&o, MHDGZ_EINVAL, "br.level: -1 is outside 1..11");
+	o = th_opts();
+	o.etag_policy = (enum mhdgz_etag_policy)9;
+	expect_refused(&o, MHDGZ_EINVAL, "etag_policy: 9 is outside 0..3");
+	o = th_opts();
+	o.flags = 0x1u;
+	expect_refused(&o, MHDGZ_EINVAL, "flags: 0x1 is not an MHDGZ_F_* flag");
+	o = th_opts();
+	o.padding.max_nbytes = 65537;
+	expect_refused(&o, MHDGZ_EINVAL, "padding.max_nbytes: 65537 is outside 1..65536");
+	o = th_opts();
+	o.padding.key = key;
+	o.padding.key_nbytes = sizeof key;
+	expect_refused(&o, MHDGZ_EINVAL, "padding.key_nbytes: 8 is outside 16..64");
+	o = th_opts();
+	o.codings = "gzip, gzip";
+	expect_refused(&o, MHDGZ_EINVAL,
+		       "codings: \"gzip\" is not one of gzip, zstd, br (each once)");
+	o = th_opts();
+	o.codings = "gzip;q=1";
+	expect_refused(&o, MHDGZ_EINVAL,
+		       "codings: \"gzip;q=1\" is not one of gzip, zstd, br (each once)");
+	o = th_opts();
+	o.size = 1;
+	snprintf(want, sizeof want, "size: 1 is not sizeof(struct mhdgz_options), %zu", sizeof o);
+	expect_refused(&o, MHDGZ_EINVAL, want);
+	ck_assert_int_eq(mhdgz_new(NULL, NULL), MHDGZ_EINVAL);
+	ck_assert_str_eq(mhdgz_strerror(MHDGZ_EINVAL), "gz_ret: NULL");
+	/* Another code keeps its own words; a handler made clears the detail. */
+	ck_assert_str_eq(mhdgz_strerror(MHDGZ_ENOMEM), "out of memory");
+	o = th_opts();
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	ck_assert_str_eq(mhdgz_strerror(MHDGZ_EINVAL), "invalid argument");
+	mhdgz_free(gz);
+}
+END_TEST
+
+/* mhdgz_coding_info() with a handle: enabled, level in use and rank in
+ * the order of preference; without, what the build offers. */
+START_TEST(test_coding_info)
+{
+	struct mhdgz_options o = th_opts();
+	struct mhdgz_coding_info ci = { .size = sizeof ci };
+	struct mhdgz_backend_info bi = { .size = sizeof bi };
+	struct mhdgz *gz = NULL;
+
+	ck_assert_int_eq(mhdgz_backend_info(MHDGZ_BACKEND_ZLIB, &bi), 0);
+	o.gzip.backend = MHDGZ_BACKEND_ZLIB;
+	o.gzip.level = 3;
+	if (tu_coding_available(MHDGZ_CODING_ZSTD) && tu_coding_available(MHDGZ_CODING_BR)) {
+		o.codings = "br, gzip";
+		o.br.level = 4;
+		o.zstd.level = 7; /* checked, not offered */
+	} else {
+		o.codings = "gzip"; /* gzip alone (the default offers zstd too) */
+	}
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	ck_assert_int_eq(mhdgz_coding_info(gz, MHDGZ_CODING_GZIP, &ci), 0);
+	ck_assert_str_eq(ci.name, "gzip");
+	ck_assert(ci.available == 1 && ci.enabled == 1 && ci.level == 3);
+	ck_assert(ci.level_min == 1 && ci.level_max == 9 && ci.level_default == 6);
+	ck_assert_int_eq(ci.rank, strcmp(o.codings, "gzip") ? 1 : 0);
+	ck_assert_int_eq(mhdgz_coding_info(gz, MHDGZ_CODING_ZSTD, &ci), 0);
+	ck_assert_str_eq(ci.name, "zstd");
+	ck_assert(ci.enabled == 0 && ci.level == 0 && ci.rank == -1);
+	if (strcmp(o.codings, "gzip") != 0) {
+		ck_assert_int_eq(mhdgz_coding_info(gz, MHDGZ_CODING_BR, &ci), 0);
+		ck_assert(ci.available == 1 && ci.enabled == 1 && ci.level == 4 && ci.rank == 0);
+		ck_assert(ci.level_min == 1 && ci.level_max == 11 && ci.level_default == 5);
+	}
+	ck_assert_int_eq(mhdgz_coding_info(NULL, MHDGZ_CODING_GZIP, &ci), 0);
+	ck_assert(ci.enabled == 0 && ci.level == 0 && ci.rank == -1);
+	ci.size = 0;
+	ck_assert_int_eq(mhdgz_coding_info(gz, MHDGZ_CODING_GZIP, &ci), MHDGZ_EINVAL);
+	mhdgz_free(gz);
+}
+END_TEST
+
 struct ck_case
 hnd_codings_case(void)
 {
@@ -618,5 +745,7 @@ hnd_codings_case(void)
 				   { test_e2e_rules, 0, 3 },
 				   { test_gzip_alone_unchanged, 0, 0 },
 				   { test_default_codings, 0, 0 },
-				   { test_default_codings_padded, 0, 0 } } };
+				   { test_default_codings_padded, 0, 0 },
+				   { test_option_errors, 0, 0 },
+				   { test_coding_info, 0, 0 } } };
 }

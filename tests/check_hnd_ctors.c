@@ -132,7 +132,7 @@ c10_bufs_route(struct th_server *srv, struct MHD_Connection *c, const char *url,
 	if (!x->shared &&
 	    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain") != MHD_YES)
 		atomic_fetch_add(&x->errors, 1);
-	ret = mhdgz_queue_response_ex(x->gz, c, method, MHD_HTTP_OK, r, NULL);
+	ret = mhdgz_queue_response_ex(x->gz, c, TU_REQ(method), MHD_HTTP_OK, r, NULL);
 	if (ret != MHD_YES)
 		atomic_fetch_add(&x->errors, 1);
 	if (!x->shared)
@@ -306,7 +306,8 @@ c10_empty_route(struct th_server *srv, struct MHD_Connection *c, const char *url
 		    mhdgz_response_set_options(x->gz, r, MHD_RF_NONE) != MHDGZ_EMHD)
 			atomic_fetch_add(&x->errors, 1);
 	}
-	ret = mhdgz_queue_response_ex(x->gz, c, method, next ? MHD_HTTP_OK : ec->status, r, &o);
+	ret = mhdgz_queue_response_ex(x->gz, c, TU_REQ(method), next ? MHD_HTTP_OK : ec->status, r,
+				      &o);
 	if (next && ret != MHD_YES)
 		atomic_fetch_add(&x->errors, 1);
 	if (!next) {
@@ -489,7 +490,7 @@ c10_flags_route(struct th_server *srv, struct MHD_Connection *c, const char *url
 	if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain") != MHD_YES ||
 	    MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, "\"e\"") != MHD_YES)
 		atomic_fetch_add(&x->errors, 1);
-	ret = mhdgz_queue_response_ex(x->gz, c, method, status, r, NULL);
+	ret = mhdgz_queue_response_ex(x->gz, c, TU_REQ(method), status, r, NULL);
 	if (ret != MHD_YES)
 		atomic_fetch_add(&x->errors, 1);
 	MHD_destroy_response(r);

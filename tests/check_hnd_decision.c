@@ -11,6 +11,7 @@
 #include "hnd_handle.h" /* first: mhdgz.h as the library sees it; hnd_plan() */
 #include "hnd_plan.h"
 #include "check_suites.h"
+#include "info.h"
 #include "harness.h"
 #include "testutil.h"
 
@@ -409,7 +410,7 @@ START_TEST(test_sniff)
 }
 END_TEST
 
-/* mhdgz_response_set_identity(): identity, unchanged, no Vary. */
+/* MHDGZ_RESPONSE_IDENTITY: identity, unchanged, no Vary. */
 START_TEST(test_opt_out)
 {
 	uint8_t *body = tu_payload(8192, TU_TEXT, 24);
@@ -552,7 +553,7 @@ END_TEST
 #define PL_HEAD 0x1u   /* a HEAD request */
 #define PL_PAD 0x2u    /* length hiding applies */
 #define PL_QUEUED 0x4u /* queued before (not fresh) */
-#define PL_OPTOUT 0x8u /* mhdgz_response_set_identity */
+#define PL_OPTOUT 0x8u /* MHDGZ_RESPONSE_IDENTITY */
 #define PL_ZSTD 0x10u  /* needs zstd (the handle offers "zstd, gzip" where it can) */
 
 static const struct {
@@ -628,7 +629,7 @@ START_TEST(test_plan)
 	struct mhdgz *gz;
 	struct hnd_plan p, again;
 	size_t i;
-	bool zstd = mhdgz_coding_available(MHDGZ_CODING_ZSTD);
+	bool zstd = tu_coding_available(MHDGZ_CODING_ZSTD);
 
 	o.codings = zstd ? "zstd, gzip" : "gzip";
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);

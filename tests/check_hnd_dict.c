@@ -20,8 +20,19 @@
 #include "hnd_dict.h"
 #include "gz_dict.h"
 #include "check_suites.h"
+#include "info.h"
 #include "harness.h"
 #include "testutil.h"
+
+
+/* The SHA-256 a dictionary was registered under (what a client sends as
+ * Available-Dictionary). */
+static int
+dict_sha256(const struct mhdgz_dictionary *d, uint8_t h[32])
+{
+	memcpy(h, d->hash, 32);
+	return 0;
+}
 
 /* ------------------------------------------------------------------------ */
 /* The pattern subset.                                                      */
@@ -79,10 +90,10 @@ START_TEST(test_hash_parse)
 	size_t i;
 
 	/* dcz's ETag suffix names the resource too (If-None-Match). */
-	ck_assert_int_eq(mhdgz_etag_match("\"x-dcz-0123abcd\"", "\"x\"", 0), 1);
-	ck_assert_int_eq(mhdgz_etag_match("\"x-dcz-0123abcG\"", "\"x\"", 0), 0);
-	ck_assert_int_eq(mhdgz_etag_match("\"x-dcz-0123abc\"", "\"x\"", 0), 0);
-	ck_assert_int_eq(mhdgz_etag_match("\"x-dcz\"", "\"x\"", 0), 0);
+	ck_assert_int_eq(hnd_etag_match("\"x-dcz-0123abcd\"", "\"x\"", 0), 1);
+	ck_assert_int_eq(hnd_etag_match("\"x-dcz-0123abcG\"", "\"x\"", 0), 0);
+	ck_assert_int_eq(hnd_etag_match("\"x-dcz-0123abc\"", "\"x\"", 0), 0);
+	ck_assert_int_eq(hnd_etag_match("\"x-dcz\"", "\"x\"", 0), 0);
 	ck_assert(hnd_dict_parse_hash(":" ABC_B64 ":", h));
 	ck_assert_mem_eq(h, abc, 32);
 	memset(h, 0, sizeof h);
@@ -126,7 +137,7 @@ START_TEST(test_add_rules)
 	o.match_dest = dest_bad;
 	ck_assert_int_eq(mhdgz_dictionary_add(gz, "abc", 3, &o, &d), MHDGZ_EINVAL);
 	ck_assert_ptr_null(atomic_load(&gz->dicts));
-	if (!mhdgz_coding_available(MHDGZ_CODING_ZSTD)) {
+	if (!tu_coding_available(MHDGZ_CODING_ZSTD)) {
 		o.match_dest = NULL;
 		ck_assert_int_eq(mhdgz_dictionary_add(gz, "abc", 3, &o, &d), MHDGZ_ENOTSUP);
 		mhdgz_free(gz);
@@ -135,7 +146,7 @@ START_TEST(test_add_rules)
 	o.match_dest = dest_ok;
 	o.id = "v1";
 	ck_assert_int_eq(mhdgz_dictionary_add(gz, "abc", 3, &o, &d), 0);
-	ck_assert_int_eq(mhdgz_dictionary_sha256(d, h), 0);
+	ck_assert_int_eq(dict_sha256(d, h), 0);
 	sha256_init(&ctx);
 	sha256_update(&ctx, 3, (const uint8_t *)"abc");
 	sha256_digest(&ctx, 32, want);
@@ -164,7 +175,7 @@ START_TEST(test_add_rules)
 		sha256_init(&ctx);
 		sha256_update(&ctx, sizeof body - 1, (const uint8_t *)body);
 		sha256_digest(&ctx, 32, want);
-		ck_assert_int_eq(mhdgz_dictionary_sha256(d, h), 0);
+		ck_assert_int_eq(dict_sha256(d, h), 0);
 		ck_assert_mem_eq(h, want, 32);
 		/* Once queued, its fields are read-only. */
 		hnd_accept_parse(NULL, 0, &rq.acc);
@@ -175,7 +186,7 @@ START_TEST(test_add_rules)
 		r = mhdgz_response_from_fd(gz, sizeof body - 1, fd);
 		ck_assert_ptr_nonnull(r);
 		ck_assert_int_eq(mhdgz_dictionary_add_response(gz, r, &o2, &d), 0);
-		ck_assert_int_eq(mhdgz_dictionary_sha256(d, h), 0);
+		ck_assert_int_eq(dict_sha256(d, h), 0);
 		ck_assert_mem_eq(h, want, 32);
 		MHD_destroy_response(r);
 		/* Not made by this handler. */
@@ -201,9 +212,12 @@ route(struct th_server *s, struct MHD_Connection *c, const char *url, const char
 	struct MHD_Response *r = strstr(url, ".css") ? fx->css
 				 : strstr(url, "v1") ? fx->v1
 						     : fx->v2;
-	unsigned int pre = r == fx->v2 ? mhdgz_evaluate_preconditions(c, method, "\"v2\"") : 0;
+	struct mhdgz_request req = { .size = sizeof req,
+				     .method = method,
+				     .url = url,
+				     .flags = r == fx->v2 ? MHDGZ_REQUEST_PRECONDITIONS : 0 };
 
-	return mhdgz_queue_response_url(s->gz, c, method, url, pre == 304 ? 304 : 200, r, NULL);
+	return mhdgz_queue_response_ex(s->gz, c, &req, 200, r, NULL);
 }
 
 /* Decode a dcz body with libzstd and the dictionary as raw content. */
@@ -248,7 +262,7 @@ START_TEST(test_dcz_e2e)
 	size_t dec_len, dcz_len, i;
 	struct mhdgz_stats st;
 
-	if (!mhdgz_coding_available(MHDGZ_CODING_ZSTD)) {
+	if (!tu_coding_available(MHDGZ_CODING_ZSTD)) {
 		curl_easy_cleanup(h);
 		free(v1);
 		free(v2);
@@ -262,7 +276,7 @@ START_TEST(test_dcz_e2e)
 	o.etag_policy = MHDGZ_ETAG_SUFFIX;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	ck_assert_int_eq(mhdgz_dictionary_add(gz, v1, len, &dopt, &d), 0);
-	ck_assert_int_eq(mhdgz_dictionary_sha256(d, hash), 0);
+	ck_assert_int_eq(dict_sha256(d, hash), 0);
 	base64_encode_raw(b64, 32, hash);
 	b64[sizeof b64 - 1] = '\0';
 	snprintf(ad, sizeof ad, "Available-Dictionary: :%s:", b64);
@@ -479,7 +493,7 @@ START_TEST(test_dcz_faults)
 	uint64_t k;
 	unsigned int got_dcz = 0, got_zstd = 0, got_identity = 0, add_fail = 0;
 
-	if (!mhdgz_coding_available(MHDGZ_CODING_ZSTD)) {
+	if (!tu_coding_available(MHDGZ_CODING_ZSTD)) {
 		free(v1);
 		free(v2);
 		return;
@@ -504,7 +518,7 @@ START_TEST(test_dcz_faults)
 		ck_assert_uint_lt(k, 1000);
 	}
 	tu_alloc_fail_at(0);
-	mhdgz_dictionary_sha256(d, hash);
+	dict_sha256(d, hash);
 	base64_encode_raw(b64, 32, hash);
 	b64[sizeof b64 - 1] = '\0';
 	snprintf(ad, sizeof ad, ":%s:", b64);
@@ -622,7 +636,7 @@ START_TEST(test_dcz_threads)
 	struct mhdgz *gz;
 	int i;
 
-	if (!mhdgz_coding_available(MHDGZ_CODING_ZSTD)) {
+	if (!tu_coding_available(MHDGZ_CODING_ZSTD)) {
 		free(v1);
 		free(v2);
 		return;
@@ -632,7 +646,7 @@ START_TEST(test_dcz_threads)
 	o.codings = "zstd, gzip";
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	ck_assert_int_eq(mhdgz_dictionary_add(gz, v1, len, &dopt, &d), 0);
-	mhdgz_dictionary_sha256(d, hash);
+	dict_sha256(d, hash);
 	base64_encode_raw(b64, 32, hash);
 	b64[sizeof b64 - 1] = '\0';
 	snprintf(ad, sizeof ad, ":%s:", b64);

@@ -177,8 +177,8 @@ run_cond_steps(struct th_site *s, const uint8_t *body, size_t len, const struct 
 
 /*
  * Conditional requests (default policy, loop 0: per-request responses,
- * 1: one shared response): the application evaluates the validators with
- * mhdgz_evaluate_preconditions() and queues its response with 304. The 304
+ * 1: one shared response): the application queues its 200 response with
+ * MHDGZ_REQUEST_PRECONDITIONS and the handler answers with a 304. The 304
  * carries the Vary and the ETag the 200 would carry (RFC 9110 15.4.5):
  * W/"abc" for a gzip client, "abc" for the others; and no Content-Length
  * other than that of the 200's content (RFC 9110 8.6).

@@ -209,7 +209,7 @@ fx_route(struct th_server *srv, struct MHD_Connection *c, const char *url, const
 		atomic_fetch_add(&x->errors, 1);
 		return MHD_NO;
 	}
-	ret = mhdgz_queue_response_ex(x->gz, c, method, status, r, &o);
+	ret = mhdgz_queue_response_ex(x->gz, c, TU_REQ(method), status, r, &o);
 	if (ret != MHD_YES)
 		atomic_fetch_add(&x->errors, 1);
 	k = atomic_fetch_add(&x->nout, 1);
@@ -1353,7 +1353,7 @@ dt_route(struct th_server *s, struct MHD_Connection *c, const char *url, const c
 		return MHD_NO;
 	MHD_add_response_header(r, "Content-Type", "text/plain");
 	MHD_add_response_footer(r, "Content-Digest", dt_digest);
-	ret = mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, r, NULL);
+	ret = mhdgz_queue_response_ex(s->gz, c, TU_REQ(method), MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -1441,7 +1441,6 @@ static enum MHD_Result
 id_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
 	struct MHD_Response *r;
-	unsigned int status;
 	enum MHD_Result ret;
 
 	(void)url;
@@ -1451,8 +1450,7 @@ id_route(struct th_server *s, struct MHD_Connection *c, const char *url, const c
 		return MHD_NO;
 	MHD_add_response_header(r, "Content-Type", "text/plain");
 	MHD_add_response_header(r, "ETag", "\"abc\"");
-	status = mhdgz_evaluate_preconditions(c, method, "\"abc\"");
-	ret = mhdgz_queue_response_ex(s->gz, c, method, status ? status : MHD_HTTP_OK, r, NULL);
+	ret = mhdgz_queue_response_ex(s->gz, c, TU_REQ_PRE(method), MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -1496,6 +1494,169 @@ START_TEST(test_304_of_identity_200)
 }
 END_TEST
 
+/*
+ * Preconditions evaluated by the queue call (MHDGZ_REQUEST_PRECONDITIONS):
+ * the obvious application code makes its 200 response with its
+ * validators and queues it with status 200; the handler answers a failed
+ * precondition in its place. "/" is a text body the handler codes; "/coded"
+ * one the application coded itself (Content-Encoding: gzip).
+ */
+#define PRE_LM "Sun, 06 Nov 1994 08:49:37 GMT"
+static _Atomic unsigned int pre_status; /* outcome->status of the last queue */
+static _Atomic uint64_t pre_coded;      /* its coded_nbytes */
+
+static enum MHD_Result
+pre_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
+{
+	static uint8_t body[4096];
+	struct mhdgz_request req = { .size = sizeof req,
+				     .method = method,
+				     .flags = MHDGZ_REQUEST_PRECONDITIONS };
+	struct mhdgz_outcome o = { .size = sizeof o };
+	bool coded = strcmp(url, "/coded") == 0;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	for (size_t i = 0; i < sizeof body; i++)
+		body[i] = (uint8_t) "precondition "[i % 13];
+	r = mhdgz_response_from_buffer(s->gz, sizeof body, body, MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "text/plain");
+	MHD_add_response_header(r, "ETag", coded ? "\"pc\"" : "\"pf\"");
+	MHD_add_response_header(r, "Last-Modified", PRE_LM);
+	if (coded)
+		MHD_add_response_header(r, "Content-Encoding", "gzip");
+	ret = mhdgz_queue_response_ex(s->gz, c, &req, MHD_HTTP_OK, r, &o);
+	atomic_store(&pre_status, o.status);
+	atomic_store(&pre_coded, o.coded_nbytes);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* Send one request on fd, read its response, check its status and the
+ * status the outcome reported. */
+static void
+pre_get(int fd, const char *path, const char *fields, int status, struct th_raw_response *r,
+	const char *ctx)
+{
+	char req[512];
+	int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\n%s\r\n", path, fields);
+
+	th_raw_send(fd, req, (size_t)n);
+	read_resp(fd, false, r, ctx);
+	expect_status_line(r, "HTTP/1.1", status, ctx);
+	ck_assert_msg(atomic_load(&pre_status) == (unsigned int)status, "%s: outcome status %u",
+		      ctx, atomic_load(&pre_status));
+}
+
+/* A failed If-Match or If-Unmodified-Since gets a 412 without content:
+ * not the resource's body (coded or not), none of its representation
+ * fields; the connection stays open and the next GET gets the gzip 200. */
+START_TEST(test_preconditions_412)
+{
+	static const char *const failing[] = {
+		AE_GZIP "If-Match: \"zzz\"\r\n",
+		AE_GZIP "If-Match: W/\"pf\"\r\n", /* strong comparison */
+		AE_GZIP "If-Unmodified-Since: Sat, 01 Jan 1994 00:00:00 GMT\r\n",
+		AE_GZIP "If-Match: \"zzz\"\r\nIf-None-Match: \"pf\"\r\n", /* step 1 first */
+	};
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = { 0 };
+	struct th_raw_response r;
+	int fd;
+
+	th_start(&s, gz, 0, pre_route, NULL);
+	fd = th_raw_connect(s.port);
+	for (size_t i = 0; i < N_ELEMS(failing); i++) {
+		pre_get(fd, i % 2 ? "/coded" : "/", failing[i], 412, &r, "412");
+		th_raw_expect_field(&r, "Content-Length", "0", "412");
+		ck_assert_uint_eq(r.len, r.head_len);
+		th_raw_expect_field(&r, "Content-Encoding", NULL, "412");
+		th_raw_expect_field(&r, "Content-Type", NULL, "412");
+		th_raw_expect_field(&r, "ETag", NULL, "412");
+		ck_assert_uint_eq(atomic_load(&pre_coded), 0);
+		th_raw_response_free(&r);
+	}
+	/* If-Unmodified-Since is not evaluated under If-Match (step 2). */
+	pre_get(fd, "/",
+		AE_GZIP
+		"If-Match: \"pf\"\r\nIf-Unmodified-Since: Sat, 01 Jan 1994 00:00:00 GMT\r\n",
+		200, &r, "If-Match passes");
+	th_raw_expect_field(&r, "Content-Encoding", "gzip", "If-Match passes");
+	th_raw_response_free(&r);
+	pre_get(fd, "/", AE_GZIP "If-Unmodified-Since: " PRE_LM "\r\n", 200, &r, "unmodified");
+	th_raw_expect_field(&r, "Content-Encoding", "gzip", "unmodified");
+	th_raw_response_free(&r);
+	th_raw_expect_idle(fd, FX_IDLE_MS, "after the 412s");
+	close(fd);
+	th_stop(&s);
+	mhdgz_free(gz);
+}
+END_TEST
+
+/* A matching If-None-Match or an If-Modified-Since not before
+ * Last-Modified gets the 304 of the 200 this client would get: its ETag
+ * form, Vary and length, no content; If-Modified-Since only without
+ * If-None-Match (RFC 9110 section 13.2.2). The 304 of a response the
+ * application coded itself carries its ETag and length but no
+ * Content-Encoding (section 15.4.5). */
+START_TEST(test_preconditions_304)
+{
+	struct mhdgz *gz = th_gz_new(MHDGZ_BACKEND_DEFAULT, 0, 0);
+	struct th_server s = { 0 };
+	struct th_raw_response r, g;
+	char num[32];
+	size_t len;
+	const char *v;
+	int fd;
+
+	th_start(&s, gz, 0, pre_route, NULL);
+	fd = th_raw_connect(s.port);
+	pre_get(fd, "/", AE_GZIP, 200, &g, "gzip 200");
+	th_raw_expect_field(&g, "Content-Encoding", "gzip", "gzip 200");
+	v = th_raw_header(&g, "Content-Length", &len);
+	ck_assert_ptr_nonnull(v);
+	snprintf(num, sizeof num, "%.*s", (int)len, v);
+	pre_get(fd, "/", AE_GZIP "If-None-Match: W/\"pf\"\r\n", 304, &r, "INM");
+	th_raw_expect_field(&r, "ETag", "W/\"pf\"", "INM");
+	th_raw_expect_field(&r, "Vary", "Accept-Encoding", "INM");
+	th_raw_expect_field(&r, "Content-Encoding", NULL, "INM");
+	th_raw_expect_field(&r, "Content-Length", num, "INM");
+	ck_assert_uint_eq(r.len, r.head_len);
+	th_raw_response_free(&r);
+	pre_get(fd, "/", "If-None-Match: \"pf\"\r\n", 304, &r, "identity INM");
+	th_raw_expect_field(&r, "ETag", "\"pf\"", "identity INM");
+	th_raw_expect_field(&r, "Content-Length", "4096", "identity INM");
+	th_raw_response_free(&r);
+	pre_get(fd, "/", AE_GZIP "If-Modified-Since: " PRE_LM "\r\n", 304, &r, "IMS");
+	th_raw_expect_field(&r, "ETag", "W/\"pf\"", "IMS");
+	th_raw_response_free(&r);
+	pre_get(fd, "/", AE_GZIP "If-Modified-Since: Sunday, 06-Nov-94 08:49:37 GMT\r\n", 304, &r,
+		"IMS RFC 850");
+	th_raw_response_free(&r);
+	pre_get(fd, "/", AE_GZIP "If-Modified-Since: Sat, 01 Jan 1994 00:00:00 GMT\r\n", 200, &r,
+		"modified since");
+	th_raw_expect_field(&r, "Content-Encoding", "gzip", "modified since");
+	th_raw_response_free(&r);
+	pre_get(fd, "/", AE_GZIP "If-None-Match: \"x\"\r\nIf-Modified-Since: " PRE_LM "\r\n", 200,
+		&r, "INM over IMS");
+	th_raw_response_free(&r);
+	pre_get(fd, "/", AE_GZIP "If-Modified-Since: not a date\r\n", 200, &r, "not a date");
+	th_raw_response_free(&r);
+	pre_get(fd, "/coded", AE_GZIP "If-None-Match: \"pc\"\r\n", 304, &r, "app-coded");
+	th_raw_expect_field(&r, "ETag", "\"pc\"", "app-coded");
+	th_raw_expect_field(&r, "Content-Encoding", NULL, "app-coded");
+	th_raw_expect_field(&r, "Content-Length", "4096", "app-coded");
+	th_raw_response_free(&r);
+	th_raw_response_free(&g);
+	th_raw_expect_idle(fd, FX_IDLE_MS, "after the 304s");
+	close(fd);
+	th_stop(&s);
+	mhdgz_free(gz);
+}
+END_TEST
+
 /* ===================================================================== */
 /*  Content-Digest recomputed (MHDGZ_F_CONTENT_DIGEST)                     */
 /* ===================================================================== */
@@ -1530,7 +1691,7 @@ cd_route(struct th_server *s, struct MHD_Connection *c, const char *url, const c
 	MHD_add_response_header(r, "ETag", "\"cd\""); /* strong: the memo knows its length */
 	MHD_add_response_header(r, "Content-Digest", "sha-256=:AAAA:");
 	MHD_add_response_header(r, "Repr-Digest", "sha-256=:BBBB:");
-	ret = mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, r, NULL);
+	ret = mhdgz_queue_response_ex(s->gz, c, TU_REQ(method), MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -1614,7 +1775,7 @@ cds_route(struct th_server *s, struct MHD_Connection *c, const char *url, const 
 		MHD_add_response_header(r, "Content-Digest", dt_digest);
 	else
 		MHD_add_response_footer(r, "Content-Digest", dt_digest);
-	ret = mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, r, NULL);
+	ret = mhdgz_queue_response_ex(s->gz, c, TU_REQ(method), MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -1712,7 +1873,9 @@ fidelity_suite(void)
 		    { test_unknown_size_from_fields, 0, (int)N_ELEMS(unk_cases) },
 		    { test_dups_cloexec, 0, 0 },
 		    { test_small_file_identity_current, 0, 0 },
-		    { test_304_of_identity_200, 0, 0 } } },
+		    { test_304_of_identity_200, 0, 0 },
+		    { test_preconditions_412, 0, 0 },
+		    { test_preconditions_304, 0, 0 } } },
 		{ "integrity",
 		  CK_CASE_TIMEOUT,
 		  { { test_digests, 0, (int)N_ELEMS(digest_kinds) },

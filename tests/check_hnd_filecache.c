@@ -23,7 +23,7 @@
 
 /* Files served as a file server does: opened per request, a fresh fd
  * response each time; /N is file N. With etag, an ETag made of size and
- * mtime (as gzserve's), and 304 when mhdgz_evaluate_preconditions says. */
+ * mtime (as gzserve's), and 304 when MHDGZ_REQUEST_PRECONDITIONS finds If-None-Match matching. */
 struct fc_fix {
 	char path[FC_FILES][64];
 	bool etag;
@@ -34,7 +34,7 @@ static enum MHD_Result
 fc_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
 {
 	struct fc_fix *f = s->cls;
-	unsigned int n = (unsigned int)(url[1] - '0'), status = 0;
+	unsigned int n = (unsigned int)(url[1] - '0');
 	struct MHD_Response *r;
 	struct stat st;
 	char etag[64];
@@ -52,14 +52,14 @@ fc_route(struct th_server *s, struct MHD_Connection *c, const char *url, const c
 	}
 	MHD_add_response_header(r, "Content-Type", "text/plain");
 	if (f->length_hiding)
-		ck_assert_int_eq(mhdgz_response_set_length_hiding(s->gz, r, true), 0);
+		ck_assert_int_eq(mhdgz_response_set_flags(s->gz, r, MHDGZ_RESPONSE_LENGTH_HIDING),
+				 0);
 	if (f->etag) {
 		snprintf(etag, sizeof etag, "\"%llx-%llx\"", (unsigned long long)st.st_size,
 			 (unsigned long long)st.st_mtim.tv_sec);
 		MHD_add_response_header(r, "ETag", etag);
-		status = mhdgz_evaluate_preconditions(c, method, etag);
 	}
-	ret = mhdgz_queue_response_ex(s->gz, c, method, status ? status : MHD_HTTP_OK, r, NULL);
+	ret = mhdgz_queue_response_ex(s->gz, c, TU_REQ_PRE(method), MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -92,7 +92,7 @@ fc_gz(size_t budget, bool racy)
 	struct mhdgz_options o = th_opts();
 	struct mhdgz *gz;
 
-	o.file_cache_nbytes = budget;
+	o.limits.store_nbytes = budget;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	if (!racy)
 		gz->filecache.racy_ns = 0;

@@ -22,7 +22,7 @@
 
 /* A resource served the way gzserve serves files: a fresh response per
  * request (a buffer, or the file opened again), with the ETag, queued with
- * 304 when mhdgz_evaluate_preconditions says so. */
+ * 304 when MHDGZ_REQUEST_PRECONDITIONS finds If-None-Match matching. */
 struct mm_fix {
 	const uint8_t *body;
 	size_t len;
@@ -36,7 +36,6 @@ mm_route(struct th_server *s, struct MHD_Connection *c, const char *url, const c
 {
 	struct mm_fix *f = s->cls;
 	struct MHD_Response *r;
-	unsigned int status;
 	enum MHD_Result ret;
 
 	(void)url;
@@ -55,8 +54,7 @@ mm_route(struct th_server *s, struct MHD_Connection *c, const char *url, const c
 		return MHD_NO;
 	MHD_add_response_header(r, "Content-Type", "text/plain");
 	MHD_add_response_header(r, "ETag", f->etag);
-	status = mhdgz_evaluate_preconditions(c, method, f->etag);
-	ret = mhdgz_queue_response_ex(s->gz, c, method, status ? status : MHD_HTTP_OK, r, NULL);
+	ret = mhdgz_queue_response_ex(s->gz, c, TU_REQ_PRE(method), MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }

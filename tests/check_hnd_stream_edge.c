@@ -245,7 +245,7 @@ er_route(struct th_server *s, struct MHD_Connection *c, const char *url, const c
 	if (url[strlen(url) - 1] == 'c')
 		ck_assert(MHD_add_response_header(r, "Transfer-Encoding", "chunked") == MHD_YES);
 	ok = plain ? MHD_queue_response(c, 200, r)
-		   : mhdgz_queue_response_ex(s->gz, c, method, 200, r, NULL);
+		   : mhdgz_queue_response_ex(s->gz, c, TU_REQ(method), 200, r, NULL);
 	MHD_destroy_response(r);
 	return ok;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check_suites.h"
+#include "info.h"
 #include "stream_harness.h"
 #include "testutil.h"
 
@@ -158,7 +159,7 @@ sse_route(struct th_server *s, struct MHD_Connection *c, const char *url, const 
 		ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL,
 						  e->cache_control) == MHD_YES);
 	if (e->set_low_latency)
-		e->ll_rc = mhdgz_response_set_low_latency(s->gz, r);
+		e->ll_rc = mhdgz_response_set_flags(s->gz, r, MHDGZ_RESPONSE_LOW_LATENCY);
 	ret = mhdgz_queue_response(s->gz, c, MHD_HTTP_OK, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -228,7 +229,7 @@ START_TEST(events_arrive_one_by_one)
 	unsigned int k;
 	const char *ce;
 
-	if (!mhdgz_backend_available(ev_cases[_i].be))
+	if (!tu_backend_available(ev_cases[_i].be))
 		return;
 	block_size = ev_cases[_i].pad ? ev_cases[_i].pad + 4096 : 4096;
 	e = sse_new(sse_read, ev_cases[_i].ctype, block_size, SSE_EVENTS * block_size);
@@ -299,7 +300,7 @@ START_TEST(flush_policy)
 	struct sse *e;
 	size_t i, want_len = 0;
 
-	if (!mhdgz_backend_available(be))
+	if (!tu_backend_available(be))
 		return;
 	e = sse_new(bulk_read, mode == 2 ? "text/event-stream" : "text/plain", 4096,
 		    BULK_CHUNKS * (sizeof BULK_LINE - 1));
@@ -313,7 +314,7 @@ START_TEST(flush_policy)
 	st_get(&t, TH_GZIP);
 	expect_gzip_body(&t.r, (const uint8_t *)e->expect, want_len);
 	fprintf(stderr, "flush_policy(%s, %s): %zu gzip bytes for %zu bytes in %u chunks\n",
-		mhdgz_backend_name(be), mode == 0 ? "bulk" : "low-latency", t.r.body_len, want_len,
+		tu_backend_name(be), mode == 0 ? "bulk" : "low-latency", t.r.body_len, want_len,
 		BULK_CHUNKS);
 	if (mode == 0)
 		ck_assert_msg(t.r.body_len < 4000,
@@ -339,7 +340,7 @@ never_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return MHD_CONTENT_READER_END_OF_STREAM;
 }
 
-/* mhdgz_response_set_low_latency: 0 for streaming responses of the
+/* MHDGZ_RESPONSE_LOW_LATENCY (mhdgz_response_set_flags): 0 for streaming responses of the
  * handler, MHDGZ_EINVAL for anything else. */
 START_TEST(low_latency_api)
 {
@@ -357,13 +358,18 @@ START_TEST(low_latency_api)
 	plain = MHD_create_response_from_buffer(5, body, MHD_RESPMEM_PERSISTENT);
 	fdr = mhdgz_response_from_fd(gz, 12, fd);
 	ck_assert(cb && cb_other && buf && plain && fdr);
-	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, cb), 0);
-	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, fdr), 0);
-	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, buf), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, plain), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, cb_other), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_response_set_low_latency(gz, NULL), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_response_set_low_latency(NULL, cb), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, cb, MHDGZ_RESPONSE_LOW_LATENCY), 0);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, fdr, MHDGZ_RESPONSE_LOW_LATENCY), 0);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, buf, MHDGZ_RESPONSE_LOW_LATENCY),
+			 MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, plain, MHDGZ_RESPONSE_LOW_LATENCY),
+			 MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, cb_other, MHDGZ_RESPONSE_LOW_LATENCY),
+			 MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, NULL, MHDGZ_RESPONSE_LOW_LATENCY),
+			 MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(NULL, cb, MHDGZ_RESPONSE_LOW_LATENCY),
+			 MHDGZ_EINVAL);
 	/* Creation errors: NULL, and the free callback is not called. */
 	ck_assert(mhdgz_response_from_callback(NULL, 10, 1024, never_read, &src, th_src_free) ==
 		  NULL);
@@ -432,7 +438,7 @@ START_TEST(events_coded)
 	uint8_t *dec = NULL;
 	size_t dec_len = 0, i;
 
-	if (!mhdgz_coding_available(MHDGZ_CODING_ZSTD) || !mhdgz_coding_available(MHDGZ_CODING_BR))
+	if (!tu_coding_available(MHDGZ_CODING_ZSTD) || !tu_coding_available(MHDGZ_CODING_BR))
 		return;
 	if (_i < 2) {
 		e = sse_new(sse_read, "text/event-stream", 4096, SSE_EVENTS * 4096);
@@ -540,7 +546,7 @@ comet_route(struct th_server *s, struct MHD_Connection *conn, const char *url, c
 	(void)url;
 	ck_assert_ptr_nonnull(r);
 	ck_assert(MHD_add_response_header(r, "Content-Type", "text/plain") == MHD_YES);
-	ok = mhdgz_queue_response_ex(s->gz, conn, method, 200, r, NULL);
+	ok = mhdgz_queue_response_ex(s->gz, conn, TU_REQ(method), 200, r, NULL);
 	MHD_destroy_response(r);
 	return ok;
 }
@@ -671,7 +677,7 @@ pk_route(struct th_server *s, struct MHD_Connection *conn, const char *url, cons
 
 	ck_assert_ptr_nonnull(r);
 	ck_assert(MHD_add_response_header(r, "Content-Type", "text/plain") == MHD_YES);
-	ok = mhdgz_queue_response_ex(s->gz, conn, method, 200, r, NULL);
+	ok = mhdgz_queue_response_ex(s->gz, conn, TU_REQ(method), 200, r, NULL);
 	MHD_destroy_response(r);
 	atomic_fetch_add(&pk->started, 1);
 	return ok;

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "check_suites.h"
+#include "info.h"
 #include "stream_harness.h"
 #include "testutil.h"
 
@@ -62,7 +63,7 @@ START_TEST(client_disconnects)
 	int64_t live0 = 0;
 	char why[256] = "";
 
-	if (!mhdgz_backend_available(dc_backends[be_i].be))
+	if (!tu_backend_available(dc_backends[be_i].be))
 		return;
 	if (no_pool)
 		tu_alloc_install(0);
@@ -480,8 +481,7 @@ START_TEST(in_place_footers)
 	unsigned int n;
 
 	if (want && strcmp(want, "gzip") != 0 &&
-	    !mhdgz_coding_available(strcmp(want, "zstd") == 0 ? MHDGZ_CODING_ZSTD
-							      : MHDGZ_CODING_BR))
+	    !tu_coding_available(strcmp(want, "zstd") == 0 ? MHDGZ_CODING_ZSTD : MHDGZ_CODING_BR))
 		return;
 	sf.data = data;
 	pair = calloc(2, sizeof *pair);
@@ -634,7 +634,7 @@ shared_route(struct th_server *s, struct MHD_Connection *c, const char *url, con
 	struct shared_resp *sr = s->cls;
 
 	(void)url;
-	return mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, sr->r, NULL);
+	return mhdgz_queue_response_ex(s->gz, c, TU_REQ(method), MHD_HTTP_OK, sr->r, NULL);
 }
 
 static struct MHD_Response *

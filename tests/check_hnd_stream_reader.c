@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check_suites.h"
+#include "info.h"
 #include "stream_harness.h"
 #include "testutil.h"
 
@@ -29,7 +30,7 @@ START_TEST(reader_zero_counted)
 	struct lfix f;
 	uint64_t stops = (len - 1) / (64 * KIB) + 1, calls, bound;
 
-	if (!mhdgz_backend_available(be))
+	if (!tu_backend_available(be))
 		return;
 	data = tu_payload(len, TU_TEXT, 101);
 	lfix_init(&f, data, len, len, known, 4096, "text/plain");
@@ -198,7 +199,7 @@ START_TEST(alloc_failures_fall_back)
 	int64_t live0;
 	unsigned int fired = 0, gzipped = 0, identity = 0, refused = 0;
 
-	if (!mhdgz_backend_available(be))
+	if (!tu_backend_available(be))
 		return;
 	data = tu_payload(len, TU_TEXT, 501);
 	a = calloc(1, sizeof *a);
@@ -243,7 +244,7 @@ START_TEST(alloc_failures_fall_back)
 	fprintf(stderr,
 		"alloc_failures_fall_back(%s): %u injected failures: %u refused, %u identity, %u "
 		"gzip\n",
-		mhdgz_backend_name(be), fired, refused, identity, gzipped);
+		tu_backend_name(be), fired, refused, identity, gzipped);
 	ck_assert_msg(k < MAX_RESP, "more than %d allocations per request", MAX_RESP - 1);
 	ck_assert_uint_ge(fired, 3);
 	ck_assert_uint_ge(identity, 1);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check_suites.h"
+#include "info.h"
 #include "stream_harness.h"
 #include "testutil.h"
 
@@ -75,7 +76,7 @@ START_TEST(roundtrip_backends)
 	struct st_test t;
 	struct bfix f;
 
-	if (!mhdgz_backend_available(be_cases[ci].be))
+	if (!tu_backend_available(be_cases[ci].be))
 		return;
 	data = tu_payload(len, TU_TEXT, 77);
 	bfix_callback(&f, data, len, _i % 2, 4096, 4096, "application/json");

@@ -11,8 +11,10 @@
 #include <time.h>
 
 #include "hnd_handle.h" /* mhdgz.h, and hnd_select() */
+#include "hnd_negotiate.h"
 #include "hnd_queue.h"
 #include "check_suites.h"
+#include "info.h"
 #include "testutil.h"
 
 #if defined(HAVE_LIBDEFLATE) && defined(HAVE_LIBDEFLATE_ALLOC_COMPRESSOR_EX)
@@ -164,8 +166,8 @@ static const struct ae_case ae_cases[] = {
 START_TEST(test_ae_table)
 {
 	const struct ae_case *c = &ae_cases[_i];
-	unsigned int q = mhdgz_accept_gzip_q(c->count ? c->lines : (_i == 0 ? NULL : c->lines),
-					     c->count);
+	unsigned int q = hnd_accept_gzip_q_lines(c->count ? c->lines : (_i == 0 ? NULL : c->lines),
+						 c->count);
 
 	ck_assert_msg(q == c->q,
 		      "case %d: lines[0]=\"%s\" lines[1]=\"%s\" count=%zu: want %u got %u", _i,
@@ -193,27 +195,27 @@ START_TEST(test_ae_commas)
 	memset(s, ',', len);
 	s[len] = '\0';
 	lines[0] = s;
-	ck_assert_uint_eq(mhdgz_accept_gzip_q(lines, 1), 0);
+	ck_assert_uint_eq(hnd_accept_gzip_q_lines(lines, 1), 0);
 	/* Same with tabs and spaces between the commas. */
 	for (size_t i = 0; i < len; i += 3) {
 		s[i] = ' ';
 		if (i + 1 < len)
 			s[i + 1] = '\t';
 	}
-	ck_assert_uint_eq(mhdgz_accept_gzip_q(lines, 1), 0);
+	ck_assert_uint_eq(hnd_accept_gzip_q_lines(lines, 1), 0);
 	/* ";q=" parameters on one element: malformed, ignored. */
 	memcpy(s, "br", 2);
 	for (size_t i = 2; i + 4 <= len; i += 4)
 		memcpy(s + i, ";q=1", 4);
 	s[len - (len - 2) % 4] = '\0';
-	ck_assert_uint_eq(mhdgz_accept_gzip_q(lines, 1), 0);
+	ck_assert_uint_eq(hnd_accept_gzip_q_lines(lines, 1), 0);
 	/* '"' and '\\' pairs, then commas: quotes that never close (each
 	 * escapes the next quote) and elements after them. */
 	for (size_t i = 0; i + 2 <= len; i += 2)
 		memcpy(s + i, "\"\\", 2);
 	memcpy(s + len - 8, ",,,,gzip", 8);
 	s[len] = '\0';
-	ck_assert_uint_eq(mhdgz_accept_gzip_q(lines, 1), 1000);
+	ck_assert_uint_eq(hnd_accept_gzip_q_lines(lines, 1), 1000);
 	free(s);
 }
 END_TEST
@@ -226,8 +228,8 @@ START_TEST(test_ae_many_lines)
 	for (int i = 0; i < 1000; i++)
 		lines[i] = "br";
 	lines[1000] = "gzip;q=0.125";
-	ck_assert_uint_eq(mhdgz_accept_gzip_q(lines, 1001), 125);
-	ck_assert_uint_eq(mhdgz_accept_gzip_q(lines, 1000), 0);
+	ck_assert_uint_eq(hnd_accept_gzip_q_lines(lines, 1001), 125);
+	ck_assert_uint_eq(hnd_accept_gzip_q_lines(lines, 1000), 0);
 }
 END_TEST
 
@@ -310,7 +312,7 @@ static const struct etag_case etag_cases[] = {
 START_TEST(test_etag_table)
 {
 	const struct etag_case *c = &etag_cases[_i];
-	int m = mhdgz_etag_match(c->field, c->etag, c->weak);
+	int m = hnd_etag_match(c->field, c->etag, c->weak);
 
 	ck_assert_msg(m == c->match, "case %d: field '%s' etag '%s' %s: want %d got %d", _i,
 		      c->field, c->etag, c->weak ? "weak" : "strong", c->match, m);
@@ -319,8 +321,8 @@ END_TEST
 
 START_TEST(test_etag_null)
 {
-	ck_assert_int_eq(mhdgz_etag_match(NULL, "\"x\"", 1), 0);
-	ck_assert_int_eq(mhdgz_etag_match(NULL, "\"x\"", 0), 0);
+	ck_assert_int_eq(hnd_etag_match(NULL, "\"x\"", 1), 0);
+	ck_assert_int_eq(hnd_etag_match(NULL, "\"x\"", 0), 0);
 }
 END_TEST
 
@@ -334,10 +336,10 @@ START_TEST(test_etag_long_list)
 	while (len + 16 < cap - 8)
 		len += (size_t)snprintf(s + len, cap - len, "\"t%zu\", ", len);
 	memcpy(s + len, "\"x\"", 4);
-	ck_assert_int_eq(mhdgz_etag_match(s, "\"x\"", 1), 1);
-	ck_assert_int_eq(mhdgz_etag_match(s, "\"x\"", 0), 1);
+	ck_assert_int_eq(hnd_etag_match(s, "\"x\"", 1), 1);
+	ck_assert_int_eq(hnd_etag_match(s, "\"x\"", 0), 1);
 	s[len] = '\0';
-	ck_assert_int_eq(mhdgz_etag_match(s, "\"x\"", 1), 0);
+	ck_assert_int_eq(hnd_etag_match(s, "\"x\"", 1), 0);
 	free(s);
 }
 END_TEST
@@ -427,94 +429,100 @@ START_TEST(test_backends)
 	enum mhdgz_backend b;
 	int mn, mx, df;
 
-	ck_assert_int_eq(mhdgz_backend_available(MHDGZ_BACKEND_DEFAULT), 1);
-	ck_assert_int_eq(mhdgz_backend_available(MHDGZ_BACKEND_ZLIB), 1);
-	ck_assert_int_eq(mhdgz_backend_available(MHDGZ_BACKEND_LIBDEFLATE), TH_HAVE_LIBDEFLATE);
-	ck_assert_int_eq(mhdgz_backend_available(MHDGZ_BACKEND_ISAL), TH_HAVE_ISAL);
-	ck_assert_int_eq(mhdgz_backend_available((enum mhdgz_backend)4), 0);
-	ck_assert_int_eq(mhdgz_backend_available((enum mhdgz_backend) - 1), 0);
+	ck_assert_int_eq(tu_backend_available(MHDGZ_BACKEND_DEFAULT), 1);
+	ck_assert_int_eq(tu_backend_available(MHDGZ_BACKEND_ZLIB), 1);
+	ck_assert_int_eq(tu_backend_available(MHDGZ_BACKEND_LIBDEFLATE), TH_HAVE_LIBDEFLATE);
+	ck_assert_int_eq(tu_backend_available(MHDGZ_BACKEND_ISAL), TH_HAVE_ISAL);
+	ck_assert_int_eq(tu_backend_available((enum mhdgz_backend)4), 0);
+	ck_assert_int_eq(tu_backend_available((enum mhdgz_backend) - 1), 0);
 
-	ck_assert_str_eq(mhdgz_backend_name(MHDGZ_BACKEND_ZLIB), "zlib");
-	ck_assert_str_eq(mhdgz_backend_name(MHDGZ_BACKEND_LIBDEFLATE), "libdeflate");
-	ck_assert_str_eq(mhdgz_backend_name(MHDGZ_BACKEND_ISAL), "isal");
-	ck_assert_ptr_null(mhdgz_backend_name((enum mhdgz_backend)4));
-	ck_assert_ptr_null(mhdgz_backend_name((enum mhdgz_backend) - 1));
+	ck_assert_str_eq(tu_backend_name(MHDGZ_BACKEND_ZLIB), "zlib");
+	ck_assert_str_eq(tu_backend_name(MHDGZ_BACKEND_LIBDEFLATE), "libdeflate");
+	ck_assert_str_eq(tu_backend_name(MHDGZ_BACKEND_ISAL), "isal");
+	{
+		struct mhdgz_backend_info bi = { .size = sizeof bi };
+
+		ck_assert_int_eq(mhdgz_backend_info((enum mhdgz_backend)4, &bi), MHDGZ_EINVAL);
+		ck_assert_int_eq(mhdgz_backend_info((enum mhdgz_backend) - 1, &bi), MHDGZ_EINVAL);
+		ck_assert_int_eq(mhdgz_backend_info(MHDGZ_BACKEND_ZLIB, NULL), MHDGZ_EINVAL);
+		bi.size = 1;
+		ck_assert_int_eq(mhdgz_backend_info(MHDGZ_BACKEND_ZLIB, &bi), MHDGZ_EINVAL);
+	}
 
 	b = (enum mhdgz_backend)77;
-	ck_assert_int_eq(mhdgz_backend_from_name("zlib", &b), 0);
+	ck_assert_int_eq(tu_backend_from_name("zlib", &b), 0);
 	ck_assert_int_eq(b, MHDGZ_BACKEND_ZLIB);
 	if (TH_HAVE_LIBDEFLATE) {
-		ck_assert_int_eq(mhdgz_backend_from_name("LibDeflate", &b), 0);
+		ck_assert_int_eq(tu_backend_from_name("LibDeflate", &b), 0);
 		ck_assert_int_eq(b, MHDGZ_BACKEND_LIBDEFLATE);
 	} else {
-		ck_assert_int_eq(mhdgz_backend_from_name("LibDeflate", &b), MHDGZ_ENOTSUP);
+		ck_assert_int_eq(tu_backend_from_name("LibDeflate", &b), MHDGZ_ENOTSUP);
 	}
-	ck_assert_int_eq(mhdgz_backend_from_name("ZLIB", &b), 0);
+	ck_assert_int_eq(tu_backend_from_name("ZLIB", &b), 0);
 	ck_assert_int_eq(b, MHDGZ_BACKEND_ZLIB);
 	b = (enum mhdgz_backend)77;
 	if (TH_HAVE_ISAL) {
-		ck_assert_int_eq(mhdgz_backend_from_name("ISAL", &b), 0);
+		ck_assert_int_eq(tu_backend_from_name("ISAL", &b), 0);
 		ck_assert_int_eq(b, MHDGZ_BACKEND_ISAL);
 	} else {
-		ck_assert_int_eq(mhdgz_backend_from_name("isal", &b), MHDGZ_ENOTSUP);
+		ck_assert_int_eq(tu_backend_from_name("isal", &b), MHDGZ_ENOTSUP);
 		ck_assert_int_eq(b, 77);
 	}
 	b = (enum mhdgz_backend)77;
-	ck_assert_int_eq(mhdgz_backend_from_name("brotli", &b), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_backend_from_name("", &b), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_backend_from_name("zlibx", &b), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_backend_from_name("zli", &b), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_backend_from_name(NULL, &b), MHDGZ_EINVAL);
+	ck_assert_int_eq(tu_backend_from_name("brotli", &b), MHDGZ_EINVAL);
+	ck_assert_int_eq(tu_backend_from_name("", &b), MHDGZ_EINVAL);
+	ck_assert_int_eq(tu_backend_from_name("zlibx", &b), MHDGZ_EINVAL);
+	ck_assert_int_eq(tu_backend_from_name("zli", &b), MHDGZ_EINVAL);
+	ck_assert_int_eq(tu_backend_from_name(NULL, &b), MHDGZ_EINVAL);
 	ck_assert_int_eq(b, 77);
 	/* Round trip of every available backend's name. */
 	for (int i = 1; i <= 3; i++) {
-		if (!mhdgz_backend_available((enum mhdgz_backend)i))
+		if (!tu_backend_available((enum mhdgz_backend)i))
 			continue;
-		ck_assert_int_eq(mhdgz_backend_from_name(mhdgz_backend_name((enum mhdgz_backend)i),
-							 &b),
+		ck_assert_int_eq(tu_backend_from_name(tu_backend_name((enum mhdgz_backend)i), &b),
 				 0);
 		ck_assert_int_eq(b, i);
 	}
 
 	mn = mx = df = -100;
-	ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_ZLIB, &mn, &mx, &df), 0);
+	ck_assert_int_eq(tu_backend_levels(MHDGZ_BACKEND_ZLIB, &mn, &mx, &df), 0);
 	ck_assert_int_eq(mn, 1);
 	ck_assert_int_eq(mx, 9);
 	ck_assert_int_eq(df, 6);
 	if (TH_HAVE_LIBDEFLATE) {
-		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_LIBDEFLATE, &mn, &mx, &df), 0);
+		ck_assert_int_eq(tu_backend_levels(MHDGZ_BACKEND_LIBDEFLATE, &mn, &mx, &df), 0);
 		ck_assert_int_eq(mn, 1);
 		ck_assert_int_eq(mx, 12);
 		ck_assert_int_eq(df, 5);
 		/* DEFAULT is libdeflate. */
 		mn = mx = df = -100;
-		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_DEFAULT, &mn, &mx, &df), 0);
+		ck_assert_int_eq(tu_backend_levels(MHDGZ_BACKEND_DEFAULT, &mn, &mx, &df), 0);
 		ck_assert_int_eq(mn, 1);
 		ck_assert_int_eq(mx, 12);
 		ck_assert_int_eq(df, 5);
-		ck_assert_str_eq(mhdgz_backend_name(MHDGZ_BACKEND_DEFAULT), "libdeflate");
+		ck_assert_str_eq(tu_backend_name(MHDGZ_BACKEND_DEFAULT), "libdeflate");
 	} else {
-		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_LIBDEFLATE, &mn, &mx, &df),
+		ck_assert_int_eq(tu_backend_levels(MHDGZ_BACKEND_LIBDEFLATE, &mn, &mx, &df),
 				 MHDGZ_ENOTSUP);
 		/* DEFAULT is the next in preference: ISA-L, else zlib. */
-		ck_assert_str_eq(mhdgz_backend_name(MHDGZ_BACKEND_DEFAULT),
+		ck_assert_str_eq(tu_backend_name(MHDGZ_BACKEND_DEFAULT),
 				 TH_HAVE_ISAL ? "isal" : "zlib");
 	}
-	ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_ZLIB, NULL, NULL, NULL), 0);
+	ck_assert_int_eq(tu_backend_levels(MHDGZ_BACKEND_ZLIB, NULL, NULL, NULL), 0);
 	mx = -100;
-	ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_ZLIB, NULL, &mx, NULL), 0);
+	ck_assert_int_eq(tu_backend_levels(MHDGZ_BACKEND_ZLIB, NULL, &mx, NULL), 0);
 	ck_assert_int_eq(mx, 9);
 	mn = mx = df = -100;
 	if (TH_HAVE_ISAL) {
-		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_ISAL, &mn, &mx, &df), 0);
+		ck_assert_int_eq(tu_backend_levels(MHDGZ_BACKEND_ISAL, &mn, &mx, &df), 0);
 		ck_assert_int_eq(mn, 1);
 		ck_assert_int_eq(mx, 4);
 		ck_assert_int_eq(df, 2);
 	} else {
-		ck_assert_int_eq(mhdgz_backend_levels(MHDGZ_BACKEND_ISAL, &mn, &mx, &df),
+		ck_assert_int_eq(tu_backend_levels(MHDGZ_BACKEND_ISAL, &mn, &mx, &df),
 				 MHDGZ_ENOTSUP);
 	}
-	ck_assert_int_lt(mhdgz_backend_levels((enum mhdgz_backend)4, &mn, &mx, &df), 0);
+	ck_assert_int_lt(tu_backend_levels((enum mhdgz_backend)4, &mn, &mx, &df), 0);
 }
 END_TEST
 
@@ -575,8 +583,8 @@ START_TEST(test_new_table)
 		return;
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
-	o.backend = c->backend;
-	o.level = c->level;
+	o.gzip.backend = c->backend;
+	o.gzip.level = c->level;
 	o.flags = c->flags;
 	o.etag_policy = (enum mhdgz_etag_policy)c->etag_policy;
 	rc = mhdgz_new(&o, &gz);
@@ -637,11 +645,11 @@ START_TEST(test_new_misc)
 	/* min_size and pool_idle_cap take any value. */
 	o.size = sizeof o;
 	o.min_nbytes = 1;
-	o.pool_idle_cap = 1;
+	o.limits.pool_idle_cap = 1;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	mhdgz_free(gz);
 	o.min_nbytes = (size_t)-1;
-	o.pool_idle_cap = 1000;
+	o.limits.pool_idle_cap = 1000;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	mhdgz_free(gz);
 
@@ -655,17 +663,17 @@ START_TEST(test_new_misc)
 		o.size = sizeof o;
 		for (size_t i = 0; i < N_ELEMS(bad); i++) {
 			gz = NULL;
-			o.stream_window_bits = bad[i][0];
-			o.stream_mem_level = bad[i][1];
-			o.event_window_bits = bad[i][2];
-			o.event_mem_level = bad[i][3];
+			o.gzip.stream_window_bits = bad[i][0];
+			o.gzip.stream_mem_level = bad[i][1];
+			o.gzip.event_window_bits = bad[i][2];
+			o.gzip.event_mem_level = bad[i][3];
 			ck_assert_int_eq(mhdgz_new(&o, &gz), MHDGZ_EINVAL);
 			ck_assert_ptr_null(gz);
 		}
-		o.stream_window_bits = 9;
-		o.stream_mem_level = 9;
-		o.event_window_bits = 15;
-		o.event_mem_level = 1;
+		o.gzip.stream_window_bits = 9;
+		o.gzip.stream_mem_level = 9;
+		o.gzip.event_window_bits = 15;
+		o.gzip.event_mem_level = 1;
 		ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 		mhdgz_free(gz);
 	}
@@ -778,8 +786,8 @@ START_TEST(test_new_faults)
 
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
-	o.backend = (enum mhdgz_backend)_i;      /* loop 0..2: default, zlib, libdeflate */
-	if (!mhdgz_backend_available(o.backend)) /* configure --without-<lib> */
+	o.gzip.backend = (enum mhdgz_backend)_i;   /* loop 0..2: default, zlib, libdeflate */
+	if (!tu_backend_available(o.gzip.backend)) /* configure --without-<lib> */
 		return;
 	for (k = 1; k <= 10000; k++) {
 		struct mhdgz *gz = NULL;
@@ -994,8 +1002,8 @@ START_TEST(test_select_bad_args)
 	ck_assert_int_eq(mhdgz_queue_response(gz, NULL, 200, r), MHD_NO);
 	ck_assert_int_eq(mhdgz_queue_response(NULL, NULL, 200, r), MHD_NO);
 	ck_assert_int_eq(mhdgz_queue_response(gz, NULL, 200, NULL), MHD_NO);
-	ck_assert_int_eq(mhdgz_queue_response_ex(gz, NULL, "GET", 200, r, &o), MHD_NO);
-	ck_assert_int_eq(mhdgz_queue_response_ex(gz, NULL, "GET", 200, NULL, NULL), MHD_NO);
+	ck_assert_int_eq(mhdgz_queue_response_ex(gz, NULL, TU_REQ("GET"), 200, r, &o), MHD_NO);
+	ck_assert_int_eq(mhdgz_queue_response_ex(gz, NULL, TU_REQ("GET"), 200, NULL, NULL), MHD_NO);
 
 	MHD_destroy_response(r);
 	mhdgz_free(gz);
@@ -1031,11 +1039,11 @@ START_TEST(test_response_api)
 	ck_assert_ptr_nonnull(r);
 	u = MHD_create_response_from_buffer(5, "hello", MHD_RESPMEM_PERSISTENT);
 	ck_assert_ptr_nonnull(u);
-	ck_assert_int_eq(mhdgz_response_set_identity(gz, r), 0);
-	ck_assert_int_eq(mhdgz_response_set_identity(gz2, r), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_response_set_identity(gz, u), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_response_set_identity(NULL, r), MHDGZ_EINVAL);
-	ck_assert_int_eq(mhdgz_response_set_identity(gz, NULL), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, r, MHDGZ_RESPONSE_IDENTITY), 0);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz2, r, MHDGZ_RESPONSE_IDENTITY), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, u, MHDGZ_RESPONSE_IDENTITY), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(NULL, r, MHDGZ_RESPONSE_IDENTITY), MHDGZ_EINVAL);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, NULL, MHDGZ_RESPONSE_IDENTITY), MHDGZ_EINVAL);
 	MHD_destroy_response(u);
 	MHD_destroy_response(r);
 
@@ -1384,7 +1392,8 @@ START_TEST(test_select_reasons)
 			ck_assert_int_eq(MHD_add_response_header(r, c->hdr[h], c->hdr[h + 1]),
 					 MHD_YES);
 		if (c->opt_out)
-			ck_assert_int_eq(mhdgz_response_set_identity(gz, r), 0);
+			ck_assert_int_eq(mhdgz_response_set_flags(gz, r, MHDGZ_RESPONSE_IDENTITY),
+					 0);
 		rc = select_of(gz, &rq, c->status, r, &q, &why);
 		ck_assert_msg(rc == 0, "%s: rc %d", c->name, rc);
 		ck_assert_msg(why == c->want, "%s: want reason %s, got %s", c->name,
@@ -1481,12 +1490,12 @@ START_TEST(test_select_backends)
 		struct sel_req rq = req_of(ae_gzip, 1);
 		enum mhdgz_reason why;
 
-		if (!mhdgz_backend_available(cfg[i].be))
+		if (!tu_backend_available(cfg[i].be))
 			continue;
 		memset(&o, 0, sizeof o);
 		o.size = sizeof o;
-		o.backend = cfg[i].be;
-		o.level = cfg[i].level;
+		o.gzip.backend = cfg[i].be;
+		o.gzip.level = cfg[i].level;
 		o.flags = cfg[i].flags;
 		ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 		r = mhdgz_response_from_buffer(gz, 100000, body, MHD_RESPMEM_PERSISTENT);
@@ -1495,7 +1504,7 @@ START_TEST(test_select_backends)
 		for (int n = 0; n < 3; n++) {
 			ck_assert_int_eq(select_of(gz, &rq, 200, r, &q, &why), 0);
 			ck_assert_msg(why == MHDGZ_COMPRESSED, "%s level %d: %s",
-				      mhdgz_backend_name(cfg[i].be), cfg[i].level,
+				      tu_backend_name(cfg[i].be), cfg[i].level,
 				      mhdgz_reason_name(why));
 		}
 		MHD_destroy_response(r);
@@ -1646,7 +1655,7 @@ START_TEST(test_set_allocator_libdeflate_own)
 
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
-	o.backend = MHDGZ_BACKEND_LIBDEFLATE;
+	o.gzip.backend = MHDGZ_BACKEND_LIBDEFLATE;
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	ck_assert_uint_gt(ld_n(&ld_gz_mallocs), 0); /* the handle */
 	ck_assert_uint_eq(ld_n(&ld_app_mallocs), 1);
@@ -1713,7 +1722,7 @@ START_TEST(test_select_pool_trim)
 
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
-	o.pool_trim_ms = periods[_i];
+	o.limits.pool_trim_ms = periods[_i];
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	r = mhdgz_response_from_buffer(gz, 20000, body, MHD_RESPMEM_PERSISTENT);
 	ck_assert_ptr_nonnull(r);
@@ -1744,9 +1753,9 @@ START_TEST(test_select_faults)
 
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
-	o.backend = (enum mhdgz_backend)(_i % 3);
+	o.gzip.backend = (enum mhdgz_backend)(_i % 3);
 	o.flags = _i >= 3 ? MHDGZ_F_NO_POOL : 0;
-	if (!mhdgz_backend_available(o.backend)) { /* configure --without-<lib> */
+	if (!tu_backend_available(o.gzip.backend)) { /* configure --without-<lib> */
 		free(body);
 		return;
 	}

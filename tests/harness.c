@@ -18,6 +18,7 @@
 
 #include "hnd_handle.h" /* first: mhdgz.h as the library sees it; the pools */
 #include "harness.h"
+#include "info.h"
 #include "testutil.h"
 
 /* Idle connections are closed by the daemon after this many seconds, so
@@ -140,11 +141,11 @@ th_gz_new(enum mhdgz_backend backend, int level, size_t min_nbytes)
 	struct mhdgz *gz = NULL;
 	int rc;
 
-	o.backend = backend;
-	o.level = level;
+	o.gzip.backend = backend;
+	o.gzip.level = level;
 	o.min_nbytes = min_nbytes;
 	rc = mhdgz_new(&o, &gz);
-	ck_assert_msg(rc == 0, "mhdgz_new(%s, %d): %s", mhdgz_backend_name(backend), level,
+	ck_assert_msg(rc == 0, "mhdgz_new(%s, %d): %s", tu_backend_name(backend), level,
 		      mhdgz_strerror(rc));
 	return gz;
 }
@@ -186,7 +187,8 @@ site_make(struct th_site *s, const struct th_route *rt)
 	for (int i = 0; rt->hdr[i]; i += 2)
 		if (MHD_add_response_header(r, rt->hdr[i], rt->hdr[i + 1]) != MHD_YES)
 			atomic_fetch_add(&s->errors, 1);
-	if ((rt->flags & TH_RT_IDENTITY) && mhdgz_response_set_identity(s->gz, r) != 0)
+	if ((rt->flags & TH_RT_IDENTITY) &&
+	    mhdgz_response_set_flags(s->gz, r, MHDGZ_RESPONSE_IDENTITY) != 0)
 		atomic_fetch_add(&s->errors, 1);
 	if ((rt->flags & TH_RT_UNCACHED) && mhdgz_response_set_uncached(s->gz, r) != 0)
 		atomic_fetch_add(&s->errors, 1);
@@ -211,13 +213,18 @@ static enum MHD_Result
 site_queue(struct th_site *s, struct MHD_Connection *conn, const char *method,
 	   const struct th_route *rt, struct MHD_Response *r, unsigned int status)
 {
+	struct mhdgz_request req = { .size = sizeof req,
+				     .method = method,
+				     .flags = rt && (rt->flags & TH_RT_PRECOND)
+						      ? MHDGZ_REQUEST_PRECONDITIONS
+						      : 0 };
 	enum MHD_Result ret;
 
 	if (!r) {
 		atomic_fetch_add(&s->create_failures, 1);
 		return site_plain(conn, 500);
 	}
-	ret = mhdgz_queue_response_ex(s->gz, conn, method, status, r, NULL);
+	ret = mhdgz_queue_response_ex(s->gz, conn, &req, status, r, NULL);
 	if (ret != MHD_YES)
 		atomic_fetch_add(&s->errors, 1);
 	if (!rt || !(rt->flags & TH_RT_SHARED))
@@ -238,19 +245,6 @@ site_route(struct th_server *srv, struct MHD_Connection *conn, const char *url, 
 	if (!rt)
 		return site_plain(conn, 404);
 	status = rt->status;
-	if (rt->flags & TH_RT_PRECOND) {
-		unsigned int pc = mhdgz_evaluate_preconditions(conn, method, rt->etag);
-
-		if (pc == 412)
-			return site_queue(s, conn, method, NULL,
-					  mhdgz_response_from_buffer(s->gz, 0, NULL,
-								     MHD_RESPMEM_PERSISTENT),
-					  412);
-		if (pc == 304)
-			status = 304;
-		else if (pc != 0)
-			atomic_fetch_add(&s->errors, 1);
-	}
 	return site_queue(s, conn, method, rt,
 			  (rt->flags & TH_RT_SHARED) ? rt->shared : site_make(s, rt), status);
 }

@@ -11,6 +11,7 @@
 #include <check.h>
 #include <curl/curl.h>
 
+#include "info.h"
 #include "mhdgz.h"
 
 /* A HEAD or 304 standing for a 200 whose length is not known (a stream of
@@ -114,11 +115,11 @@ struct mhdgz *th_gz_new(enum mhdgz_backend backend, int level, size_t min_nbytes
 /* Route flags. */
 #define TH_RT_SHARED 0x1u    /* one response made at start, queued for every request */
 #define TH_RT_UNTRACKED 0x2u /* MHD_create_response_from_buffer, not mhdgz's */
-#define TH_RT_IDENTITY 0x4u  /* mhdgz_response_set_identity() before queueing */
+#define TH_RT_IDENTITY 0x4u  /* MHDGZ_RESPONSE_IDENTITY before queueing */
 #define TH_RT_PRECOND                                                                              \
-	0x8u                 /* mhdgz_evaluate_preconditions(etag) first: 304 queues
-			      * this route's own response with status 304, 412 an
-			      * empty response */
+	0x8u                 /* queued with MHDGZ_REQUEST_PRECONDITIONS: the library
+			      * answers a failed precondition with the 304 of this
+			      * route's response or a 412 without content */
 #define TH_RT_UNCACHED 0x10u /* mhdgz_response_set_uncached() before queueing */
 
 /* One URL the site answers with a buffer response. Strings and body are
@@ -131,7 +132,8 @@ struct th_route {
 	enum MHD_ResponseMemoryMode mode;
 	const char *hdr[41];         /* name, value pairs, NULL-terminated */
 	unsigned int flags;          /* TH_RT_* */
-	const char *etag;            /* TH_RT_PRECOND: the resource's ETag as the app sets it */
+	const char *etag;            /* the resource's ETag as the app sets it (documentation: the
+				      * library reads the response's ETag field) */
 	struct MHD_Response *shared; /* TH_RT_SHARED: made by th_site_start */
 };
 

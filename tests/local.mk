@@ -9,7 +9,7 @@ tests_dec_cflags = $(ZLIB_CFLAGS) $(ZSTD_CFLAGS) $(BROTLI_CFLAGS)
 tests_dec_libs = $(ZLIB_LIBS) $(ZSTD_LIBS) $(BROTLI_LIBS)
 if ENABLE_TESTS
 tests_common = tests/testutil.c tests/testutil.h tests/check_main.c tests/check_suites.h
-tests_harness = $(tests_common) tests/harness.c tests/harness.h
+tests_harness = $(tests_common) tests/harness.c tests/harness.h tests/info.h
 tests_hnd_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(MHD_CFLAGS) $(CURL_CFLAGS) $(tests_dec_cflags)
 tests_hnd_ldadd = handler/libmhdgz_hnd.la $(CHECK_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(tests_dec_libs)
 # check_core: the compression core alone (src/ headers only, no libcurl).

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "stream_harness.h"
+#include "info.h"
 #include "testutil.h"
 
 /* ===================================================================== */
@@ -51,7 +52,8 @@ st_gz_from(const struct mhdgz_options *o)
 	int rc = mhdgz_new(o, &gz);
 
 	ck_assert_msg(rc == 0, "mhdgz_new(%s, level %d, flags %#x): %s",
-		      mhdgz_backend_name(o->backend), o->level, o->flags, mhdgz_strerror(rc));
+		      tu_backend_name(o->gzip.backend), o->gzip.level, o->flags,
+		      mhdgz_strerror(rc));
 	return gz;
 }
 
@@ -60,8 +62,8 @@ st_gz_new(enum mhdgz_backend be, int level, unsigned int flags)
 {
 	struct mhdgz_options o = th_opts();
 
-	o.backend = be;
-	o.level = level;
+	o.gzip.backend = be;
+	o.gzip.level = level;
 	o.flags = flags;
 	return st_gz_from(&o);
 }
@@ -287,7 +289,7 @@ live_route(struct th_server *s, struct MHD_Connection *c, const char *url, const
 			  MHD_YES);
 	if (f->etag)
 		ck_assert(MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, f->etag) == MHD_YES);
-	ret = mhdgz_queue_response_ex(s->gz, c, method, MHD_HTTP_OK, r, NULL);
+	ret = mhdgz_queue_response_ex(s->gz, c, TU_REQ(method), MHD_HTTP_OK, r, NULL);
 	MHD_destroy_response(r);
 	return ret;
 }

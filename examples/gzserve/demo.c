@@ -368,7 +368,7 @@ serve_events(struct req *rq, struct MHD_Connection *conn)
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	/* Automatic for text/event-stream; said here because a stream of
 	 * another type (NDJSON, logs) needs this call to flush per event. */
-	(void)mhdgz_response_set_low_latency(rq->s->gz, r);
+	(void)mhdgz_response_set_flags(rq->s->gz, r, MHDGZ_RESPONSE_LOW_LATENCY);
 	rq->streamed = true;
 	return respond(rq, conn, MHD_HTTP_OK, r, 0);
 }
@@ -387,9 +387,11 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 	FILE *f;
 	unsigned int i;
 
+	struct mhdgz_backend_info bi = { .size = sizeof bi };
+
 	memset(&st, 0, sizeof st);
 	st.size = sizeof st;
-	if (mhdgz_get_stats(s->gz, &st) != 0)
+	if (mhdgz_get_stats(s->gz, &st) != 0 || mhdgz_backend_info(s->cfg.backend, &bi) != 0)
 		return respond_error(rq, conn, 500);
 	f = open_memstream(&body, &len);
 	if (!f)
@@ -397,8 +399,7 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 	fprintf(f,
 		"{\"version\":\"%s\",\"backend\":\"%s\",\"level\":%d,\"responses\":%" PRIu64
 		",\"compressed\":%" PRIu64 ",\"reasons\":{",
-		mhdgz_version(), mhdgz_backend_name(s->cfg.backend), s->level, st.responses,
-		st.compressed);
+		mhdgz_version(), bi.name, s->level, st.responses, st.compressed);
 	for (i = 0; i < MHDGZ_REASON_COUNT; i++)
 		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
 			mhdgz_reason_name((enum mhdgz_reason)i), st.reasons[i]);
@@ -423,7 +424,7 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 		fprintf(f, ",\"%s\":{", name[k]);
 		for (i = 0; i < MHDGZ_CODING_COUNT; i++)
 			fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
-				mhdgz_coding_name((enum mhdgz_coding)i), v[i]);
+				coding_name((enum mhdgz_coding)i), v[i]);
 		fputc('}', f);
 	}
 	fprintf(f,
@@ -535,15 +536,13 @@ serve_demo(struct req *rq, struct MHD_Connection *conn, const char *path, const 
 	}
 	for (i = 0; i < s->ndemos; i++) {
 		struct demo *d = &s->demos[i];
-		unsigned int pre;
 
 		if (strcmp(path, d->path) != 0 && !(i == 0 && strcmp(path, "/index.html") == 0))
 			continue;
-		/* A 304 is the 200's response queued with status 304. */
-		pre = mhdgz_evaluate_preconditions(conn, method, d->etag);
-		if (pre == MHD_HTTP_PRECONDITION_FAILED)
-			return respond_error(rq, conn, pre);
-		return queue(rq, conn, pre ? pre : MHD_HTTP_OK, d->ok, pre ? 0 : d->len);
+		/* The handler answers If-None-Match and If-Match: a 304 of this
+		 * 200, or a 412 without content. */
+		rq->preconditions = true;
+		return queue(rq, conn, MHD_HTTP_OK, d->ok, d->len);
 	}
 	return respond_error(rq, conn, MHD_HTTP_NOT_FOUND);
 }

@@ -111,13 +111,14 @@ int
 dict_init(struct server *s)
 {
 	struct mhdgz_dictionary_options o = { .size = sizeof o, .match = "/dict/app.*.js" };
+	struct mhdgz_coding_info zi = { .size = sizeof zi };
 	struct dict_demo *dd;
 	size_t i;
 
 	for (i = 0; i < s->cfg.ndict; i++)
 		if (add_file(s, i, s->cfg.dict_file[i], s->cfg.dict_match[i]) != 0)
 			return -1;
-	if (s->cfg.root || !mhdgz_coding_available(MHDGZ_CODING_ZSTD))
+	if (s->cfg.root || mhdgz_coding_info(NULL, MHDGZ_CODING_ZSTD, &zi) != 0 || !zi.available)
 		return 0; /* the demo is demo mode's, and needs zstd */
 	dd = calloc(1, sizeof *dd);
 	if (!dd)

@@ -99,7 +99,6 @@ struct file_req {
 	const struct mhdgz_dictionary *dict; /* FILE is this --dictionary */
 	enum mhdgz_coding coding;
 	char etag[80], lastmod[64];
-	bool not_modified;    /* a 304: the 200 below queued with status 304 */
 	uint64_t first, last; /* the one range to send (range > 0) */
 	int range;
 };
@@ -191,18 +190,15 @@ choose_sibling(struct server *s, struct MHD_Connection *conn, struct file_req *f
 	f->sibling = true;
 }
 
-/* Stage 3: the validators of what is sent and the preconditions on them
- * (validate.c): 0 to proceed (f->not_modified for a 304) or 412. */
-static unsigned int
-validate(struct MHD_Connection *conn, const char *method, struct file_req *f)
+/* Stage 3: the validators of what is sent (validate.c). The handler
+ * evaluates the preconditions on them when the response is queued
+ * (MHDGZ_REQUEST_PRECONDITIONS: a 304 or a 412 in its place). */
+static void
+validate(struct req *rq, struct file_req *f)
 {
-	unsigned int status;
-
 	file_etag(&f->st, f->etag, sizeof f->etag);
 	http_date(f->st.st_mtim.tv_sec, f->lastmod, sizeof f->lastmod);
-	status = file_preconditions(conn, method, f->etag, f->st.st_mtim.tv_sec);
-	f->not_modified = status == MHD_HTTP_NOT_MODIFIED;
-	return f->not_modified ? 0 : status;
+	rq->preconditions = true;
 }
 
 /* Stage 4: a Range of a GET for FILE itself (a sibling is sent whole),
@@ -211,7 +207,7 @@ validate(struct MHD_Connection *conn, const char *method, struct file_req *f)
 static void
 choose_range(struct server *s, struct MHD_Connection *conn, const char *method, struct file_req *f)
 {
-	if (strcmp(method, "GET") != 0 || f->not_modified || f->sibling ||
+	if (strcmp(method, "GET") != 0 || f->sibling ||
 	    !if_range_ok(conn, f->etag, f->st.st_mtim.tv_sec, s->cfg.etag == MHDGZ_ETAG_KEEP))
 		return;
 	f->range = parse_range(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
@@ -249,15 +245,13 @@ respond_file(struct req *rq, struct MHD_Connection *conn, struct file_req *f)
 	/* An empty file is never coded: marked so, its 304 carries the 200's
 	 * own fields (no Vary, the ETag unchanged), where an empty response
 	 * queued for a 304 otherwise stands for a 304 of its own that may be
-	 * of a coded 200 (mhdgz.h). The 304 of a sibling's 200 is as the
-	 * handler's 304 of a coded 200, without Content-Encoding (RFC 9110
-	 * section 15.4.5), and marked identity so that the handler does not
-	 * code the sibling again to learn the 200's length. */
-	if (len == 0 || (f->sibling && f->not_modified))
-		mhdgz_response_set_identity(s->gz, r);
-	if (f->sibling && !f->not_modified) /* already coded: the handler leaves it alone */
+	 * of a coded 200 (mhdgz.h). The handler's 304 of a sibling carries
+	 * no Content-Encoding (RFC 9110 section 15.4.5). */
+	if (len == 0)
+		mhdgz_response_set_flags(s->gz, r, MHDGZ_RESPONSE_IDENTITY);
+	if (f->sibling) /* already coded: the handler leaves it alone */
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING,
-					mhdgz_coding_name(f->coding));
+					coding_name(f->coding));
 	if (!f->sibling)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
 	if (f->varies)
@@ -277,8 +271,7 @@ respond_file(struct req *rq, struct MHD_Connection *conn, struct file_req *f)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
 		return respond(rq, conn, MHD_HTTP_PARTIAL_CONTENT, r, f->last - f->first + 1);
 	}
-	ret = respond(rq, conn, f->not_modified ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK, r,
-		      f->not_modified ? 0 : len);
+	ret = respond(rq, conn, MHD_HTTP_OK, r, len);
 	/* The access log's body bytes are the identity body's, as for a body
 	 * coded on the fly (and its 304): FILE's size, not FILE.gz's. */
 	if (f->sibling)
@@ -305,7 +298,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	if (status == 0) {
 		f.dict = dict_of_file(s, &f.st); /* FILE's, before a sibling's */
 		choose_sibling(s, conn, &f);
-		status = validate(conn, method, &f);
+		validate(rq, &f);
 	}
 	if (status == 0)
 		choose_range(s, conn, method, &f);

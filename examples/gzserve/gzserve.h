@@ -67,7 +67,7 @@ struct server {
 	struct config cfg;
 	struct mhdgz *gz;
 	int level; /* the level in use, for /stats */
-	/* The codings offered, in the server's order (mhdgz_get_codings());
+	/* The codings offered, in the server's order (mhdgz_coding_info() ranks);
 	 * for --precompressed, the siblings looked for. */
 	enum mhdgz_coding order[MHDGZ_CODING_COUNT];
 	size_t norder;
@@ -112,7 +112,8 @@ struct req {
 	uint64_t start_us;
 	uint64_t sock_start; /* bytes written on the socket before this request */
 	bool sock_known;
-	bool seen; /* the access handler ran once (headers received) */
+	bool seen;          /* the access handler ran once (headers received) */
+	bool preconditions; /* queue() asks the handler to evaluate If-* fields */
 	unsigned int status;
 	uint64_t body_nbytes; /* identity body bytes of the response */
 	const char *coding;
@@ -142,6 +143,7 @@ void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 __attribute__((format(printf, 2, 0))) void on_mhd_log(void *cls, const char *fmt, va_list ap);
 
 /* respond.c: queueing through the handler. */
+const char *coding_name(enum mhdgz_coding coding);
 enum MHD_Result queue(struct req *rq, struct MHD_Connection *conn, unsigned int status,
 		      struct MHD_Response *r, uint64_t body_nbytes);
 enum MHD_Result respond(struct req *rq, struct MHD_Connection *conn, unsigned int status,
@@ -194,8 +196,6 @@ void http_date(time_t t, char *out, size_t cap);
 bool parse_http_date(const char *v, time_t *t_ret);
 int parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret);
 bool if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool etag_shared);
-unsigned int file_preconditions(struct MHD_Connection *conn, const char *method, const char *etag,
-				time_t mtime);
 
 /* files.c: the files under --root; a target's path beneath it (fuzz_gzserve). */
 enum MHD_Result serve_file(struct req *rq, struct MHD_Connection *conn, const char *method);

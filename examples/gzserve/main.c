@@ -7,19 +7,17 @@
  * What to copy from here:
  *  - responses are made with mhdgz_response_from_buffer/_from_fd64/
  *    _from_callback instead of MHD_create_response_*, then queued through
- *    the handler with the request method (queue() in respond.c:
- *    mhdgz_queue_response_url, whose outcome feeds the access log);
+ *    the handler with the request's method and path (queue() in respond.c:
+ *    mhdgz_queue_response_ex, whose outcome feeds the access log);
  *  - a file is a fresh fd response per request (files.c), opened beneath
  *    the root (beneath.c); the handler's file cache (--cache-size)
  *    compresses each file version once;
- *  - conditional requests (files.c, demo.c) use mhdgz_evaluate_preconditions,
- *    so the ETag forms mhdgz gives coded responses (W/"x", "x-gzip") still
- *    validate;
- *  - a 304 is the 200's own response queued with status 304: its fields
- *    without the body (RFC 9110 section 8.6), with the Vary and ETag form
- *    mhdgz gives the 200 for this client;
+ *  - conditional requests (files.c, demo.c) are the handler's
+ *    (MHDGZ_REQUEST_PRECONDITIONS): the ETag forms mhdgz gives coded
+ *    responses (W/"x", "x-gzip") still validate, a 304 carries the Vary,
+ *    ETag and length of the 200 this client would get, a 412 no content;
  *  - a precompressed FILE.gz (siblings.c), chosen with mhdgz_accept_coding
- *    among the codings of mhdgz_get_codings, is queued with its
+ *    among the codings mhdgz_coding_info() ranks, is queued with its
  *    Content-Encoding set, so the handler leaves it alone;
  *  - a server-sent event stream (demo.c) waits between events by
  *    suspending its connection (MHD_suspend_connection from the content
@@ -145,21 +143,6 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 /* ------------------------------------------------------------------------ */
 /* Start and stop                                                           */
 
-/* mhdgz_new() refused --codings or --types (rc): say which, with the
- * library's words, and exit 2. Both given: a handler with the codings
- * alone tells. */
-static void
-refused_list(const struct server *s, int rc)
-{
-	struct mhdgz_options o = { .size = sizeof o, .codings = s->cfg.codings };
-	struct mhdgz *gz = NULL;
-
-	if (s->cfg.codings && (!s->cfg.types || (rc = mhdgz_new(&o, &gz)) != 0))
-		bad_option("--codings: '%s': mhdgz_new: %s", s->cfg.codings, mhdgz_strerror(rc));
-	mhdgz_free(gz);
-	bad_option("--types: invalid media type pattern in the list");
-}
-
 static int
 handler_new(struct server *s)
 {
@@ -169,9 +152,9 @@ handler_new(struct server *s)
 
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
-	o.backend = s->cfg.backend;
+	o.gzip.backend = s->cfg.backend;
 	if (s->cfg.level_set)
-		o.level = s->cfg.level;
+		o.gzip.level = s->cfg.level;
 	/* --min-size 0 means "everything", which is mhdgz's 1 (an empty body
 	 * is never compressed); mhdgz's 0 means its default. */
 	if (s->cfg.min_size_set)
@@ -180,27 +163,35 @@ handler_new(struct server *s)
 	o.etag_policy = s->cfg.etag;
 	if (s->cfg.length_hiding) {
 		o.flags |= MHDGZ_F_LENGTH_HIDING;
-		o.length_hiding_max = s->cfg.length_hiding;
+		o.padding.max_nbytes = s->cfg.length_hiding;
 	}
 	o.codings = s->cfg.codings;
 	/* Files only: the demo's responses are made once and cache their
 	 * variants themselves. */
 	if (s->cfg.root)
-		o.file_cache_nbytes = s->cfg.cache_size;
-	s->level = s->cfg.level;
-	if (!s->cfg.level_set)
-		(void)mhdgz_backend_levels(s->cfg.backend, NULL, NULL, &s->level);
+		o.limits.store_nbytes = s->cfg.cache_size;
 	rc = mhdgz_new(&o, &s->gz);
-	/* options.c checked every other value: the library refused a list. */
-	if ((rc == MHDGZ_EINVAL || rc == MHDGZ_ENOTSUP) && (s->cfg.codings || s->cfg.types))
-		refused_list(s, rc);
+	/* options.c checked every other value: the library names the field it
+	 * refused (codings: --codings, compress_types: --types). */
+	if (rc == MHDGZ_EINVAL || rc == MHDGZ_ENOTSUP)
+		bad_option("mhdgz_new: %s", mhdgz_strerror(rc));
 	if (rc != 0) {
 		fprintf(stderr, "gzserve: mhdgz_new: %s\n", mhdgz_strerror(rc));
 		return -1;
 	}
-	/* The codings in the order mhdgz_new() read them: the siblings that
-	 * --precompressed looks for, chosen as on the fly. */
-	s->norder = mhdgz_get_codings(s->gz, s->order, MHDGZ_CODING_COUNT);
+	/* The level in use, and the codings in the order mhdgz_new() read
+	 * them: the siblings that --precompressed looks for, chosen as on the
+	 * fly. */
+	for (int k = 0; k < MHDGZ_CODING_COUNT; k++) {
+		struct mhdgz_coding_info ci = { .size = sizeof ci };
+
+		if (mhdgz_coding_info(s->gz, (enum mhdgz_coding)k, &ci) == 0 && ci.enabled) {
+			s->order[ci.rank] = (enum mhdgz_coding)k;
+			s->norder++;
+			if (k == MHDGZ_CODING_GZIP)
+				s->level = ci.level;
+		}
+	}
 	return 0;
 }
 

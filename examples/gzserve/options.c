@@ -167,13 +167,22 @@ take_option(struct config *cfg, int c, const char *v, const char **level_arg)
 	case 'r':
 		cfg->root = v;
 		break;
-	case 'B': /* mhdgz_backend_from_name() tells unknown from not built */
-		rc = mhdgz_backend_from_name(v, &cfg->backend);
-		if (rc != 0)
-			bad_option(rc == MHDGZ_ENOTSUP
-					   ? "--backend: '%s' was not compiled into this libmhdgz"
-					   : "--backend: '%s' is not zlib, libdeflate or isal",
-				   v);
+	case 'B': /* the names mhdgz_backend_info() gives */
+		for (rc = MHDGZ_BACKEND_ZLIB; rc <= MHDGZ_BACKEND_ISAL; rc++) {
+			struct mhdgz_backend_info bi = { .size = sizeof bi };
+
+			if (mhdgz_backend_info((enum mhdgz_backend)rc, &bi) == 0 &&
+			    strcasecmp(v, bi.name) == 0) {
+				if (!bi.available)
+					bad_option(
+						"--backend: '%s' was not compiled into this libmhdgz",
+						v);
+				cfg->backend = (enum mhdgz_backend)rc;
+				break;
+			}
+		}
+		if (rc > MHDGZ_BACKEND_ISAL)
+			bad_option("--backend: '%s' is not zlib, libdeflate or isal", v);
 		break;
 	case 'l':
 		*level_arg = v;
@@ -229,7 +238,6 @@ take_option(struct config *cfg, int c, const char *v, const char **level_arg)
 static void
 check_options(struct config *cfg, const char *level_arg)
 {
-	int lmin, lmax;
 
 	if (cfg->ndict && !cfg->dict_match[cfg->ndict - 1])
 		bad_option("--dictionary %s needs a --dictionary-match",
@@ -240,10 +248,12 @@ check_options(struct config *cfg, const char *level_arg)
 	if (cfg->cache_size_set && !cfg->root)
 		bad_option("--cache-size needs --root");
 	if (level_arg) {
-		if (mhdgz_backend_levels(cfg->backend, &lmin, &lmax, NULL) != 0)
+		struct mhdgz_backend_info bi = { .size = sizeof bi };
+
+		if (mhdgz_backend_info(cfg->backend, &bi) != 0 || !bi.available)
 			bad_option("--backend: not available");
-		cfg->level = (int)number_arg("--level", level_arg, (unsigned long long)lmin,
-					     (unsigned long long)lmax);
+		cfg->level = (int)number_arg("--level", level_arg, (unsigned long long)bi.level_min,
+					     (unsigned long long)bi.level_max);
 		cfg->level_set = true;
 	}
 }

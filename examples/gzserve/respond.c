@@ -6,39 +6,52 @@
 
 #include "gzserve.h"
 
+/* A coding's token, a static string (mhdgz_coding_info). */
+const char *
+coding_name(enum mhdgz_coding coding)
+{
+	struct mhdgz_coding_info ci = { .size = sizeof ci };
+
+	return mhdgz_coding_info(NULL, coding, &ci) == 0 ? ci.name : "other";
+}
+
 /*
  * Queue r through the handler with the request's method (so a HEAD gets
- * exactly GET's header fields), and record status, identity body size and
- * the coding that went out for the access log, from what the handler
- * reports: nothing here re-implements its decision.
+ * exactly GET's header fields), its path (for RFC 9842 dictionaries) and,
+ * for a resource with validators (rq->preconditions), the conditional
+ * fields evaluated by the handler (a 304 or a 412 without content in r's
+ * place); record status, identity body size and the coding that went out
+ * for the access log, from what the handler reports: nothing here
+ * re-implements its decision.
  */
 enum MHD_Result
 queue(struct req *rq, struct MHD_Connection *conn, unsigned int status, struct MHD_Response *r,
       uint64_t body_nbytes)
 {
 	struct mhdgz_outcome o = { .size = sizeof o };
-	enum MHD_Result ret;
-
 	char path[1024];
 	size_t plen = strcspn(rq->uri, "?");
+	struct mhdgz_request req = { .size = sizeof req,
+				     .method = rq->method,
+				     .url = plen < sizeof path ? path : NULL,
+				     .flags = rq->preconditions ? MHDGZ_REQUEST_PRECONDITIONS : 0 };
+	enum MHD_Result ret;
 
-	/* The path, for RFC 9842 dictionary matching (a longer one: none). */
-	if (plen < sizeof path) {
+	if (plen < sizeof path) { /* a longer one: no dictionary */
 		memcpy(path, rq->uri, plen);
 		path[plen] = '\0';
 	}
-	ret = mhdgz_queue_response_url(rq->s->gz, conn, rq->method,
-				       plen < sizeof path ? path : NULL, status, r, &o);
+	ret = mhdgz_queue_response_ex(rq->s->gz, conn, &req, status, r, &o);
 	rq->coding = o.coding;
-	if (o.reason == MHDGZ_SKIP_ENCODED) { /* a precompressed sibling */
+	if (o.reason == MHDGZ_SKIP_ENCODED) { /* a precompressed sibling: a static name */
 		const char *ce = MHD_get_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
 
 		rq->coding = "other";
 		for (int k = 0; ce && k < MHDGZ_CODING_COUNT; k++)
-			if (strcasecmp(ce, mhdgz_coding_name((enum mhdgz_coding)k)) == 0)
-				rq->coding = mhdgz_coding_name((enum mhdgz_coding)k);
+			if (strcasecmp(ce, coding_name((enum mhdgz_coding)k)) == 0)
+				rq->coding = coding_name((enum mhdgz_coding)k);
 	}
-	rq->status = status;
+	rq->status = o.status;
 	rq->body_nbytes = o.body_nbytes != MHDGZ_NBYTES_UNKNOWN ? o.body_nbytes : body_nbytes;
 	return ret;
 }

@@ -116,7 +116,7 @@ preferred_coding(struct MHD_Connection *conn, const enum mhdgz_coding *offered, 
 	return ok;
 }
 
-/* Among the codings offered (in the order mhdgz_get_codings() gives)
+/* Among the codings offered (in the order mhdgz_coding_info() ranks them)
  * whose sibling is usable, the one the client prefers. */
 int
 choose_precompressed(const struct server *s, struct MHD_Connection *conn, const char *rel,

@@ -1,4 +1,4 @@
-/* validate.c: gzserve's validators and ranges for files: the strong ETag, Last-Modified, If-Modified-Since, If-Range, Range (RFC 9110 sections 8.8, 13.1, 14). */
+/* validate.c: gzserve's validators and ranges for files: the strong ETag, Last-Modified, If-Range, Range (RFC 9110 sections 8.8, 13.1.5, 14); the handler evaluates the other preconditions. */
 #define _GNU_SOURCE /* strptime, timegm */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -158,44 +158,4 @@ if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool et
 	if (v[0] == 'W' && v[1] == '/')
 		return false;
 	return parse_http_date(v, &t) && t == mtime;
-}
-
-/* The date of a date precondition (If-Unmodified-Since, If-Modified-Since)
- * into *t_ret, when it applies: the request has no unless field (the
- * entity-tag precondition that takes its place, RFC 9110 section 13.2.2)
- * and its value is one valid HTTP-date (else it is ignored). */
-static bool
-date_precondition(struct MHD_Connection *conn, const char *unless, const char *name, time_t *t_ret)
-{
-	const char *v;
-
-	if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, unless))
-		return false;
-	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
-	return v && parse_http_date(v, t_ret);
-}
-
-/* RFC 9110 section 13.2.2 for a file of that ETag and modification time:
- * 0 to proceed, 412, or 304 (If-Modified-Since for GET and HEAD only). */
-unsigned int
-file_preconditions(struct MHD_Connection *conn, const char *method, const char *etag, time_t mtime)
-{
-	unsigned int status;
-	time_t t;
-
-	/* Step 2 (section 13.1.4), before the library's steps 1 and 3: it
-	 * applies only without If-Match, so its order against step 1 cannot
-	 * matter. */
-	if (date_precondition(conn, MHD_HTTP_HEADER_IF_MATCH, MHD_HTTP_HEADER_IF_UNMODIFIED_SINCE,
-			      &t) &&
-	    mtime > t)
-		return MHD_HTTP_PRECONDITION_FAILED;
-	status = mhdgz_evaluate_preconditions(conn, method, etag);
-	/* Step 4 (section 13.1.3): not modified since If-Modified-Since. */
-	if (status == 0 && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) &&
-	    date_precondition(conn, MHD_HTTP_HEADER_IF_NONE_MATCH,
-			      MHD_HTTP_HEADER_IF_MODIFIED_SINCE, &t) &&
-	    mtime <= t)
-		status = MHD_HTTP_NOT_MODIFIED;
-	return status;
 }

@@ -1,8 +1,8 @@
-/* fuzz_accept.c: libFuzzer target for the Accept-Encoding parser (mhdgz_accept_gzip_q, hnd_accept_parse). */
+/* fuzz_accept.c: libFuzzer target for the Accept-Encoding parser (hnd_accept_gzip_q_lines, hnd_accept_parse). */
 /*
  * The input is split into header lines at '\n' and NUL. Checked for every
  * input, besides the sanitizers' own checks:
- *  - every q-value is -1 (not listed) or 0..1000, mhdgz_accept_gzip_q() is
+ *  - every q-value is -1 (not listed) or 0..1000, hnd_accept_gzip_q_lines() is
  *    0..1000 and equals hnd_accept_gzip_q() of the parse;
  *  - parsing the lines together equals merging the parses of each line (what
  *    mhdgz_queue_response() does, line by line, while hnd_accept_parse()
@@ -239,7 +239,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	hnd_accept_parse(lines, n, &all);
 	check_range(&all, "parse");
 	FZ_CHECK(all.present == (n > 0), "present %d with %zu lines", all.present, n);
-	q = mhdgz_accept_gzip_q(lines, n);
+	q = hnd_accept_gzip_q_lines(lines, n);
 	FZ_CHECK(q <= 1000, "q %u", q);
 	FZ_CHECK(q == hnd_accept_gzip_q(&all), "q %u vs %u", q, hnd_accept_gzip_q(&all));
 	wants = hnd_accept_wants_gzip(&all);

@@ -43,6 +43,7 @@
 #include "hnd_entry.h"
 #include "hnd_handle.h"
 #include "fuzz_util.h"
+#include "../info.h"
 
 #define FZ_MAX_LINES 48
 #define FZ_MAX_AE 16
@@ -338,14 +339,14 @@ make_gz(struct mhdgz **gz, enum mhdgz_backend be, int level, unsigned int flags,
 
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
-	o.backend = be;
-	o.level = level;
+	o.gzip.backend = be;
+	o.gzip.level = level;
 	o.flags = flags;
 	o.min_nbytes = min_size;
 	o.etag_policy = pol;
 	o.compress_types = ct;
 	o.skip_types = skip;
-	o.pool_idle_cap = cap;
+	o.limits.pool_idle_cap = cap;
 	o.codings = "gzip"; /* the reference decision is gzip's */
 	return mhdgz_new(&o, gz);
 }
@@ -360,7 +361,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	static const char *const skip1[] = { "text/csv", "*/*+zip", NULL };
 	static const char *const any[] = { "*/*", NULL };
 	static const char *const none[] = { NULL };
-	bool isal = mhdgz_backend_available(MHDGZ_BACKEND_ISAL);
+	bool isal = tu_backend_available(MHDGZ_BACKEND_ISAL);
 
 	(void)argc;
 	(void)argv;
@@ -594,7 +595,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)MHD_add_response_header(r, lines[i], colon + 1);
 	}
 	if (opt_out)
-		FZ_CHECK(mhdgz_response_set_identity(gz, r) == 0, "set_identity");
+		FZ_CHECK(mhdgz_response_set_flags(gz, r, MHDGZ_RESPONSE_IDENTITY) == 0,
+			 "set_identity");
 	memset(&f, 0, sizeof f);
 	MHD_get_response_headers(r, ref_iter, &f);
 

@@ -1,10 +1,10 @@
-/* fuzz_etag.c: libFuzzer target for entity-tags: mhdgz_etag_match and hnd_etag_for_gzip. */
+/* fuzz_etag.c: libFuzzer target for entity-tags: hnd_etag_match (the preconditions' comparison) and hnd_etag_for_gzip. */
 /*
  * Input: one byte of options (bit 0: weak comparison; bits 1-7: the cap
  * handed to hnd_etag_for_gzip), then lines: the first is the resource's
  * ETag, the second an If-None-Match/If-Match field value, the rest single
  * entity-tags from which a list is built. Checked for every input:
- *  - mhdgz_etag_match() returns 0 or 1, and "*" matches any ETag;
+ *  - hnd_etag_match() returns 0 or 1, and "*" matches any ETag;
  *  - for a well-formed ETag E, hnd_etag_for_gzip() follows its policy
  *    (DROP: NULL; KEEP: E itself; a weak E: E itself; else a NUL-terminated
  *    tag within the cap or NULL when it does not fit), and the tag the
@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hnd_negotiate.h"
 #include "hnd_plan.h"
 #include "fuzz_util.h"
 
@@ -50,9 +51,9 @@ well_formed(const char *s, bool *weak)
 static int
 match(const char *field, const char *etag, int weak)
 {
-	int m = mhdgz_etag_match(field, etag, weak);
+	int m = hnd_etag_match(field, etag, weak);
 
-	FZ_CHECK(m == 0 || m == 1, "mhdgz_etag_match returned %d", m);
+	FZ_CHECK(m == 0 || m == 1, "hnd_etag_match returned %d", m);
 	return m;
 }
 

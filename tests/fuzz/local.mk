@@ -47,7 +47,7 @@ tests_fuzz_fuzz_accept_CPPFLAGS = $(HND_CPPFLAGS)
 tests_fuzz_fuzz_accept_CFLAGS = $(fuzz_hnd_cflags)
 tests_fuzz_fuzz_accept_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_accept_LDADD = $(fuzz_hnd_ldadd)
-tests_fuzz_fuzz_decide_SOURCES = tests/fuzz/fuzz_decide.c tests/fuzz/fuzz_util.h
+tests_fuzz_fuzz_decide_SOURCES = tests/fuzz/fuzz_decide.c tests/fuzz/fuzz_util.h tests/info.h
 tests_fuzz_fuzz_decide_CPPFLAGS = $(HND_CPPFLAGS)
 tests_fuzz_fuzz_decide_CFLAGS = $(fuzz_hnd_cflags)
 tests_fuzz_fuzz_decide_LDFLAGS = -fsanitize=fuzzer

@@ -119,7 +119,10 @@ static const char *const method __attribute__((unused)) = NULL;
 	mhdgz_response_from_buffer(upstream_gz(), s, (void *)(b), MHD_RESPMEM_MUST_COPY)
 #endif
 #define MHD_queue_response(c, s, r)                                                                \
-	mhdgz_queue_response_ex(upstream_gz(), c, UPSTREAM_METHOD, s, r, NULL)
+	mhdgz_queue_response_ex(upstream_gz(), c,                                                  \
+				&(struct mhdgz_request){ .size = sizeof(struct mhdgz_request),     \
+							 .method = UPSTREAM_METHOD },              \
+				s, r, NULL)
 #endif /* UPSTREAM_MHDGZ */
 
 #ifdef UPSTREAM_CURL_GZIP
