@@ -745,7 +745,7 @@ declared_window(const uint8_t *f, size_t len, int *single_ret)
 #endif
 
 /* Every level a user may set (1-19, also through struct mhdgz_options
- * zstd_level, which reaches the backend unchanged): a whole body over 8
+ * zstd.level, which reaches the backend unchanged): a whole body over 8
  * MiB, whose frame cannot be single-segment, declares a window of at most
  * 8 MiB, and so does a stream (content size unknown); both decode with the
  * reference decoder limited to 8 MiB (RFC 9659 section 3). Zeros, so
