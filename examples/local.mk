@@ -30,7 +30,8 @@ examples_gzserve_gzserve_SOURCES = examples/gzserve/gzserve.h examples/gzserve/m
 	examples/gzserve/respond.c examples/gzserve/files.c examples/gzserve/mime.c \
 	examples/gzserve/demo.c examples/gzserve/log.c examples/gzserve/echo.c \
 	examples/gzserve/dict.c examples/gzserve/options.c examples/gzserve/validate.c \
-	examples/gzserve/siblings.c examples/gzserve/beneath.c
+	examples/gzserve/siblings.c examples/gzserve/beneath.c \
+	examples/gzserve/linger.c
 examples_gzserve_gzserve_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/examples/payload
 # zlib: crc32() of POST /echo's body (echo.c); libzstd, where built: the
 # frame header of a .zst sibling (siblings.c).

@@ -419,6 +419,9 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 	if (rc < 0)
 		goto fail;
 	gz->memo_ready = true;
+	gz->coder_budget = o.limits.coder_nbytes == MHDGZ_CODER_NBYTES_UNLIMITED ? UINT64_MAX
+			   : o.limits.coder_nbytes ? o.limits.coder_nbytes
+						   : MHDGZ_DEFAULT_CODER_NBYTES;
 	rc = hnd_fc_init(&gz->filecache, o.limits.store_nbytes);
 	if (rc < 0)
 		goto fail;

@@ -78,6 +78,11 @@ struct mhdgz {
 	size_t pad_key_nbytes;
 	uint8_t pad_key[MHDGZ_LENGTH_HIDING_KEY_MAX];
 	struct hnd_stripe stats[HND_STAT_STRIPES];
+	/* The live streams' compressor budget (options coder_nbytes;
+	 * UINT64_MAX: none) and the charges held now (hnd_coder_charge,
+	 * hnd_stream.h). */
+	uint64_t coder_budget;
+	_Atomic uint64_t coder_live HND_LINE_ALIGNED;
 	struct hnd_coder coder[GZ_CODING_COUNT];
 	/* Compression dictionaries (hnd_dict.c): newest first, published
 	 * with a release store; never removed before the handle is freed. */

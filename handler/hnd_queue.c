@@ -166,12 +166,24 @@ build_stream_fields(struct build *b)
 static void
 build_stream(struct build *b)
 {
+	uint64_t charge;
+	int rc = hnd_coder_charge(b->gz, b->f.coding, b->p.low_latency, &charge);
+
+	/* Past the coder budget: identity (the response, or its identity
+	 * stream), the representation still varying. */
+	if (rc != 0) {
+		if (rc > 0)
+			b->reason = MHDGZ_SKIP_MEMORY;
+		else
+			failed(b);
+		return;
+	}
 	hnd_count(b->gz, HND_C_COMPRESSIONS, 1);
 	b->in_len = b->out_len = 0;
 	if (b->p.kind == HND_PLAN_STREAM_IN_PLACE) {
 		/* on a failure the response as it is */
 		if (hnd_stream_in_place(b->gz, b->e, b->response, &b->f, b->p.low_latency,
-					b->p.digest) < 0) {
+					b->p.digest, charge) < 0) {
 			failed(b);
 			return;
 		}
@@ -180,7 +192,7 @@ build_stream(struct build *b)
 		/* our creation reference goes to the caller, who drops it
 		 * after queueing (libmicrohttpd then holds its own) */
 		if (!fresh(b, hnd_gzip_stream_new(b->gz, b->e, b->fields, &b->f, b->p.low_latency,
-						  b->p.digest)))
+						  b->p.digest, charge)))
 			return;
 	}
 	b->padded = hnd_padded(b->gz, b->e, b->f.coding);

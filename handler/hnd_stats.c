@@ -77,6 +77,7 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	st->filecache_misses = sum(gz, HND_C_FC_MISSES);
 	st->filecache_evictions = sum(gz, HND_C_FC_EVICTIONS);
 	st->filecache_nbytes = gz->filecache.ready ? atomic_load(&gz->filecache.held) : 0;
+	st->coder_nbytes = atomic_load(&gz->coder_live);
 	st->pool_gets = st->pool_misses = st->pool_idle = st->pool_trims = 0;
 	/* gzip's pools: whole bodies, streams, low-latency streams. */
 	add_pool(st, gz->pool);
@@ -108,6 +109,7 @@ static const char *const hnd_reason_names[MHDGZ_REASON_COUNT] = {
 	[MHDGZ_SKIP_SMALL] = "small",
 	[MHDGZ_SKIP_NOT_SMALLER] = "not-smaller",
 	[MHDGZ_SKIP_ERROR] = "error",
+	[MHDGZ_SKIP_MEMORY] = "memory",
 };
 
 MHDGZ_API const char *

@@ -48,7 +48,42 @@ struct hnd_stream {
 	bool pad_on, pad_keyed;
 	size_t pad;
 	struct hnd_pad_ctx pc;
+	uint64_t charge; /* on the coder budget until the compressor goes back */
 };
+
+int
+hnd_coder_charge(struct mhdgz *gz, enum gz_coding coding, bool low_latency, uint64_t *charge_ret)
+{
+	uint64_t charge, live = atomic_load(&gz->coder_live);
+	int rc = gz_pool_state_nbytes(hnd_stream_pool(gz, coding, low_latency), &charge);
+
+	if (rc < 0)
+		return rc;
+	do {
+		if (gz->coder_budget != UINT64_MAX &&
+		    (charge > gz->coder_budget || live > gz->coder_budget - charge))
+			return 1;
+	} while (!atomic_compare_exchange_weak(&gz->coder_live, &live, live + charge));
+	*charge_ret = charge;
+	return 0;
+}
+
+void
+hnd_coder_uncharge(struct mhdgz *gz, uint64_t charge)
+{
+	atomic_fetch_sub(&gz->coder_live, charge);
+}
+
+/* The pump gave its compressor back (its end, or a failure): so does the
+ * stream its charge (test_coder_budget, check_hnd_stream_lifetime.c). */
+static void
+stream_uncharge(struct hnd_stream *st)
+{
+	if (st->charge && !st->pump.c) {
+		hnd_coder_uncharge(st->gz, st->charge);
+		st->charge = 0;
+	}
+}
 
 /* The application's reader at pos. libmicrohttpd never runs one
  * response's reader on two threads at once (it holds the response's mutex
@@ -288,6 +323,7 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			st->pad = 0; /* sent unpadded rather than not at all */
 	}
 	n = gz_pump_read(&st->pump, stream_source, st, (uint8_t *)buf, max, &end);
+	stream_uncharge(st);
 	if (n < 0) {
 		/* The user's error, a file read failure or a compressor failure:
 		 * end the response with an error, never a fake trailer. */
@@ -341,6 +377,7 @@ stream_free(void *cls)
 	hnd_count(st->gz, HND_C_CODED_IN0 + st->coding, st->pump.in_total);
 	hnd_count(st->gz, HND_C_CODED_OUT0 + st->coding, out_total);
 	gz_pump_fini(&st->pump);
+	stream_uncharge(st);
 	hnd_prefix_fini(&st->pre);
 	if (st->fd >= 0)
 		close(st->fd);
@@ -352,15 +389,19 @@ stream_free(void *cls)
 
 /* A stream of e coded as f says, not yet in a response; NULL on failure. */
 static struct hnd_stream *
-stream_new(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, bool low_latency)
+stream_new(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, bool low_latency,
+	   uint64_t charge)
 {
 	const char *etag = f->etag;
 	enum gz_coding coding = f->coding;
 	struct hnd_stream *st;
 
 	st = gz_calloc(1, sizeof *st);
-	if (!st)
+	if (!st) {
+		hnd_coder_uncharge(gz, charge);
 		return NULL;
+	}
+	st->charge = charge;
 	st->gz = gz;
 	st->e = e;
 	st->fd = -1;
@@ -391,6 +432,7 @@ stream_new(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, boo
 	return st;
 fail:
 	gz_pump_fini(&st->pump);
+	stream_uncharge(st);
 	hnd_prefix_fini(&st->pre);
 	if (st->fd >= 0)
 		close(st->fd);
@@ -408,9 +450,9 @@ stream_digest(struct hnd_stream *st, struct MHD_Response *v)
 
 struct MHD_Response *
 hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *r,
-		    const struct hnd_facts *f, bool low_latency, bool digest)
+		    const struct hnd_facts *f, bool low_latency, bool digest, uint64_t charge)
 {
-	struct hnd_stream *st = stream_new(gz, e, f, low_latency);
+	struct hnd_stream *st = stream_new(gz, e, f, low_latency, charge);
 	struct MHD_Response *v;
 
 	if (!st)
@@ -449,9 +491,9 @@ fail_v:
  */
 int
 hnd_stream_in_place(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *r,
-		    const struct hnd_facts *f, bool low_latency, bool digest)
+		    const struct hnd_facts *f, bool low_latency, bool digest, uint64_t charge)
 {
-	struct hnd_stream *st = stream_new(gz, e, f, low_latency);
+	struct hnd_stream *st = stream_new(gz, e, f, low_latency, charge);
 	struct MHD_Response *orig;
 
 	if (!st)

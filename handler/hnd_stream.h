@@ -42,17 +42,29 @@ void hnd_prefix_fini(struct hnd_prefix *px);
  * length under f->etag (may be NULL) when complete. With digest, a
  * complete stream ends with a Content-Digest trailer of its coded bytes
  * (announced by a Trailer field; sent by libmicrohttpd when the response
- * is chunked). Takes a reference on e. NULL on failure. */
+ * is chunked). Takes a reference on e. The stream holds charge
+ * (hnd_coder_charge) and gives it back with its compressor, or at once on
+ * failure. NULL on failure. */
 struct MHD_Response *hnd_gzip_stream_new(struct mhdgz *gz, struct hnd_entry *e,
 					 struct MHD_Response *r, const struct hnd_facts *f,
-					 bool low_latency, bool digest);
+					 bool low_latency, bool digest, uint64_t charge);
 /* The coded stream in e's own response r (an application's reader of
  * unknown size, never queued yet): its fields rewritten (hnd_rewrite_coded,
  * the originals kept in e->fields) and its reader, hnd_entry_read, now
  * reading the stream (e->in_place), which hnd_entry_release frees with r.
- * 0, or a negative error with r as it was. e->lock held. */
+ * charge as hnd_gzip_stream_new's. 0, or a negative error with r as it
+ * was. e->lock held. */
 int hnd_stream_in_place(struct mhdgz *gz, struct hnd_entry *e, struct MHD_Response *r,
-			const struct hnd_facts *f, bool low_latency, bool digest);
+			const struct hnd_facts *f, bool low_latency, bool digest, uint64_t charge);
+/* Charge a new stream of coding (low_latency: its event pool) to the
+ * budget (struct mhdgz coder_budget): 0 and *charge_ret, the bytes charged
+ * (give them back with hnd_coder_uncharge); 1 when they would take the
+ * live total past the budget (nothing charged: the stream goes out
+ * identity); a negative error when the charge cannot be measured.
+ * Thread-safe. */
+int hnd_coder_charge(struct mhdgz *gz, enum gz_coding coding, bool low_latency,
+		     uint64_t *charge_ret);
+void hnd_coder_uncharge(struct mhdgz *gz, uint64_t charge);
 /* The identity stream of e's reader in a response of its own, with e's
  * identity fields: for a queue after e's response carries a coded stream
  * in place. NULL on failure. e->lock held. */

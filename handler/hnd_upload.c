@@ -21,6 +21,7 @@ struct mhdgz_upload {
 	uint64_t max_decoded;   /* identity: bytes; UINT64_MAX for none */
 	uint64_t in_nbytes;     /* identity: bytes read and passed on */
 	uint64_t out_nbytes;    /* identity: bytes the callback accepted */
+	uint64_t discarded;     /* bytes consumed after the refusal's piece */
 	enum mhdgz_upload_refusal refusal;
 	unsigned int status; /* 0 while accepted */
 	bool completed;      /* mhdgz_upload_finish counted it */
@@ -230,8 +231,19 @@ mhdgz_upload_feed(struct mhdgz_upload *up, const char *upload_data, size_t *uplo
 	}
 	if (!up)
 		return MHD_HTTP_INTERNAL_SERVER_ERROR;
-	if (up->status || n == 0 || !upload_data)
+	if (up->status && n > MHDGZ_UPLOAD_DISCARD_NBYTES - up->discarded) {
+		/* Past the discard bound: nothing consumed, so the access
+		 * handler returns MHD_NO and libmicrohttpd closes
+		 * (test_upload_discard_bound). */
+		*upload_data_size = n;
 		return up->status;
+	}
+	if (up->status) {
+		up->discarded += n;
+		return up->status;
+	}
+	if (n == 0 || !upload_data)
+		return 0;
 	if (up->inf) {
 		struct gz_inflate_counts a, b;
 

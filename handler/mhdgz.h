@@ -24,10 +24,9 @@
 #ifndef MHDGZ_H
 #define MHDGZ_H
 
+#include <microhttpd.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <microhttpd.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,9 +37,7 @@ extern "C" {
 #define MHDGZ_API
 #endif
 
-/* ===================================================================== */
-/*                              Setup                                    */
-/* ===================================================================== */
+/* === Setup =========================================================== */
 
 /** The one version source: configure.ac reads these three lines. @{ */
 #define MHDGZ_VERSION_MAJOR 0
@@ -123,6 +120,10 @@ enum mhdgz_etag_policy {
 #define MHDGZ_DEFAULT_POOL_IDLE_LOW 2
 /** Default limits.pool_trim_ms: 10 seconds. */
 #define MHDGZ_DEFAULT_POOL_TRIM_MS 10000u
+/** Default limits.coder_nbytes: 128 MiB, an eighth of a 1 GiB server. */
+#define MHDGZ_DEFAULT_CODER_NBYTES ((size_t)128 * 1024 * 1024)
+/** limits.coder_nbytes: no budget. */
+#define MHDGZ_CODER_NBYTES_UNLIMITED SIZE_MAX
 /** limits.pool_trim_ms: never trim (keep up to pool_idle_cap). */
 #define MHDGZ_POOL_TRIM_NEVER 0xffffffffu
 /** Default gzip.event_window_bits: a 4 KiB history. */
@@ -175,6 +176,10 @@ struct mhdgz_limit_options {
 	 * place without reliable change times (some network and FUSE file
 	 * systems). Counted in mhdgz_stats filecache_*. */
 	size_t store_nbytes;
+	/** Compressor state of live streams in all, in bytes; 0 = 128 MiB. A
+	 * stream holds its pool's measured peak (DESIGN.md) until it ends; one
+	 * past the budget goes identity (MHDGZ_SKIP_MEMORY). */
+	size_t coder_nbytes;
 };
 
 /** Length hiding (struct mhdgz_options padding). */
@@ -303,9 +308,7 @@ struct mhdgz_coding_info {
 MHDGZ_API int mhdgz_coding_info(const struct mhdgz *gz, enum mhdgz_coding coding,
 				struct mhdgz_coding_info *info);
 
-/* ===================================================================== */
-/*                              Responses                                */
-/* ===================================================================== */
+/* === Responses ======================================================= */
 
 /* Each constructor is the twin of the libmicrohttpd call it names: the
  * same arguments after @a gz (a response keeps it alive), ownership and
@@ -465,8 +468,7 @@ mhdgz_response_from_iovec(struct mhdgz *gz, const struct MHD_IoVec *iov, unsigne
  * has none (0.9.75 then closes the connection). The first queue merges
  * "Vary: Accept-Encoding" into the response's Vary (section 12.5.5).
  * @param gz the handler that created the response.
- * @param connection as for MHD_queue_response().
- * @param status_code as for MHD_queue_response().
+ * @param connection as for MHD_queue_response(). @param status_code too.
  * @param response as for MHD_queue_response(); stays the caller's.
  * @return MHD_queue_response()'s result; MHD_NO also for a NULL argument.
  *         A failed compression never fails the call: identity is queued.
@@ -551,6 +553,7 @@ enum mhdgz_reason {
 	MHDGZ_SKIP_SMALL,        /**< body below min_nbytes */
 	MHDGZ_SKIP_NOT_SMALLER,  /**< coded output not smaller than the body */
 	MHDGZ_SKIP_ERROR,        /**< allocation or compressor failure */
+	MHDGZ_SKIP_MEMORY,       /**< a stream past limits.coder_nbytes */
 	MHDGZ_REASON_COUNT
 };
 
@@ -616,9 +619,8 @@ struct mhdgz_request {
  * whose pattern matches; under MHDGZ_ETAG_SUFFIX its ETag gets "-dcz-" and
  * 8 hex digits of the hash.
  * @param gz as for mhdgz_queue_response() (NULL: queued as is).
- * @param connection as for mhdgz_queue_response().
- * @param status_code as for mhdgz_queue_response().
- * @param response as for mhdgz_queue_response().
+ * @param connection as for mhdgz_queue_response(). @param status_code
+ *        and @param response likewise.
  * @param req the request; borrowed. NULL: a GET, no path, no flags.
  * @param outcome receives what was queued (outcome->size set); may be NULL.
  * @return MHD_queue_response()'s result; MHD_NO also for a NULL connection
@@ -631,9 +633,7 @@ mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection,
 			const struct mhdgz_request *req, unsigned int status_code,
 			struct MHD_Response *response, struct mhdgz_outcome *outcome);
 
-/* ===================================================================== */
-/*               Compression dictionaries (RFC 9842)                     */
-/* ===================================================================== */
+/* === Compression dictionaries (RFC 9842) ============================= */
 
 /* A response names itself a dictionary (Use-As-Dictionary); a client
  * holding it sends its SHA-256 (Available-Dictionary) and may get dcz: a
@@ -721,9 +721,7 @@ MHDGZ_API int mhdgz_accept_coding(const char *const *lines, size_t count,
 				  const enum mhdgz_coding *offered, size_t noffered,
 				  enum mhdgz_coding *coding_ret);
 
-/* ===================================================================== */
-/*                  Request bodies: uploads coded gzip                   */
-/* ===================================================================== */
+/* === Request bodies: uploads coded gzip ============================== */
 
 /*
  * A request body sent "Content-Encoding: gzip" is inflated as it comes,
@@ -783,6 +781,11 @@ typedef unsigned int (*mhdgz_upload_data_fn)(void *cls, const void *data, size_t
 
 struct mhdgz_upload; /**< a request body being read and decoded */
 
+/** Most body bytes mhdgz_upload_feed() discards after a refusal: 1 MiB,
+ * curl's "Expect: 100-continue" threshold. A refusal from the fields goes
+ * on the first call; to let the client read it, linger (mhdgz(3)). */
+#define MHDGZ_UPLOAD_DISCARD_NBYTES (1024ull * 1024)
+
 /**
  * Begin a request body from its Content-Encoding (RFC 9110 section 8.4):
  * none or identity as is, gzip once inflated (about 39 KiB plus
@@ -805,10 +808,12 @@ MHDGZ_API int mhdgz_upload_new(struct mhdgz *gz, struct MHD_Connection *connecti
 /**
  * Decode the next piece as the access handler received it (RFC 1952,
  * RFC 9110 section 8.4.1.3), checking the limits; consumes every byte
- * (*upload_data_size becomes 0). Once refused, pieces are discarded.
+ * (*upload_data_size becomes 0). Once refused, pieces are discarded, up
+ * to MHDGZ_UPLOAD_DISCARD_NBYTES: past them none is (return MHD_NO).
  * @param up the upload; NULL returns 500.
  * @param upload_data the piece; borrowed.
- * @param upload_data_size its size in bytes on entry, 0 on return.
+ * @param upload_data_size its size in bytes on entry, 0 on return (but
+ *        past the discard bound).
  * @return 0 while accepted so far, else the status to send (the same on
  *         every later call).
  * @note One thread at a time per upload.
@@ -875,9 +880,7 @@ MHDGZ_API struct MHD_Response *mhdgz_upload_refusal_response(unsigned int status
  */
 MHDGZ_API void mhdgz_upload_free(struct mhdgz_upload *up);
 
-/* ===================================================================== */
-/*                              Stats                                    */
-/* ===================================================================== */
+/* === Stats =========================================================== */
 
 /** Counters since mhdgz_new(); all monotonic except pool_idle. */
 struct mhdgz_stats {
@@ -919,6 +922,7 @@ struct mhdgz_stats {
 	uint64_t filecache_nbytes;
 	/** @} */
 	uint64_t dict_hits;        /**< dcz responses queued (also in coded[ZSTD]) */
+	uint64_t coder_nbytes;     /**< compressor state charged to live streams now */
 	uint64_t dict_bytes_saved; /**< bytes dcz saved against plain zstd, summed */
 	uint64_t coded_bytes_in[MHDGZ_CODING_COUNT];  /**< bytes_in per coding sent */
 	uint64_t coded_bytes_out[MHDGZ_CODING_COUNT]; /**< bytes_out per coding sent */
@@ -933,9 +937,7 @@ struct mhdgz_stats {
  */
 MHDGZ_API int mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st);
 
-/* ===================================================================== */
-/*                              Memory                                   */
-/* ===================================================================== */
+/* === Memory ========================================================== */
 
 /**
  * Free now the idle compressors trimming would free (beyond
@@ -974,9 +976,7 @@ struct mhdgz_allocator {
  */
 MHDGZ_API int mhdgz_set_allocator(const struct mhdgz_allocator *alloc);
 
-/* ===================================================================== */
-/*                              Errors                                   */
-/* ===================================================================== */
+/* === Errors ========================================================== */
 
 #define MHDGZ_OK 0          /**< success */
 #define MHDGZ_ENOMEM (-1)   /**< an allocation failed */

@@ -8,6 +8,7 @@
 #ifdef HAVE_MALLOC_TRIM
 #include <malloc.h>
 #endif
+#include <stdbool.h>
 #include <string.h>
 
 #include "gz_error.h"
@@ -97,6 +98,59 @@ gz_live_mine(void)
 
 static pthread_once_t gz_alloc_route_once = PTHREAD_ONCE_INIT;
 
+/* The calling thread's meter (gz_alloc_meter_start): its blocks and
+ * their sizes as asked (so the figure is the same on every run), their
+ * live sum and its peak; thread-local, touched only while on. A block
+ * past GZ_METER_BLOCKS stays counted when freed (an upper bound). */
+#ifndef GZ_METER_BLOCKS
+#define GZ_METER_BLOCKS 256
+#endif
+static _Thread_local struct {
+	bool on;
+	uint64_t live, peak;
+	unsigned int n;
+	struct {
+		void *p;
+		size_t nbytes;
+	} b[GZ_METER_BLOCKS];
+} gz_meter;
+
+void
+gz_alloc_meter_start(void)
+{
+	gz_meter.on = true;
+	gz_meter.live = gz_meter.peak = 0;
+	gz_meter.n = 0;
+}
+
+uint64_t
+gz_alloc_meter_stop(void)
+{
+	gz_meter.on = false;
+	return gz_meter.peak;
+}
+
+static void
+gz_meter_add(void *p, size_t nbytes)
+{
+	gz_meter.live += nbytes;
+	if (gz_meter.live > gz_meter.peak)
+		gz_meter.peak = gz_meter.live;
+	if (gz_meter.n < GZ_METER_BLOCKS)
+		gz_meter.b[gz_meter.n++] = (__typeof__(gz_meter.b[0])){ p, nbytes };
+}
+
+static void
+gz_meter_sub(void *p)
+{
+	for (unsigned int k = gz_meter.n; k-- > 0;)
+		if (gz_meter.b[k].p == p) {
+			gz_meter.live -= gz_meter.b[k].nbytes;
+			gz_meter.b[k] = gz_meter.b[--gz_meter.n];
+			return;
+		}
+}
+
 void *
 gz_malloc(size_t nbytes)
 {
@@ -105,8 +159,11 @@ gz_malloc(size_t nbytes)
 	/* malloc(0) may legitimately return NULL; ask for one byte so that NULL
 	 * always means failure to our callers (and to zlib and libdeflate). */
 	p = gz_hook.malloc_fn(nbytes ? nbytes : 1, gz_hook.cls);
-	if (p)
+	if (p) {
 		atomic_fetch_add_explicit(gz_live_mine(), 1, memory_order_relaxed);
+		if (gz_meter.on)
+			gz_meter_add(p, nbytes);
+	}
 	return p;
 }
 
@@ -129,6 +186,8 @@ gz_free(void *ptr)
 	if (!ptr)
 		return;
 	atomic_fetch_sub_explicit(gz_live_mine(), 1, memory_order_relaxed);
+	if (gz_meter.on)
+		gz_meter_sub(ptr);
 	gz_hook.free_fn(ptr, gz_hook.cls);
 }
 

@@ -41,6 +41,13 @@ void gz_alloc_release_unused(void);
  * of per-thread counts read at slightly different moments. */
 int64_t gz_alloc_live(void);
 
+/* A meter of the calling thread's allocations: from gz_alloc_meter_start
+ * to gz_alloc_meter_stop, the bytes (as asked) of the blocks it allocated
+ * through gz_malloc and has not freed, and stop returns their peak.
+ * Blocks freed on other threads are not seen. */
+void gz_alloc_meter_start(void);
+uint64_t gz_alloc_meter_stop(void);
+
 /*
  * Replace the underlying functions process-wide; malloc_fn and free_fn
  * both NULL restores malloc/free. The first non-NULL hook also routes the

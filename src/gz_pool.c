@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -27,6 +29,13 @@
  * under the lock. 8 covers a thread pool of up to 8 threads in steady state. */
 #ifndef GZ_POOL_AFFINITY_SCAN
 #define GZ_POOL_AFFINITY_SCAN 8
+#endif
+
+/* Input of gz_pool_state_nbytes's measuring stream, in bytes: twice the
+ * largest stream window of a coding (zstd's and brotli's 512 KiB), so a
+ * compressor that grows its buffers with its input has grown them all. */
+#ifndef GZ_POOL_MEASURE_NBYTES
+#define GZ_POOL_MEASURE_NBYTES (1024u * 1024u)
 #endif
 
 /*
@@ -62,6 +71,7 @@ struct gz_pool {
 	uint64_t trim_period_us;     /* 0: never trim */
 	uint64_t next_look_us;       /* a get or put trims from this time on */
 	struct gz_pool_stats st;
+	_Atomic uint64_t state_nbytes; /* gz_pool_state_nbytes, once measured */
 };
 
 /*
@@ -172,6 +182,76 @@ gz_pool_new_win(const struct gz_backend *be, int level, int window_bits, int mem
 	pool->idle_cap = idle_cap;
 	*pool_ret = pool;
 	return 0;
+}
+
+/* Text-like bytes (words of a small vocabulary, spaces, newlines) from a
+ * seed: matches at every distance, as a page or a log has. */
+static void
+gz_pool_text(uint8_t *buf, size_t len, uint32_t seed)
+{
+	static const char *const words[] = { "the ",    "of ", "stream ",     "window ", "value",
+					     "\"id\":", "12",  "compressor ", "\n",      "state " };
+	size_t off = 0;
+
+	while (off < len) {
+		const char *w;
+
+		seed = seed * 1103515245u + 12345u;
+		w = words[(seed >> 16) % (sizeof words / sizeof words[0])];
+		while (*w && off < len)
+			buf[off++] = (uint8_t)*w++;
+	}
+}
+
+int
+gz_pool_state_nbytes(struct gz_pool *pool, uint64_t *nbytes_ret)
+{
+	uint64_t got = atomic_load_explicit(&pool->state_nbytes, memory_order_relaxed);
+	enum { CHUNK = 64 * 1024 };
+	uint8_t *in = NULL, *out = NULL;
+	struct gz_compressor *c = NULL;
+	uint32_t nchunks;
+	int rc = GZ_ENOMEM;
+
+	if (got) {
+		*nbytes_ret = got;
+		return 0;
+	}
+	if (!(pool->be->caps & GZ_CAP_STREAM))
+		return GZ_EINVAL;
+	in = gz_malloc(CHUNK);
+	out = gz_malloc(CHUNK);
+	if (!in || !out)
+		goto done;
+	gz_alloc_meter_start();
+	rc = gz_compressor_new_win(pool->be, pool->level, pool->window_bits, pool->mem_level, &c);
+	/* The gzip backends allocate everything when created (stream()
+	 * allocates nothing): their stream is empty, microseconds. */
+	nchunks = pool->be->coding == GZ_CODING_GZIP ? 0 : GZ_POOL_MEASURE_NBYTES / CHUNK;
+	for (uint32_t k = 0; rc >= 0 && k <= nchunks; k++) {
+		bool last = k == nchunks;
+		struct gz_io io = { in, last ? 0 : CHUNK, out, CHUNK };
+
+		gz_pool_text(in, CHUNK, k);
+		do {
+			io.out = out;
+			io.out_cap = CHUNK;
+			rc = pool->be->stream(c, &io, last ? GZ_FLUSH_FINISH : GZ_FLUSH_NONE);
+		} while (rc == 0 && (io.in_len > 0 || io.out_cap == 0 || last));
+	}
+	got = gz_alloc_meter_stop();
+	if (rc == GZ_STREAM_END) {
+		atomic_store_explicit(&pool->state_nbytes, got, memory_order_relaxed);
+		*nbytes_ret = got;
+		rc = 0;
+	} else if (rc >= 0) {
+		rc = GZ_EBACKEND;
+	}
+done:
+	gz_compressor_free(c);
+	gz_free(in);
+	gz_free(out);
+	return rc;
 }
 
 int

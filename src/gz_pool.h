@@ -81,6 +81,18 @@ size_t gz_pool_trim(struct gz_pool *pool);
 /* Snapshot of the counters. Thread-safe. */
 void gz_pool_get_stats(struct gz_pool *pool, struct gz_pool_stats *st);
 
+/*
+ * The most bytes a streaming compressor of this pool holds over a stream:
+ * measured once per pool (then remembered) by the allocator's meter
+ * (gz_alloc_meter_start) across a fresh compressor's creation and a
+ * stream of 1 MiB of text-like bytes to its end (an empty one for the
+ * gzip backends, which allocate nothing after their creation), the peak
+ * of its live blocks. The compressor is freed, not pooled. Returns 0, GZ_EINVAL for a pool whose backend does not stream,
+ * GZ_ENOMEM or GZ_EBACKEND. Thread-safe (two first calls at once both
+ * measure, the same figure).
+ */
+int gz_pool_state_nbytes(struct gz_pool *pool, uint64_t *nbytes_ret);
+
 const struct gz_backend *gz_pool_backend(const struct gz_pool *pool);
 int gz_pool_level(const struct gz_pool *pool);
 

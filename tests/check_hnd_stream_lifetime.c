@@ -742,6 +742,111 @@ START_TEST(in_place_app_content_length)
 END_TEST
 #endif
 
+/* ===================================================================== */
+/*              The coder budget: live streams' compressor state          */
+/* ===================================================================== */
+
+struct coder_wait {
+	struct mhdgz *gz;
+	uint64_t queued; /* responses decided */
+};
+
+static bool
+decided_pred(void *cls)
+{
+	struct coder_wait *w = cls;
+	struct mhdgz_stats st = th_stats(w->gz);
+	uint64_t n = 0;
+
+	/* reasons are counted last, once a response is decided */
+	for (int k = 0; k < MHDGZ_REASON_COUNT; k++)
+		n += st.reasons[k];
+	return n >= w->queued;
+}
+
+static bool
+coder_back_pred(void *gz)
+{
+	return th_stats(gz).coder_nbytes == 0;
+}
+
+/* n raw clients asking for br that never read: each stream, once decided,
+ * holds its compressor (the body outlasts the socket buffers). */
+static void
+slow_br_clients(struct coder_wait *w, uint16_t port, int *fds, unsigned int n)
+{
+	static const char req[] = "GET / HTTP/1.1\r\nHost: x\r\nAccept-Encoding: br\r\n\r\n";
+
+	for (unsigned int k = 0; k < n; k++) {
+		fds[k] = th_raw_connect(port);
+		th_raw_send(fds[k], req, sizeof req - 1);
+		w->queued++;
+		ck_assert_msg(th_wait(decided_pred, w, 10000), "stream %u not decided", k);
+	}
+}
+
+/*
+ * limits.coder_nbytes (struct mhdgz_options): a br stream is charged what a br
+ * compressor holds at its peak (measured once), C. With a budget of 3.5 C
+ * (_i 1) and 5 slow readers, exactly 3 streams are coded and 2 sent
+ * identity (MHDGZ_SKIP_MEMORY); the charges held are 3 C, and 0 once the
+ * clients are gone. Without a budget (_i 0) all 5 are coded.
+ */
+START_TEST(test_coder_budget)
+{
+	const unsigned int k_clients = 5, fit = _i == 0 ? k_clients : 3;
+	struct mhdgz_options o = th_opts();
+	struct th_server s = { 0 };
+	struct coder_wait w = { 0 };
+	struct mhdgz_stats st;
+	uint8_t *data = tu_payload(256 * KIB, TU_TEXT, 303);
+	struct lfix f;
+	uint64_t c;
+	int fds[8];
+
+	if (!tu_coding_available(MHDGZ_CODING_BR)) {
+		free(data);
+		return;
+	}
+	/* One stream under the default budget: its charge. */
+	lfix_init(&f, data, 256 * KIB, 1ull << 30, false, 16 * KIB, "text/plain");
+	o.codings = "br";
+	w.gz = st_gz_from(&o);
+	th_start(&s, w.gz, 0, live_route, &f);
+	slow_br_clients(&w, s.port, fds, 1);
+	st = th_stats(w.gz);
+	ck_assert_uint_eq(st.reasons[MHDGZ_COMPRESSED], 1);
+	c = st.coder_nbytes;
+	ck_assert_msg(c > 1024 * 1024 && c < 64ull * 1024 * 1024, "br charge %llu bytes",
+		      (unsigned long long)c);
+	close(fds[0]);
+	ck_assert_msg(th_wait(coder_back_pred, w.gz, RELEASE_WAIT_MS), "charge not given back");
+	th_stop(&s);
+	mhdgz_free(w.gz);
+
+	o.limits.coder_nbytes = _i == 0 ? MHDGZ_CODER_NBYTES_UNLIMITED : (size_t)(3 * c + c / 2);
+	w.gz = st_gz_from(&o);
+	w.queued = 0;
+	lfix_init(&f, data, 256 * KIB, 1ull << 30, false, 16 * KIB, "text/plain");
+	th_start(&s, w.gz, 0, live_route, &f);
+	slow_br_clients(&w, s.port, fds, k_clients);
+	st = th_stats(w.gz);
+	ck_assert_uint_eq(st.reasons[MHDGZ_COMPRESSED], fit);
+	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_MEMORY], k_clients - fit);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_BR], fit);
+	ck_assert_uint_eq(st.coder_nbytes, fit * c);
+	ck_assert_str_eq(mhdgz_reason_name(MHDGZ_SKIP_MEMORY), "memory");
+	for (unsigned int k = 0; k < k_clients; k++)
+		close(fds[k]);
+	ck_assert_msg(th_wait(coder_back_pred, w.gz, RELEASE_WAIT_MS),
+		      "%llu bytes still charged after the clients left",
+		      (unsigned long long)th_stats(w.gz).coder_nbytes);
+	th_stop(&s);
+	mhdgz_free(w.gz);
+	free(data);
+}
+END_TEST
+
 struct ck_case
 stream_lifetime_case(void)
 {
@@ -754,6 +859,7 @@ stream_lifetime_case(void)
 					 { in_place_footers, 0, 8 },
 					 { in_place_footers_pipelined, 0, 0 },
 					 { in_place_shared_client_leaves, 0, 0 },
+					 { test_coder_budget, 0, 2 },
 #if MHD_VERSION >= 0x01000000
 					 { in_place_app_content_length, 0, 0 },
 #endif

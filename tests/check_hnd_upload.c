@@ -1,12 +1,17 @@
 /* check_hnd_upload.c: request bodies coded gzip (mhdgz_upload_*) end to end: libcurl uploads to a real daemon, statuses, exact counters, a bomb in bounded memory. */
+#define _GNU_SOURCE
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "hnd_upload.h"
@@ -30,6 +35,9 @@ struct up_srv {
 	bool early;               /* queue a refusal known from the header fields at once */
 	uint64_t app_refuse;      /* > 0: the data callback refuses once this many bytes are in */
 	_Atomic size_t max_piece; /* largest piece the data callback got */
+	/* Body bytes the access handler was given after the piece refused,
+	 * and how many of them mhdgz_upload_feed consumed. */
+	_Atomic uint64_t after_given, after_consumed;
 	pthread_mutex_t lock;
 	struct mhdgz_upload_info last; /* of the last request completed */
 	unsigned int completed;
@@ -40,6 +48,7 @@ struct up_req {
 	struct mhdgz_upload *up;
 	uint64_t len;
 	uLong crc;
+	bool refused; /* a piece before this one was refused */
 };
 
 static unsigned int
@@ -110,8 +119,16 @@ up_access(void *cls, struct MHD_Connection *c, const char *url, const char *meth
 		return MHD_YES;
 	}
 	if (*size) {
-		mhdgz_upload_feed(q->up, data, size);
-		return MHD_YES;
+		size_t given = *size;
+		bool refused = q->refused;
+
+		q->refused = mhdgz_upload_feed(q->up, data, size) != 0;
+		if (refused) {
+			atomic_fetch_add(&s->after_given, given);
+			atomic_fetch_add(&s->after_consumed, given - *size);
+		}
+		/* Past the discard bound nothing is consumed: close. */
+		return *size ? MHD_NO : MHD_YES;
 	}
 	if (mhdgz_upload_finish(q->up) != 0)
 		return queue_refusal(c, q->up);
@@ -567,6 +584,123 @@ START_TEST(test_upload_bomb)
 END_TEST
 
 /*
+ * POST to /echo, raw: the header block hdr (declaring a Content-Length of
+ * body_nbytes), then body bytes, reading whatever comes back while
+ * sending, until the server closes or all is sent and read. Bounded: at
+ * most body_nbytes sent, and 30 s (a bound, not a measured time). The
+ * bytes received are in *resp (malloc'd), the body bytes sent in
+ * *sent_ret.
+ */
+static void
+raw_flood(uint16_t port, const char *hdr, uint64_t body_nbytes, char **resp, size_t *resp_len,
+	  uint64_t *sent_ret)
+{
+	static char chunk[64 * 1024];
+	int fd = th_raw_connect(port);
+	uint64_t sent = 0, deadline = th_now_ms() + 30000;
+	size_t cap = 4096, len = 0;
+	bool writing = true;
+	char *buf = malloc(cap);
+
+	ck_assert_ptr_nonnull(buf);
+	memset(chunk, 'x', sizeof chunk);
+	th_raw_send(fd, hdr, strlen(hdr));
+	while (th_now_ms() < deadline) {
+		struct pollfd p = { .fd = fd, .events = POLLIN | (writing ? POLLOUT : 0) };
+
+		if (poll(&p, 1, 1000) < 0)
+			break;
+		if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+			ssize_t n;
+
+			if (len == cap) {
+				buf = realloc(buf, cap *= 2);
+				ck_assert_ptr_nonnull(buf);
+			}
+			n = recv(fd, buf + len, cap - len, 0);
+			if (n <= 0)
+				break; /* the server closed (or reset) */
+			len += (size_t)n;
+			continue;
+		}
+		if (writing && (p.revents & POLLOUT)) {
+			size_t want = body_nbytes - sent < sizeof chunk
+					      ? (size_t)(body_nbytes - sent)
+					      : sizeof chunk;
+			ssize_t n = send(fd, chunk, want, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			if (n > 0)
+				sent += (uint64_t)n;
+			else if (n < 0 && errno != EAGAIN && errno != EINTR)
+				writing = false; /* reset: keep reading what came */
+			if (sent == body_nbytes)
+				writing = false;
+		}
+	}
+	close(fd);
+	*resp = buf;
+	*resp_len = len;
+	*sent_ret = sent;
+}
+
+/*
+ * A refused body is never read for long (mhdgz.h, request bodies). Early
+ * (_i 0): a br body of 64 MiB, far past MHDGZ_UPLOAD_DISCARD_NBYTES,
+ * refused on the first call: the client, still sending, reads the
+ * complete 415 answer, and the access handler is given no byte of the
+ * body. Half way (_i 1): a "gzip" body that is not gzip, refused at its
+ * first piece: mhdgz_upload_feed consumes at most
+ * MHDGZ_UPLOAD_DISCARD_NBYTES bytes after that piece, then nothing, and
+ * the connection is closed without an answer (libmicrohttpd takes none
+ * while a body is read).
+ */
+START_TEST(test_upload_discard_bound)
+{
+	const uint64_t body = 64ull << 20;
+	struct up_srv s = { .early = true };
+	struct mhdgz_upload_info info;
+	char hdr[256], *resp;
+	size_t resp_len;
+	uint64_t sent;
+
+	up_start(&s);
+	snprintf(hdr, sizeof hdr,
+		 "POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Encoding: %s\r\n"
+		 "Content-Length: %llu\r\n\r\n",
+		 _i == 0 ? "br" : "gzip", (unsigned long long)body);
+	raw_flood(s.port, hdr, body, &resp, &resp_len, &sent);
+	info = last_info(&s);
+	if (_i == 0) {
+		static const char want[] = "415 Unsupported Media Type\n";
+		char *blank = memmem(resp, resp_len, "\r\n\r\n", 4);
+
+		ck_assert_msg(resp_len > 12 && memcmp(resp, "HTTP/1.1 415 ", 13) == 0,
+			      "no 415: %zu bytes back", resp_len);
+		ck_assert_ptr_nonnull(blank);
+		ck_assert_uint_eq(resp_len - (size_t)(blank + 4 - resp), strlen(want));
+		ck_assert_mem_eq(blank + 4, want, strlen(want));
+		ck_assert_int_eq(info.refusal, MHDGZ_UPLOAD_CODING);
+		ck_assert_uint_eq(info.encoded_nbytes, 0);
+		ck_assert_uint_eq(atomic_load(&s.after_given), 0);
+	} else {
+		uint64_t consumed = atomic_load(&s.after_consumed);
+
+		ck_assert_uint_eq(resp_len, 0);
+		ck_assert_int_eq(info.refusal, MHDGZ_UPLOAD_MALFORMED);
+		ck_assert_uint_le(consumed, MHDGZ_UPLOAD_DISCARD_NBYTES);
+		/* Pieces are at most libmicrohttpd's read buffer: the bound
+		 * was read up to its last piece, and the one that passes it
+		 * was given and not consumed. */
+		ck_assert_uint_gt(consumed, MHDGZ_UPLOAD_DISCARD_NBYTES - 64 * 1024);
+		ck_assert_uint_gt(atomic_load(&s.after_given), consumed);
+	}
+	ck_assert_uint_lt(sent, body);
+	free(resp);
+	up_stop(&s);
+}
+END_TEST
+
+/*
  * Every allocation of an upload failing in turn (mhdgz's allocator, so
  * zlib's state and window too): before the upload exists the application
  * closes the connection (mhdgz_upload_new gave MHDGZ_ENOMEM); the window,
@@ -668,6 +802,7 @@ hnd_upload_case(void)
 				 CK_CASE_TIMEOUT,
 				 { { test_upload_rows, 0, N_UP_ROWS },
 				   { test_upload_bomb, 0, 2 },
+				   { test_upload_discard_bound, 0, 2 },
 				   { test_upload_alloc_failures, 0, 0 },
 				   { test_upload_api, 0, 0 } } };
 }

@@ -977,6 +977,48 @@ START_TEST(test_reset_failure_discards)
 END_TEST
 
 /* Pass-through never resets: the compressor is freed anyway. */
+/*
+ * gz_pool_state_nbytes: the peak of live bytes a stream compressor holds,
+ * measured once and remembered. zlib's state is all allocated by
+ * deflateInit2 (window 15, memLevel 8: about 262 KiB; 12/5: about 38 KiB),
+ * so its figure does not depend on the input; a second call gives the
+ * same; a pool whose backend does not stream is refused.
+ */
+START_TEST(test_state_nbytes)
+{
+	struct gz_pool *p15, *p12;
+	uint64_t n15 = 0, n12 = 0, again = 0;
+
+	ck_assert_int_eq(gz_pool_new_win(&gz_backend_zlib, 6, 15, 8, 4, &p15), 0);
+	ck_assert_int_eq(gz_pool_new_win(&gz_backend_zlib, 6, 12, 5, 4, &p12), 0);
+	ck_assert_int_eq(gz_pool_state_nbytes(p15, &n15), 0);
+	ck_assert_int_eq(gz_pool_state_nbytes(p12, &n12), 0);
+	ck_assert_uint_ge(n15, 256 * 1024);
+	ck_assert_uint_lt(n15, 300 * 1024);
+	ck_assert_uint_ge(n12, 32 * 1024);
+	ck_assert_uint_lt(n12, 64 * 1024);
+	ck_assert_int_eq(gz_pool_state_nbytes(p15, &again), 0);
+	ck_assert_uint_eq(again, n15);
+	{
+		struct gz_pool_stats ps;
+
+		gz_pool_get_stats(p15, &ps);
+		ck_assert_uint_eq(ps.live, 0); /* measured apart from the pool */
+	}
+	gz_pool_free(p15);
+	gz_pool_free(p12);
+#ifdef HAVE_LIBDEFLATE
+	{
+		struct gz_pool *ld;
+
+		ck_assert_int_eq(gz_pool_new(&gz_backend_libdeflate, 6, 4, &ld), 0);
+		ck_assert_int_eq(gz_pool_state_nbytes(ld, &again), GZ_EINVAL);
+		gz_pool_free(ld);
+	}
+#endif
+}
+END_TEST
+
 START_TEST(test_passthrough_no_reset)
 {
 	struct gz_compressor *c;
@@ -1008,7 +1050,8 @@ pool_suite(void)
 		    { test_scratch_trim, 0, nb },
 		    { test_get_enomem, 0, nb },
 		    { test_reset_failure_discards, 0, 0 },
-		    { test_passthrough_no_reset, 0, 0 } } },
+		    { test_passthrough_no_reset, 0, 0 },
+		    { test_state_nbytes, 0, 0 } } },
 		{ "trim", STRESS_TIMEOUT_S, { { test_trim_after_burst, 0, nb } } },
 		{ "threads",
 		  STRESS_TIMEOUT_S,

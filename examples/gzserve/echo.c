@@ -10,17 +10,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <zlib.h>
 
 #include "gzserve.h"
-
-/* The most bytes of a refused body read and discarded rather than
- * refused at once: curl sends bodies below 1 MiB without waiting on
- * "Expect: 100-continue" (1 MiB). */
-#ifndef ECHO_DISCARD_MAX_NBYTES
-#define ECHO_DISCARD_MAX_NBYTES (1024ull * 1024)
-#endif
 
 /* The data callback: every decoded byte, in order, as it is decoded. */
 static unsigned int
@@ -47,25 +39,6 @@ refuse(struct req *rq, struct MHD_Connection *conn, unsigned int status)
 	return respond(rq, conn, status, r, n > 0 ? (uint64_t)n : 0);
 }
 
-/* The request declares a Content-Length of at most ECHO_DISCARD_MAX_NBYTES
- * (a plain decimal number; chunked or absent is not small). */
-static bool
-small_body(struct MHD_Connection *conn)
-{
-	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-						    MHD_HTTP_HEADER_CONTENT_LENGTH);
-	unsigned long long n = 0;
-
-	if (!v || !*v)
-		return false;
-	for (; *v >= '0' && *v <= '9'; v++) {
-		n = n * 10 + (unsigned long long)(*v - '0');
-		if (n > ECHO_DISCARD_MAX_NBYTES)
-			return false;
-	}
-	return *v == '\0';
-}
-
 bool
 echo_path(const struct req *rq)
 {
@@ -78,30 +51,20 @@ enum MHD_Result
 echo_begin(struct req *rq, struct MHD_Connection *conn)
 {
 	struct mhdgz_upload_info info = { .size = sizeof info };
-	/* "Expect: 100-continue" (RFC 9110 section 10.1.1): no body before
-	 * an answer. */
-	const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-							 MHD_HTTP_HEADER_EXPECT);
 
 	rq->echo = true;
-	if (strcmp(rq->method, MHD_HTTP_METHOD_POST) != 0)
-		return MHD_YES; /* 405 once the request is read */
+	if (strcmp(rq->method, MHD_HTTP_METHOD_POST) != 0) /* 405 */
+		return has_body(conn) ? refuse_body(rq, conn, 405, "POST") : MHD_YES;
 	rq->echo_crc = crc32(0, NULL, 0);
 	if (mhdgz_upload_new(rq->s->gz, conn, NULL, echo_data, rq, &rq->upload) != 0)
 		return MHD_NO;
 	/* A coding we cannot decode, or an identity Content-Length over the
-	 * limit, is known now. A client already sending its body could get a
-	 * reset before it reads a refusal sent at once (mhdgz.h, request
-	 * bodies), so a small body is read, discarded, and refused on the
-	 * final call, on a connection that stays open. At once (libmicrohttpd
-	 * then closes the connection without reading the body): to a client
-	 * waiting on "Expect: 100-continue", which sends no body, and for a
-	 * body over the limit, of unknown length, or over
-	 * ECHO_DISCARD_MAX_NBYTES, which is not worth reading. */
-	if (mhdgz_upload_get_info(rq->upload, &info) == 0 && info.status &&
-	    (info.status == MHD_HTTP_CONTENT_TOO_LARGE ||
-	     (expect && strcasecmp(expect, "100-continue") == 0) || !small_body(conn)))
+	 * limit, is known now: refused before the body, which is not read;
+	 * the connection then closes lingering (linger.c). */
+	if (mhdgz_upload_get_info(rq->upload, &info) == 0 && info.status) {
+		rq->linger = has_body(conn);
 		return refuse(rq, conn, info.status);
+	}
 	return MHD_YES;
 }
 
@@ -113,18 +76,14 @@ echo_request(struct req *rq, struct MHD_Connection *conn, const char *upload, si
 	char body[256];
 	int n;
 
-	if (!rq->upload) { /* not a POST */
-		if (*upload_len) {
-			*upload_len = 0;
-			return MHD_YES;
-		}
+	if (!rq->upload) /* not a POST, without a body */
 		return respond_page(rq, conn, MHD_HTTP_METHOD_NOT_ALLOWED, MHD_HTTP_HEADER_ALLOW,
 				    "POST");
-	}
 	if (*upload_len) {
-		/* Consumes every byte; after a refusal the rest is discarded. */
+		/* After a refusal, up to MHDGZ_UPLOAD_DISCARD_NBYTES more are
+		 * discarded; past them nothing is consumed: close. */
 		mhdgz_upload_feed(rq->upload, upload, upload_len);
-		return MHD_YES;
+		return *upload_len ? MHD_NO : MHD_YES;
 	}
 	status = mhdgz_upload_finish(rq->upload);
 	if (status)

@@ -53,6 +53,7 @@ struct config {
 	bool quiet;
 	size_t cache_size;   /* --cache-size: bytes of the file cache; 0: off */
 	bool cache_size_set; /* --cache-size given */
+	size_t coder_memory; /* --coder-memory: bytes; 0: the library's default */
 	/* --dictionary FILE --dictionary-match PATTERN (dict.c), in order. */
 	const char *dict_file[GZS_DICT_MAX];
 	const char *dict_match[GZS_DICT_MAX];
@@ -114,6 +115,7 @@ struct req {
 	bool sock_known;
 	bool seen;          /* the access handler ran once (headers received) */
 	bool preconditions; /* queue() asks the handler to evaluate If-* fields */
+	bool linger;        /* answered before its body: linger.c closes it */
 	unsigned int status;
 	uint64_t body_nbytes; /* identity body bytes of the response */
 	const char *coding;
@@ -171,6 +173,14 @@ bool echo_path(const struct req *rq);
 enum MHD_Result echo_begin(struct req *rq, struct MHD_Connection *conn);
 enum MHD_Result echo_request(struct req *rq, struct MHD_Connection *conn, const char *upload,
 			     size_t *upload_len);
+
+/* linger.c: the lingering close of a connection answered before its
+ * body (linger_add, from the request completed callback); has_body,
+ * refuse_body: a body nothing reads, answered before it. */
+void linger_add(const struct server *s, struct MHD_Connection *conn);
+bool has_body(struct MHD_Connection *conn);
+enum MHD_Result refuse_body(struct req *rq, struct MHD_Connection *conn, unsigned int status,
+			    const char *allow);
 
 /* dict.c: RFC 9842 dictionaries: --dictionary files, and the demo's
  * /dict/. dict_init: 0 or -1 (message printed). dict_serve: true when the

@@ -147,6 +147,8 @@ on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 			free(line);
 		}
 	}
+	if (rq->linger && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		linger_add(s, conn);
 	mhdgz_upload_free(rq->upload);
 	free(rq->uri);
 	free(rq);

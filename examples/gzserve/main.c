@@ -113,24 +113,22 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 
 	(void)version;
-	(void)upload;
 	if (!rq)
 		return MHD_NO; /* the URI callback ran out of memory */
 	if (!rq->seen) {
-		/* First call: headers only. Answer once the request (and any
-		 * body, which we discard) has been read. */
+		/* First call: headers only; answered on the next, once the
+		 * request is read, or now if it has a body nothing reads. */
 		rq->seen = true;
 		snprintf(rq->method, sizeof rq->method, "%s", method);
 		if (!s->root && echo_path(rq))
 			return echo_begin(rq, conn); /* a body to read (echo.c) */
+		/* A body nothing reads: answered before it (respond.c). */
+		if (has_body(conn))
+			return refuse_body(rq, conn, get || head ? 413 : 405, "GET, HEAD");
 		return MHD_YES;
 	}
 	if (rq->echo)
 		return echo_request(rq, conn, upload, upload_len);
-	if (*upload_len) {
-		*upload_len = 0;
-		return MHD_YES;
-	}
 	if (!get && !head)
 		return respond_error(rq, conn, MHD_HTTP_METHOD_NOT_ALLOWED);
 	/* Files are found from the raw target (files.c: target_to_relpath);
@@ -166,6 +164,7 @@ handler_new(struct server *s)
 		o.padding.max_nbytes = s->cfg.length_hiding;
 	}
 	o.codings = s->cfg.codings;
+	o.limits.coder_nbytes = s->cfg.coder_memory;
 	/* Files only: the demo's responses are made once and cache their
 	 * variants themselves. */
 	if (s->cfg.root)

@@ -50,6 +50,8 @@ usage(FILE *f)
 		"  --no-compress     never compress on the fly\n"
 		"  --cache-size BYTES with --root: bytes of coded file bodies kept by the\n"
 		"                    library's file cache (default %u; 0: off)\n"
+		"  --coder-memory BYTES compressor state of live streams, at most; past it\n"
+		"                    a new stream goes uncompressed (default %zu)\n"
 		"  --dictionary FILE --dictionary-match PATTERN\n"
 		"                    RFC 9842: FILE is a dictionary for paths matching PATTERN\n"
 		"                    ('*' any run; repeatable, up to 16); beneath --root,\n"
@@ -61,7 +63,8 @@ usage(FILE *f)
 		"SIGINT or SIGTERM lets requests in flight finish (up to %d s) and exits 0.\n"
 		"Exit status 2: invalid option; 1: cannot start. See gzserve(1).\n",
 		MHDGZ_DEFAULT_MIN_NBYTES, MHDGZ_LENGTH_HIDING_MAX_LIMIT,
-		MHDGZ_DEFAULT_LENGTH_HIDING_MAX, GZS_CACHE_SIZE_DEFAULT, GZS_GRACE_MS / 1000);
+		MHDGZ_DEFAULT_LENGTH_HIDING_MAX, GZS_CACHE_SIZE_DEFAULT, MHDGZ_DEFAULT_CODER_NBYTES,
+		GZS_GRACE_MS / 1000);
 }
 
 void
@@ -223,6 +226,9 @@ take_option(struct config *cfg, int c, const char *v, const char **level_arg)
 		cfg->cache_size = (size_t)number_arg("--cache-size", v, 0, SIZE_MAX);
 		cfg->cache_size_set = true;
 		break;
+	case 'M':
+		cfg->coder_memory = (size_t)number_arg("--coder-memory", v, 1, SIZE_MAX);
+		break;
 	case 'd':
 	case 'D':
 		dict_arg(cfg, c == 'd' ? v : NULL, v);
@@ -280,6 +286,7 @@ parse_options(int argc, char **argv, struct config *cfg)
 		{ "length-hiding", required_argument, NULL, 'L' },
 		{ "no-compress", no_argument, NULL, 'n' },
 		{ "cache-size", required_argument, NULL, 'C' },
+		{ "coder-memory", required_argument, NULL, 'M' },
 		{ "dictionary", required_argument, NULL, 'd' },
 		{ "dictionary-match", required_argument, NULL, 'D' },
 		{ "quiet", no_argument, NULL, 'q' },

@@ -81,7 +81,8 @@ tests_fuzz_fuzz_gzserve_SOURCES = tests/fuzz/fuzz_gzserve.c tests/fuzz/fuzz_util
 	examples/gzserve/gzserve.h examples/gzserve/respond.c examples/gzserve/files.c \
 	examples/gzserve/mime.c examples/gzserve/demo.c examples/gzserve/log.c \
 	examples/gzserve/echo.c examples/gzserve/dict.c examples/gzserve/options.c \
-	examples/gzserve/validate.c examples/gzserve/siblings.c examples/gzserve/beneath.c
+	examples/gzserve/validate.c examples/gzserve/siblings.c examples/gzserve/beneath.c \
+	examples/gzserve/linger.c
 tests_fuzz_fuzz_gzserve_CPPFLAGS = $(AM_CPPFLAGS) \
 	-I$(top_srcdir)/examples/gzserve -I$(top_srcdir)/examples/payload
 tests_fuzz_fuzz_gzserve_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(ZLIB_CFLAGS) $(ZSTD_CFLAGS)
