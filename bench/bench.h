@@ -65,6 +65,11 @@ struct bh_handler {
 	enum bh_kind kind; /* K_HANDLER, K_CACHED, K_UNPOOLED, K_PADDED or K_STREAM */
 	const struct gz_backend *be;
 	int level;
+	/* The request's Accept-Encoding, and the coding it must get: the
+	 * handler's one coding for both, or (the default rows: options left
+	 * at their defaults) a browser's list or "gzip". */
+	const char *ae, *coding;
+	bool deflt; /* the default rows' handler */
 	struct mhdgz *gz;
 	struct bh_handler *next;
 };

@@ -99,19 +99,27 @@
 static struct bh_cfg **bh_cfgs_tail = &bh_cfgs;
 static struct bh_handler *bh_handlers;
 
+/* A browser's Accept-Encoding (Chromium, Firefox), for the default rows. */
+#define BH_AE_BROWSER "gzip, deflate, br, zstd"
+
+/* The handler of a row: its coding alone (be, level), or with ae (the
+ * default rows) every option at its default and requests sending ae. */
 static struct bh_handler *
-handler_get(enum bh_kind kind, const struct gz_backend *be, int level)
+handler_get(enum bh_kind kind, const struct gz_backend *be, int level, const char *ae)
 {
 	struct bh_handler *h;
 	struct mhdgz_options o;
 	int rc;
 
 	for (h = bh_handlers; h; h = h->next)
-		if (h->kind == kind && h->be == be && h->level == level)
+		if (h->kind == kind && h->be == be && h->level == level &&
+		    h->deflt == (ae != NULL) && (!ae || strcmp(h->ae, ae) == 0))
 			return h;
 	memset(&o, 0, sizeof o);
 	o.size = sizeof o;
-	if (be->coding != GZ_CODING_GZIP) {
+	if (ae) {
+		/* mhdgz_new's defaults, as an application that sets nothing. */
+	} else if (be->coding != GZ_CODING_GZIP) {
 		/* zstd or br alone, at the level; gzip's defaults beside. */
 		o.codings = gz_coding_name(be->coding);
 		if (be->coding == GZ_CODING_ZSTD)
@@ -121,6 +129,7 @@ handler_get(enum bh_kind kind, const struct gz_backend *be, int level)
 	} else {
 		o.gzip.backend = (enum mhdgz_backend)be->id; /* GZ_ID_* are the public values */
 		o.gzip.level = level;
+		o.codings = "gzip"; /* the gzip rows: gzip alone */
 	}
 	o.flags = kind == K_UNPOOLED ? MHDGZ_F_NO_POOL
 		  : kind == K_PADDED ? MHDGZ_F_LENGTH_HIDING
@@ -135,9 +144,18 @@ handler_get(enum bh_kind kind, const struct gz_backend *be, int level)
 	h->kind = kind;
 	h->be = be;
 	h->level = level;
+	h->coding = h->ae = gz_coding_name(be->coding);
 	rc = mhdgz_new(&o, &h->gz);
 	if (rc < 0)
 		die("mhdgz_new(%s, %d): %s", be->name, level, mhdgz_strerror(rc));
+	if (ae) {
+		/* What the default handler chooses for ae: its first coding
+		 * that ae names (a browser's: all of them), else gzip. */
+		h->ae = ae;
+		h->deflt = true;
+		h->coding = strcmp(ae, BH_AE_BROWSER) == 0 ? gz_coding_name(h->gz->policy.order[0])
+							   : "gzip";
+	}
 	h->next = bh_handlers;
 	bh_handlers = h;
 	return h;
@@ -149,9 +167,12 @@ filter_ok(const char *name)
 	return !bh_opt.have_filter || regexec(&bh_opt.filter, name, 0, NULL, 0) == 0;
 }
 
-/* Add the rows of one (kind, backend, level, size): S, then P per --cpu. */
+/* Add the rows of one (kind, backend, level, size): S, then P per --cpu;
+ * with ae (NULL otherwise), the default handler's rows for a client
+ * sending ae, named .../default/client=LABEL. */
 static void
-add_rows(enum bh_kind kind, const struct gz_backend *be, int level, int size_idx, bool with_p)
+add_rows_ae(enum bh_kind kind, const struct gz_backend *be, int level, int size_idx, bool with_p,
+	    const char *ae, const char *label)
 {
 	int t, nthreads[1 + BH_MAX_CPUS], n = 0;
 
@@ -170,18 +191,29 @@ add_rows(enum bh_kind kind, const struct gz_backend *be, int level, int size_idx
 		c->level = level;
 		c->size_idx = size_idx;
 		c->threads = nthreads[t];
-		snprintf(c->name, sizeof c->name, "Benchmark%s_%s%s/%s/level=%d",
-			 bh_kind_name[kind], nthreads[t] ? "P" : "S", bh_size_name[size_idx],
-			 be->name, level);
+		if (ae)
+			snprintf(c->name, sizeof c->name, "Benchmark%s_%s%s/default/client=%s",
+				 bh_kind_name[kind], nthreads[t] ? "P" : "S",
+				 bh_size_name[size_idx], label);
+		else
+			snprintf(c->name, sizeof c->name, "Benchmark%s_%s%s/%s/level=%d",
+				 bh_kind_name[kind], nthreads[t] ? "P" : "S",
+				 bh_size_name[size_idx], be->name, level);
 		if (!filter_ok(c->name)) {
 			free(c);
 			continue;
 		}
 		if (kind != K_RAW && kind != K_SMALLWIN && kind != K_PLAIN)
-			c->h = handler_get(kind, be, level);
+			c->h = handler_get(kind, be, level, ae);
 		*bh_cfgs_tail = c;
 		bh_cfgs_tail = &c->next;
 	}
+}
+
+static void
+add_rows(enum bh_kind kind, const struct gz_backend *be, int level, int size_idx, bool with_p)
+{
+	add_rows_ae(kind, be, level, size_idx, with_p, NULL, NULL);
 }
 
 /* Levels of the full matrix: 1, 4, 5, 6, 7, 9 and 12 where the backend
@@ -248,6 +280,11 @@ build_rows(void)
 			}
 		}
 		if (dflt) {
+			/* The default handler as clients see it: a browser
+			 * (zstd where built) and a gzip-only client. */
+			add_rows_ae(K_HANDLER, dflt, dflt->level_default, s, true, BH_AE_BROWSER,
+				    "browser");
+			add_rows_ae(K_HANDLER, dflt, dflt->level_default, s, true, "gzip", "gzip");
 			add_rows(K_CACHED, dflt, dflt->level_default, s, true);
 			/* What a client without gzip costs, beside libmicrohttpd alone. */
 			add_rows(K_IDENTITY, dflt, dflt->level_default, s, true);
@@ -268,7 +305,9 @@ build_rows(void)
 		/* zstd and brotli beside gzip: the levels where one
 		 * can beat libdeflate 6 on time, on size, or both. */
 		for (b = 0; gz_coding_backends[b]; b++) {
-			static const int zl[] = { 1, 3, 6 }, bl[] = { 1, 4, 5 };
+			/* zstd 1-5: the default level's neighbours. */
+			static const int zl[] = { 1, 2, 3, 4, 5, 6 }, bl[] = { 1, 4, 5 };
+			const int nzl = (int)(sizeof zl / sizeof zl[0]);
 
 			be = gz_coding_backends[b];
 			if (bh_opt.full) {
@@ -276,7 +315,9 @@ build_rows(void)
 			} else {
 				const int *src = be->coding == GZ_CODING_ZSTD ? zl : bl;
 
-				for (nlv = 0; nlv < 3; nlv++)
+				int n = be->coding == GZ_CODING_ZSTD ? nzl : 3;
+
+				for (nlv = 0; nlv < n; nlv++)
 					lv[nlv] = src[nlv];
 			}
 			for (i = 0; i < nlv; i++) {

@@ -14,28 +14,25 @@
  * The selection without a connection: hnd_select(), what
  * mhdgz_queue_response_ex() runs before MHD_queue_response() (which only
  * takes a reference; it is left out with the socket), for a request with
- * "Accept-Encoding: gzip" or none. Returns the reason, or MHDGZ_SKIP_ERROR
- * when a response other than the expected one was chosen.
+ * the Accept-Encoding ae (struct bh_handler; NULL: none). Returns the
+ * reason, or MHDGZ_SKIP_ERROR when a response other than the expected one
+ * was chosen.
  */
 static inline enum mhdgz_reason
-bh_select(struct mhdgz *gz, struct MHD_Response *r, bool gzip)
+bh_select(struct mhdgz *gz, const char *ae, struct MHD_Response *r)
 {
-	/* The handler's one coding ("gzip" for the gzip rows; "zstd", "br"
-	 * for theirs), as the only one the request accepts. */
-	const char *ae_coded[] = { gz_coding_name(gz->policy.order[0]) };
+	const char *lines[] = { ae };
 	struct hnd_request rq = { .head = false, .flags = 0 };
 	struct hnd_result res;
 	struct MHD_Response *q;
 
-	hnd_accept_parse(gzip ? ae_coded : NULL, gzip ? 1 : 0, &rq.acc);
+	hnd_accept_parse(ae ? lines : NULL, ae ? 1 : 0, &rq.acc);
 	(void)hnd_select(gz, &rq, MHD_HTTP_OK, r, &q, &res);
 	if ((q == r) == (res.reason == MHDGZ_COMPRESSED))
 		return MHDGZ_SKIP_ERROR;
 	return res.reason;
 }
 
-#define bh_select_gzip(gz, r) bh_select((gz), (r), true)
-#define bh_select_identity(gz, r) bh_select((gz), (r), false)
 
 static double
 clock_s(clockid_t id)
@@ -54,7 +51,7 @@ now_s(void)
 
 /* One op of a handler row; returns 0 if the response was compressed. */
 static inline int
-op_handler(struct mhdgz *gz, const uint8_t *body, size_t len)
+op_handler(struct mhdgz *gz, const char *ae, const uint8_t *body, size_t len)
 {
 	struct MHD_Response *r;
 	enum mhdgz_reason reason;
@@ -63,7 +60,7 @@ op_handler(struct mhdgz *gz, const uint8_t *body, size_t len)
 	if (!r)
 		return -1;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	reason = bh_select_gzip(gz, r);
+	reason = bh_select(gz, ae, r);
 	MHD_destroy_response(r); /* destroys the variant too */
 	return reason == MHDGZ_COMPRESSED ? 0 : -1;
 }
@@ -80,7 +77,7 @@ op_identity(struct mhdgz *gz, const uint8_t *body, size_t len)
 	if (!r)
 		return -1;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	reason = bh_select_identity(gz, r);
+	reason = bh_select(gz, NULL, r);
 	MHD_destroy_response(r);
 	return reason == MHDGZ_SKIP_NOT_ACCEPTED ? 0 : -1;
 }
@@ -161,7 +158,7 @@ worker_setup(struct bh_worker *w)
 			die("out of memory");
 		MHD_add_response_header(w->cached, MHD_HTTP_HEADER_CONTENT_TYPE,
 					"application/json");
-		if (bh_select_gzip(c->h->gz, w->cached) != MHDGZ_COMPRESSED)
+		if (bh_select(c->h->gz, c->h->ae, w->cached) != MHDGZ_COMPRESSED)
 			w->bad = 1;
 		break;
 	case K_STREAM:
@@ -178,7 +175,7 @@ worker_setup(struct bh_worker *w)
 	case K_PADDED:
 		/* Warm the pool (one compressor per thread, scratch grown). */
 		for (i = 0; i < 2; i++)
-			if (op_handler(c->h->gz, body, len) < 0)
+			if (op_handler(c->h->gz, c->h->ae, body, len) < 0)
 				w->bad = 1;
 		break;
 	default:
@@ -220,7 +217,7 @@ worker_run(struct bh_worker *w)
 	case K_CACHED: {
 		struct mhdgz *gz = c->h->gz;
 		for (i = 0; i < n; i++)
-			bad |= bh_select_gzip(gz, w->cached) != MHDGZ_COMPRESSED;
+			bad |= bh_select(gz, c->h->ae, w->cached) != MHDGZ_COMPRESSED;
 		break;
 	}
 	case K_IDENTITY: {
@@ -242,7 +239,7 @@ worker_run(struct bh_worker *w)
 	default: {
 		struct mhdgz *gz = c->h->gz;
 		for (i = 0; i < n; i++)
-			bad |= op_handler(gz, body, len);
+			bad |= op_handler(gz, c->h->ae, body, len);
 		break;
 	}
 	}

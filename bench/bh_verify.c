@@ -48,6 +48,7 @@ gunzip_equal(const char *coding, const uint8_t *gz, size_t gz_len, const uint8_t
  * between requests; the daemon handles one request at a time). */
 static struct {
 	struct mhdgz *gz;
+	const struct bh_handler *h;
 	int size_idx;
 	struct MHD_Response *keep; /* Cached: the response queued again */
 } bh_v;
@@ -100,7 +101,7 @@ has_header(const char *hdr, size_t len, const char *name, const char *value)
 }
 
 /*
- * One GET with Accept-Encoding: gzip over HTTP/1.1 (Connection: close);
+ * One GET with the handler's Accept-Encoding over HTTP/1.1 (Connection: close);
  * checks the status, Content-Encoding, Vary and Content-Length, inflates
  * the body and compares it with the payload slice. Returns the compressed
  * body length, or 0 on any failure (with a message).
@@ -113,8 +114,8 @@ has_header(const char *hdr, size_t len, const char *name, const char *value)
 static size_t
 verify_get(uint16_t port, const char *what)
 {
-	const char *coding = gz_coding_name(bh_v.gz->policy.order[0]);
-	char req[160];
+	const char *coding = bh_v.h->coding;
+	char req[192];
 	struct sockaddr_in sa;
 	size_t cap = bh_body_len[bh_v.size_idx] + 65536, len = 0, body_len;
 	uint8_t *buf = malloc(cap);
@@ -128,7 +129,7 @@ verify_get(uint16_t port, const char *what)
 	snprintf(req, sizeof req,
 		 "GET /bench HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 		 "Accept-Encoding: %s\r\nConnection: close\r\n\r\n",
-		 coding);
+		 bh_v.h->ae);
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	memset(&sa, 0, sizeof sa);
 	sa.sin_family = AF_INET;
@@ -253,7 +254,7 @@ bh_verify_all(void)
 		/* S and P rows of a configuration share their output: once. */
 		for (p = bh_cfgs; p != c; p = p->next)
 			if (p->kind == c->kind && p->be == c->be && p->level == c->level &&
-			    p->size_idx == c->size_idx)
+			    p->h == c->h && p->size_idx == c->size_idx)
 				break;
 		if (p != c)
 			continue;
@@ -272,6 +273,7 @@ bh_verify_all(void)
 			continue;
 		}
 		bh_v.gz = c->h->gz;
+		bh_v.h = c->h;
 		bh_v.size_idx = c->size_idx;
 		bh_v.keep = NULL;
 		if (c->kind == K_CACHED) {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/compare.sh: make bench-compare: mhdgz's GzipHandler rows beside Go gziphandler's and gzhttp's own benchmarks, interleaved, as ratios.
+# bench/compare.sh: make bench-compare: mhdgz's GzipHandler rows beside Go gziphandler's and gzhttp's own benchmarks and klauspost's zstd encoder, interleaved, as ratios.
 #
 # Usage: bench/compare.sh BENCH_HANDLER SRCDIR OUT_PREFIX
 #
@@ -9,15 +9,19 @@
 # (golang-go, golang-github-nytimes-gziphandler-dev,
 # golang-github-klauspost-compress-dev; GOPATH mode, nothing downloaded),
 # and bench/compare/outbytes.go, which measures the gzip body each of the
-# two serves. Then it runs ROUNDS rounds; each round runs the two Go
-# binaries and BENCH_HANDLER (the GzipHandler rows of every backend at
-# its default level, --count 1) once each, in an order that rotates from
-# round to round, on the same payload: gziphandler's own
-# testdata/benchmark.json, sliced to 2048/20480/102400 bytes by all three.
-# Per round, each mhdgz row's ns/op is divided by gzhttp's and by
-# gziphandler's for the same benchmark; the table gives the medians of
-# those per-round ratios (below 1: mhdgz takes less time), the median
-# times, and the output bytes of each.
+# two serves; and bench/compare/kpzstd (kp-zstd): klauspost's zstd
+# encoder at gzhttp's zstd setting (SpeedFastest) behind a handler of the
+# same shape, for a client sending "Accept-Encoding: zstd". Then it runs
+# ROUNDS rounds; each round runs the three Go binaries and BENCH_HANDLER
+# (its GzipHandler rows, --count 1: every backend at its default level,
+# zstd 1-6, br, and the default handler for a browser's and a gzip-only
+# client) once each, in an order that rotates from round to round, on the
+# same payload: gziphandler's own testdata/benchmark.json, sliced to
+# 2048/20480/102400 bytes by all. Per round, each mhdgz row's ns/op is
+# divided by gzhttp's, gziphandler's and kp-zstd's for the same
+# benchmark; the table gives the medians of those per-round ratios (below
+# 1: mhdgz takes less time), the median times, and the output bytes of
+# each against gzhttp's gzip and kp-zstd's zstd.
 #
 # Writes OUT_PREFIX.txt (the table; also printed), OUT_PREFIX.raw (every
 # benchmark line of every round), OUT_PREFIX.dat and, when gnuplot is
@@ -43,9 +47,11 @@ FILTER=${COMPARE_FILTER:-'^BenchmarkGzipHandler_[SP](2|20|100)k/'}
 GOCODE=${GOCODE:-/usr/share/gocode}
 GH=$GOCODE/src/github.com/NYTimes/gziphandler
 KP=$GOCODE/src/github.com/klauspost/compress/gzhttp
+KZ=$SRCDIR/bench/compare/kpzstd
 PAYLOAD=$GH/testdata/benchmark.json
 
-if ! command -v go >/dev/null || [ ! -f "$GH/gzip_test.go" ] || [ ! -f "$KP/compress_test.go" ]; then
+if ! command -v go >/dev/null || [ ! -f "$GH/gzip_test.go" ] || [ ! -f "$KP/compress_test.go" ] ||
+	[ ! -f "$GOCODE/src/github.com/klauspost/compress/zstd/encoder.go" ]; then
 	echo "bench-compare needs Go and the two handlers' sources from Debian:" >&2
 	echo "  apt-get install golang-go golang-github-nytimes-gziphandler-dev golang-github-klauspost-compress-dev gnuplot-nox" >&2
 	exit 2
@@ -57,6 +63,7 @@ export GO111MODULE=off GOPATH="$GOCODE" GOCACHE="$WORK/gocache" GOFLAGS=
 echo "building the Go benchmarks (GOPATH=$GOCODE, $(go version | cut -d' ' -f3))" >&2
 (cd "$GH" && go test -c -o "$WORK/gziphandler.test" .)
 (cd "$KP" && go test -c -o "$WORK/gzhttp.test" .)
+(cd "$KZ" && go test -c -o "$WORK/kpzstd.test" .)
 go build -o "$WORK/outbytes" "$SRCDIR/bench/compare/outbytes.go"
 "$WORK/outbytes" "$PAYLOAD" >"$WORK/outbytes.txt"
 
@@ -73,6 +80,11 @@ run_one() {
 			-test.benchmem -test.benchtime "$BT") |
 			awk -v r="$round" -v w="$who" '/^BenchmarkGzipHandler_/ { print r, w, $0 }' >>"$OUT.raw"
 		;;
+	kpzstd)
+		KPZSTD_PAYLOAD=$PAYLOAD "$WORK/kpzstd.test" -test.run '^$' \
+			-test.bench '^BenchmarkGzipHandler_[SP](2|20|100)k$' -test.benchmem -test.benchtime "$BT" |
+			awk -v r="$round" '/^BenchmarkGzipHandler_/ { print r, "kpzstd", $0 }' >>"$OUT.raw"
+		;;
 	mhdgz)
 		"$BH" --payload "$PAYLOAD" --filter "$FILTER" --count 1 --benchtime "$BT" |
 			awk -v r="$round" '/^BenchmarkGzipHandler_/ { print r, "mhdgz", $0 }' >>"$OUT.raw"
@@ -83,10 +95,11 @@ run_one() {
 i=1
 while [ "$i" -le "$ROUNDS" ]; do
 	echo "round $i of $ROUNDS" >&2
-	case $((i % 3)) in
-	1) order="gziphandler gzhttp mhdgz" ;;
-	2) order="gzhttp mhdgz gziphandler" ;;
-	*) order="mhdgz gziphandler gzhttp" ;;
+	case $((i % 4)) in
+	1) order="gziphandler gzhttp kpzstd mhdgz" ;;
+	2) order="gzhttp kpzstd mhdgz gziphandler" ;;
+	3) order="kpzstd mhdgz gziphandler gzhttp" ;;
+	*) order="mhdgz gziphandler gzhttp kpzstd" ;;
 	esac
 	for who in $order; do
 		run_one "$i" "$who"
@@ -129,42 +142,48 @@ done
 		t = nsop()
 		ns[round, bench, row] = t
 		times[bench, row] = times[bench, row] " " t
-		if (who == "mhdgz") {
+		for (k = 4; k <= NF; k++)
+			if ($(k + 1) == "out-B/op")
+				ob[(who == "mhdgz" ? "mhdgz " row : who) "," bench] = $k
+		if (who == "mhdgz")
 			rows[row] = 1
-			for (k = 4; k <= NF; k++)
-				if ($(k + 1) == "out-B/op")
-					ob["mhdgz " row "," bench] = $k
-		}
 		benches[bench] = 1
 		if (round > nrounds) nrounds = round
 	}
 	END {
 		split("S2k S20k S100k P2k P20k P100k", order, " ")
 		size["2k"] = 2048; size["20k"] = 20480; size["100k"] = 102400
-		printf "%-6s %-26s %12s %9s %16s %20s %15s\n", "bench", "contender", "ns/op", "out-B", "time vs gzhttp", "time vs gziphandler", "out vs gzhttp"
+		# kp-zstd reports its own out-B/op; keyed by bytes as the others.
+		for (s in size)
+			if (("kpzstd,S" s) in ob)
+				ob["kpzstd," size[s]] = ob["kpzstd,S" s] + 0
+		printf "%-6s %-30s %10s %7s %9s %9s %9s %8s %8s\n", "bench", "contender", "ns/op", "out-B", "t/gzhttp", "t/gzhdlr", "t/kpzstd", "o/gzhttp", "o/kpzstd"
 		for (o = 1; o <= 6; o++) {
 			b = order[o]
 			if (!(b in benches)) continue
 			sz = substr(b, 2)
-			for (c = 1; c <= 2; c++) {
-				who = c == 1 ? "gziphandler" : "gzhttp"
-				printf "%-6s %-26s %12.0f %9s\n", b, who, median(times[b, who]), ob[who "," size[sz]]
+			for (c = 1; c <= 3; c++) {
+				who = c == 1 ? "gziphandler" : c == 2 ? "gzhttp" : "kpzstd"
+				printf "%-6s %-30s %10.0f %7s\n", b, who, median(times[b, who]), ob[who "," size[sz]]
 			}
 			for (row in rows) {
-				r1 = ""; r2 = ""
+				r1 = ""; r2 = ""; r3 = ""
 				for (r = 1; r <= nrounds; r++) {
 					if ((r, b, row) in ns && ns[r, b, "gzhttp"] > 0)
 						r1 = r1 " " ns[r, b, row] / ns[r, b, "gzhttp"]
 					if ((r, b, row) in ns && ns[r, b, "gziphandler"] > 0)
 						r2 = r2 " " ns[r, b, row] / ns[r, b, "gziphandler"]
+					if ((r, b, row) in ns && ns[r, b, "kpzstd"] > 0)
+						r3 = r3 " " ns[r, b, row] / ns[r, b, "kpzstd"]
 				}
 				out = ob["mhdgz " row "," b]
 				kp = ob["gzhttp," size[sz]]
-				printf "%-6s %-26s %12.0f %9s %15.2fx %19.2fx %+14.1f%%\n", b, "mhdgz " row, median(times[b, row]), out, median(r1), median(r2), kp ? 100 * (out - kp) / kp : 0
+				kz = ob["kpzstd," size[sz]]
+				printf "%-6s %-30s %10.0f %7s %8.2fx %8.2fx %8.2fx %+7.1f%% %+7.1f%%\n", b, "mhdgz " row, median(times[b, row]), out, median(r1), median(r2), r3 == "" ? 0 : median(r3), kp ? 100 * (out - kp) / kp : 0, kz ? 100 * (out - kz) / kz : 0
 				dat = dat sprintf("%s %s %.0f %s\n", b, "mhdgz_" row, median(times[b, row]), out)
 			}
-			for (c = 1; c <= 2; c++) {
-				who = c == 1 ? "gziphandler" : "gzhttp"
+			for (c = 1; c <= 3; c++) {
+				who = c == 1 ? "gziphandler" : c == 2 ? "gzhttp" : "kpzstd"
 				dat = dat sprintf("%s %s %.0f %s\n", b, who, median(times[b, who]), ob[who "," size[sz]])
 			}
 		}

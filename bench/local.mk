@@ -25,7 +25,7 @@ bench_passthru_LDADD = handler/libmhdgz.la examples/payload/libpayload.la $(MHD_
 EXTRA_DIST += tests/dict/jquery-3.7.0.min.js tests/dict/jquery-3.7.1.min.js \
 	tests/dict/LICENSE.txt tests/dict/README.md
 EXTRA_DIST += bench/benchlib.sh bench/e2e.sh bench/passthru.sh bench/passthru_ir.sh bench/fileprof.sh bench/ircount.sh bench/verdict.sh bench/README.md bench/compare.sh \
-	bench/compare/outbytes.go bench/compare.svg
+	bench/compare/outbytes.go bench/compare/kpzstd/kpzstd_test.go bench/compare.svg
 
 # make bench: the default rows in 1-2 minutes on 2 cores; make bench-full:
 # every backend x level. Override on the command line, e.g.

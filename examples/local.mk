@@ -32,7 +32,25 @@ examples_gzserve_gzserve_SOURCES = examples/gzserve/gzserve.h examples/gzserve/m
 	examples/gzserve/dict.c examples/gzserve/options.c examples/gzserve/validate.c \
 	examples/gzserve/siblings.c examples/gzserve/beneath.c \
 	examples/gzserve/linger.c
-examples_gzserve_gzserve_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/examples/payload
+# The demo's page, stylesheet and script are files of their own
+# (examples/gzserve/demo/), made into C strings at build time.
+nodist_examples_gzserve_gzserve_SOURCES = examples/gzserve/demo_assets.h
+BUILT_SOURCES = examples/gzserve/demo_assets.h
+CLEANFILES += examples/gzserve/demo_assets.h
+GZSERVE_DEMO = examples/gzserve/demo/index.html examples/gzserve/demo/style.css \
+	examples/gzserve/demo/app.js
+EXTRA_DIST += examples/gzserve/embed.sh $(GZSERVE_DEMO)
+examples/gzserve/demo_assets.h: $(top_srcdir)/examples/gzserve/embed.sh $(GZSERVE_DEMO:%=$(top_srcdir)/%)
+	@$(MKDIR_P) examples/gzserve
+	$(AM_V_GEN)sh $(top_srcdir)/examples/gzserve/embed.sh \
+	  demo_index $(top_srcdir)/examples/gzserve/demo/index.html \
+	  demo_css $(top_srcdir)/examples/gzserve/demo/style.css \
+	  demo_js $(top_srcdir)/examples/gzserve/demo/app.js >$@.tmp && mv $@.tmp $@
+examples_gzserve_gzserve_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/examples/payload \
+	-I$(top_builddir)/examples/gzserve
+# Also for a program built by name (make examples/gzserve/gzserve, make fuzz).
+examples/gzserve/gzserve-demo.$(OBJEXT) examples/gzserve/tests_fuzz_fuzz_gzserve-demo.$(OBJEXT): \
+	examples/gzserve/demo_assets.h
 # zlib: crc32() of POST /echo's body (echo.c); libzstd, where built: the
 # frame header of a .zst sibling (siblings.c).
 examples_gzserve_gzserve_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(ZLIB_CFLAGS) $(ZSTD_CFLAGS)

@@ -201,6 +201,11 @@ parse_codings(struct mhdgz *gz, const char *list)
 
 	gz->policy.norder = 0;
 	if (!list) {
+		/* The default: zstd first where built (the fastest coding for
+		 * the clients that ask for it; bench/README.md, "What the
+		 * figures decided"), then gzip, which every client takes. */
+		if (gz_backend_for_coding(GZ_CODING_ZSTD))
+			gz->policy.order[gz->policy.norder++] = GZ_CODING_ZSTD;
 		gz->policy.order[gz->policy.norder++] = GZ_CODING_GZIP;
 		return 0;
 	}

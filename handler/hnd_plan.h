@@ -27,7 +27,7 @@ struct hnd_policy {
 	struct hnd_typelist compress_types;
 	struct hnd_typelist skip_types;
 	/* The codings offered (struct mhdgz_options codings), in the
-	 * server's order of preference; gzip alone by default. */
+	 * server's order of preference; zstd (where built), then gzip, by default. */
 	enum gz_coding order[GZ_CODING_COUNT];
 	size_t norder;
 };

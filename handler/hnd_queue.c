@@ -453,6 +453,8 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	if (b.reason == MHDGZ_COMPRESSED) {
 		hnd_count_in(st, HND_C_COMPRESSED, 1);
 		hnd_count_in(st, HND_C_CODED0 + b.f.coding, 1);
+		hnd_count_in(st, HND_C_CODED_IN0 + b.f.coding, b.in_len);
+		hnd_count_in(st, HND_C_CODED_OUT0 + b.f.coding, b.out_len);
 		res->coding = b.f.coding;
 		res->dcz = b.dcz;
 	}

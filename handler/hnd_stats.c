@@ -85,6 +85,8 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	add_pool(st, gz->event_pool);
 	for (k = 0; k < GZ_CODING_COUNT; k++) {
 		st->coded[k] = sum(gz, HND_C_CODED0 + (unsigned int)k);
+		st->coded_bytes_in[k] = sum(gz, HND_C_CODED_IN0 + (unsigned int)k);
+		st->coded_bytes_out[k] = sum(gz, HND_C_CODED_OUT0 + (unsigned int)k);
 		if (k == GZ_CODING_GZIP || !gz->coder[k].pool)
 			continue; /* gzip's pools are counted above */
 		add_pool(st, gz->coder[k].pool);

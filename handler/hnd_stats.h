@@ -39,7 +39,10 @@ enum hnd_counter {
 	HND_C_STORE_HITS = HND_C_UPLOAD_REFUSED0 + MHDGZ_UPLOAD_REFUSAL_COUNT,
 	HND_C_STORE_MISSES,
 	HND_C_STORE_EVICTIONS,
-	HND_C_COUNT
+	/* + enum gz_coding: bytes_in and bytes_out of the coded responses */
+	HND_C_CODED_IN0,
+	HND_C_CODED_OUT0 = HND_C_CODED_IN0 + GZ_CODING_COUNT,
+	HND_C_COUNT = HND_C_CODED_OUT0 + GZ_CODING_COUNT
 };
 
 struct hnd_stripe {

@@ -386,6 +386,8 @@ stream_free(void *cls)
 		stream_len_put(st, out_total);
 	hnd_count(st->gz, HND_C_BYTES_IN, st->pump.in_total);
 	hnd_count(st->gz, HND_C_BYTES_OUT, out_total);
+	hnd_count(st->gz, HND_C_CODED_IN0 + st->coding, st->pump.in_total);
+	hnd_count(st->gz, HND_C_CODED_OUT0 + st->coding, out_total);
 	gz_pump_fini(&st->pump);
 	stream_uncharge(st);
 	hnd_prefix_fini(&st->pre);

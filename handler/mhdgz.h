@@ -73,10 +73,10 @@ enum mhdgz_backend {
 /**
  * Content codings (RFC 9110 section 8.4.1): gzip (RFC 1952) always; zstd
  * (RFC 8878 as RFC 9659 profiles it: one frame, window at most 8 MiB;
- * levels 1-19, default 3) and br (RFC 7932; levels 1-11, default 5) when
- * built (configure --with-zstd, --with-brotli) and listed in options
- * codings. libbrotlienc 1.0.9 calls exit() when its allocation fails: do
- * not offer br with an allocator that may fail.
+ * levels 1-19, default 3; built with --with-zstd, offered by default before
+ * gzip) and br (RFC 7932; levels 1-11, default 5; --with-brotli, offered
+ * when listed in options codings). libbrotlienc 1.0.9 calls exit() when
+ * its allocation fails: do not offer br with an allocator that may fail.
  */
 enum mhdgz_coding {
 	MHDGZ_CODING_GZIP = 0,
@@ -208,8 +208,8 @@ struct mhdgz_options {
 	unsigned int flags;
 	/** The codings offered in the server's order of preference, which
 	 * breaks ties of the client's q-values (RFC 9110 section 12.5.3): "gzip",
-	 * "zstd", "br", comma-separated, each at most once, e.g. "zstd, br,
-	 * gzip"; NULL = "gzip". Read during mhdgz_new() only. */
+	 * "zstd", "br", comma-separated, each at most once, e.g. "zstd, br, gzip";
+	 * NULL = "zstd, gzip" (gzip without zstd). Read during mhdgz_new() only. */
 	const char *codings;
 	struct mhdgz_gzip_options gzip;   /**< gzip: backend, level, streams */
 	struct mhdgz_coding_options zstd; /**< zstd: level */
@@ -630,7 +630,8 @@ mhdgz_queue_response_ex(struct mhdgz *gz, struct MHD_Connection *connection,
 
 /* A response names itself a dictionary (Use-As-Dictionary); a client
  * holding it sends its SHA-256 (Available-Dictionary) and may get dcz: a
- * 40-byte header and a zstd frame coded with it. Patterns: a path starting
+ * 40-byte header and a zstd frame coded with it, reaching the whole of it
+ * for a body within RFC 9842's window limit. Patterns: a path starting
  * with '/' where '*' matches any run; no other URLPattern syntax. */
 
 /** A registered dictionary, the handler's until mhdgz_free(). */
@@ -918,6 +919,8 @@ struct mhdgz_stats {
 	uint64_t dict_hits;        /**< dcz responses queued (also in coded[ZSTD]) */
 	uint64_t coder_nbytes;     /**< compressor state charged to live streams now */
 	uint64_t dict_bytes_saved; /**< bytes dcz saved against plain zstd, summed */
+	uint64_t coded_bytes_in[MHDGZ_CODING_COUNT];  /**< bytes_in per coding sent */
+	uint64_t coded_bytes_out[MHDGZ_CODING_COUNT]; /**< bytes_out per coding sent */
 };
 
 /**

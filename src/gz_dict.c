@@ -5,9 +5,11 @@
  * 32) carrying the 32-byte SHA-256 of the dictionary, then one zstd frame
  * (RFC 8878) compressed with the dictionary as raw content (ZSTD_dct_
  * rawContent: the bytes precede the body, whatever they hold, even a zstd
- * dictionary's magic), whose window is at most the larger of 8 MiB and
- * 1.25 times the dictionary, and never over 128 MiB. Like the zstd
- * backend: content size pledged, no checksum, no dictionary ID.
+ * dictionary's magic), whose declared window is at most the larger of 8
+ * MiB and 1.25 times the dictionary, and never over 128 MiB, while its
+ * matches reach the start of the dictionary whenever that declaration
+ * allows it (gz_dcz_window_log). Like the zstd backend: content size
+ * pledged, no checksum, no dictionary ID.
  *
  * The ZSTD_CDict is built once per dictionary and level (in a workspace
  * of ours: ZSTD_initStaticCDict) and then only read: zstd documents a CDict as usable by several contexts (threads) at
@@ -27,6 +29,16 @@
 #include "gz_backend.h"
 #include "gz_dict.h"
 
+/* Dictionaries larger than this, in bytes, are searched with zstd's
+ * long-distance matching (gz_dcz_compress). The ordinary window's size:
+ * below it the level's own tables find enough; above it, without
+ * long-distance matching, the part of the dictionary beyond 8 MiB of the
+ * body is in reach but not found. Lower: better ratio for dictionaries of
+ * a few MiB, at one pass over the dictionary per dcz body. */
+#ifndef GZ_DCZ_LDM_DICT_NBYTES
+#define GZ_DCZ_LDM_DICT_NBYTES ((size_t)8 << 20)
+#endif
+
 uint64_t
 gz_dcz_window_max(size_t dict_len)
 {
@@ -37,6 +49,33 @@ gz_dcz_window_max(size_t dict_len)
 	if (w > (uint64_t)128 << 20)
 		w = (uint64_t)128 << 20;
 	return w;
+}
+
+int
+gz_dcz_window_log(size_t dict_len, size_t in_len)
+{
+	uint64_t cap = gz_dcz_window_max(dict_len), need = (uint64_t)dict_len + in_len;
+	int wlog = 10; /* ZSTD_WINDOWLOG_ABSOLUTEMIN */
+
+	/* Matches reach back 2^wlog bytes: enough for the start of the
+	 * dictionary from the end of the body (dict_len + in_len), at most
+	 * 128 MiB. */
+	while (wlog < GZ_DCZ_WINDOW_LOG_MAX && ((uint64_t)1 << wlog) < need)
+		wlog++;
+	/* A body no larger than the limit: with the content size pledged and
+	 * a window at least the body, libzstd writes a single-segment frame,
+	 * whose window is the content size (RFC 8878 section 3.1.1.1.2), and
+	 * while no more than that window has been decoded, offsets may reach
+	 * anywhere into the dictionary (RFC 8878 section 5). So the frame
+	 * declares in_len, within the limit, and reaches the whole
+	 * dictionary (test_dcz_large_dictionary, check_codings.c). */
+	if (in_len <= cap)
+		return wlog;
+	/* A larger body declares the window itself: the largest power of two
+	 * within the limit (libzstd writes no other window sizes). */
+	while (((uint64_t)1 << wlog) > cap)
+		wlog--;
+	return wlog;
 }
 
 #ifdef HAVE_ZSTD
@@ -123,22 +162,6 @@ gz_dcz_bound(size_t in_len)
 	return b + GZ_DCZ_HEADER_NBYTES;
 }
 
-/* The window log for in_len bytes after dict_len bytes of dictionary:
- * large enough to reach the whole dictionary from the end of the body
- * where the cap allows, never over it. */
-static int
-window_log(size_t dict_len, size_t in_len)
-{
-	uint64_t cap = gz_dcz_window_max(dict_len), need = (uint64_t)dict_len + in_len;
-	int wlog = ZSTD_WINDOWLOG_MIN;
-
-	while (wlog < 27 && ((uint64_t)1 << wlog) < need)
-		wlog++;
-	while (((uint64_t)1 << wlog) > cap)
-		wlog--;
-	return wlog;
-}
-
 int
 gz_dcz_compress(const struct gz_zdict *d, int level, const void *in, size_t in_len, void *out,
 		size_t out_cap, size_t *out_len_ret)
@@ -158,13 +181,26 @@ gz_dcz_compress(const struct gz_zdict *d, int level, const void *in, size_t in_l
 	r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
 	if (!ZSTD_isError(r))
 		r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog,
-					   window_log(d ? d->dict_len : 0, in_len));
+					   gz_dcz_window_log(d ? d->dict_len : 0, in_len));
 	if (!ZSTD_isError(r))
 		r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
 	if (!ZSTD_isError(r))
 		r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
 	if (!ZSTD_isError(r))
 		r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_dictIDFlag, 0);
+	/* A dictionary over GZ_DCZ_LDM_DICT_NBYTES: the match finder's tables
+	 * (sized by level, 2^17 entries at level 3) keep only the last part
+	 * of it, so the body's first match into its start is never found and
+	 * a window that reaches it buys nothing. Long-distance matching finds
+	 * such matches; it needs the dictionary loaded into this context (a
+	 * CDict's tables hold no long-distance state), which costs one pass
+	 * over the dictionary per body (about 1 ms per MB), paid once per
+	 * cached dcz body. test_dcz_large_dictionary (check_codings.c) pins
+	 * the gain. */
+	if (!ZSTD_isError(r) && d && d->dict_len > GZ_DCZ_LDM_DICT_NBYTES)
+		r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_enableLongDistanceMatching, 1);
+	if (!ZSTD_isError(r) && d && d->dict_len > GZ_DCZ_LDM_DICT_NBYTES)
+		r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_forceAttachDict, ZSTD_dictForceLoad);
 	if (!ZSTD_isError(r) && d)
 		r = ZSTD_CCtx_refCDict(cctx, d->cdict);
 	if (!ZSTD_isError(r))

@@ -34,6 +34,15 @@ void gz_zdict_free(struct gz_zdict *d);
  * bytes: RFC 9842 section 4.3, the larger of 8 MiB and 1.25 times the
  * dictionary, at most 128 MiB. */
 uint64_t gz_dcz_window_max(size_t dict_len);
+/* log2 of the window libzstd compresses a dcz body of in_len bytes with,
+ * after dict_len bytes of dictionary (0: plain zstd under the same rule):
+ * reaching the start of the dictionary from the end of the body where
+ * the frame then declares a window within gz_dcz_window_max() (a body of
+ * at most that size, whose single-segment frame declares its content
+ * size as its window), else the largest power of two within it. At most
+ * GZ_DCZ_WINDOW_LOG_MAX. */
+#define GZ_DCZ_WINDOW_LOG_MAX 27
+int gz_dcz_window_log(size_t dict_len, size_t in_len);
 /* Worst-case size of a dcz body of in_len bytes (header included), or
  * SIZE_MAX when in_len is too large for a frame. */
 size_t gz_dcz_bound(size_t in_len);

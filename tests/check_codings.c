@@ -16,6 +16,7 @@
 #include "gz_backend.h"
 #include "gz_pool.h"
 #include "gz_stream.h"
+#include "gz_dict.h"
 #include "check_suites.h"
 #include "testutil.h"
 
@@ -694,6 +695,253 @@ START_TEST(test_alloc_faults)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Windows as the frame header declares them. */
+
+#ifdef HAVE_ZSTD
+/* The window a zstd frame header declares, read from its bytes (RFC 8878
+ * section 3.1.1.1): a single-segment frame's is its content size, else
+ * the Window_Descriptor's exponent and mantissa. *single_ret says which. */
+static uint64_t
+declared_window(const uint8_t *f, size_t len, int *single_ret)
+{
+	static const unsigned int fcs_bytes[4] = { 0, 2, 4, 8 };
+	uint8_t fhd;
+	unsigned int did;
+	size_t at;
+	uint64_t fcs = 0;
+
+	ck_assert_uint_ge(len, 6);
+	ck_assert_mem_eq(f, "\x28\xb5\x2f\xfd", 4);
+	fhd = f[4];
+	*single_ret = (fhd >> 5) & 1;
+	if (!*single_ret) {
+		unsigned int exponent = f[5] >> 3, mantissa = f[5] & 7;
+		uint64_t base = (uint64_t)1 << (10 + exponent);
+
+		return base + base / 8 * mantissa;
+	}
+	did = (unsigned int[]){ 0, 1, 2, 4 }[fhd & 3];
+	at = 5 + did;
+	ck_assert_uint_ge(len, at + 8);
+	switch (fcs_bytes[fhd >> 6] ? fcs_bytes[fhd >> 6] : 1) {
+	case 1:
+		fcs = f[at];
+		break;
+	case 2:
+		fcs = (uint64_t)(f[at] | f[at + 1] << 8) + 256;
+		break;
+	case 4:
+		for (int i = 3; i >= 0; i--)
+			fcs = fcs << 8 | f[at + i];
+		break;
+	default:
+		for (int i = 7; i >= 0; i--)
+			fcs = fcs << 8 | f[at + i];
+		break;
+	}
+	return fcs;
+}
+#endif
+
+/* Every level a user may set (1-19, also through struct mhdgz_options
+ * zstd.level, which reaches the backend unchanged): a whole body over 8
+ * MiB, whose frame cannot be single-segment, declares a window of at most
+ * 8 MiB, and so does a stream (content size unknown); both decode with the
+ * reference decoder limited to 8 MiB (RFC 9659 section 3). Zeros, so
+ * that level 19 takes milliseconds. */
+START_TEST(test_zstd_window_every_level)
+{
+#ifdef HAVE_ZSTD
+	const size_t len = ((size_t)9 << 20) + 12345;
+	int level = gz_backend_zstd.level_min + _i, single;
+	uint8_t *body = calloc(1, len), *out;
+	struct gz_compressor *c = NULL;
+	size_t cap, out_len = 0;
+	struct gz_io io;
+
+	ck_assert_int_eq(gz_backend_zstd.level_min, 1);
+	ck_assert_int_eq(gz_backend_zstd.level_max, 19);
+	ck_assert_ptr_nonnull(body);
+	memcpy(body + len / 2, "a little text in the middle", 27);
+	ck_assert_int_eq(gz_compressor_new(&gz_backend_zstd, level, &c), 0);
+	cap = gz_bound(c, len);
+	out = malloc(cap);
+	ck_assert_ptr_nonnull(out);
+	ck_assert_int_eq(c->be->compress(c, body, len, out, cap, &out_len), 0);
+	ck_assert_uint_le(declared_window(out, out_len, &single), ZSTD_WINDOW_MAX);
+	ck_assert_int_eq(single, 0);
+	ck_assert_int_eq(tu_verify_coded("zstd", out, out_len, body, len), 0);
+
+	ck_assert_int_eq(c->be->reset(c), 0);
+	io = (struct gz_io){ .in = body, .in_len = len, .out = out, .out_cap = cap };
+	ck_assert_int_eq(c->be->stream(c, &io, GZ_FLUSH_FINISH), GZ_STREAM_END);
+	out_len = cap - io.out_cap;
+	ck_assert_uint_le(declared_window(out, out_len, &single), ZSTD_WINDOW_MAX);
+	ck_assert_int_eq(single, 0);
+	ck_assert_int_eq(tu_verify_coded("zstd", out, out_len, body, len), 0);
+	gz_compressor_free(c);
+	free(out);
+	free(body);
+	ck_assert_int_eq(gz_alloc_live(), 0);
+#endif
+}
+END_TEST
+
+/* gz_dcz_window_log: the start of the dictionary within reach from the
+ * end of the body wherever the frame's declared window stays within RFC
+ * 9842's limit. */
+START_TEST(test_dcz_window_log)
+{
+	static const struct {
+		size_t dict_len, in_len;
+		int want;
+	} t[] = {
+		{ 0, 100, 10 }, /* plain zstd: sized to the body */
+		{ 0, (size_t)8 << 20, 23 },
+		{ 0, ((size_t)8 << 20) + 1, 23 }, /* over 8 MiB: 8 MiB declared */
+		{ 60000, 60000, 17 },
+		{ 10000000, 60000, 24 },         /* 16 MiB: the whole dictionary */
+		{ 10000000, 10000000, 25 },      /* 32 MiB; declares 10,000,000 */
+		{ 10000000, 12500000, 25 },      /* the limit itself */
+		{ 10000000, 12500001, 23 },      /* over it: 8 MiB, not 16 */
+		{ (size_t)100 << 20, 1000, 27 }, /* 128 MiB at most */
+		{ (size_t)100 << 20, (size_t)125 << 20, 27 },
+		{ (size_t)100 << 20, ((size_t)125 << 20) + 1, 26 },
+	};
+
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+		ck_assert_msg(gz_dcz_window_log(t[i].dict_len, t[i].in_len) == t[i].want,
+			      "dict %zu, body %zu: %d, want %d", t[i].dict_len, t[i].in_len,
+			      gz_dcz_window_log(t[i].dict_len, t[i].in_len), t[i].want);
+}
+END_TEST
+
+#ifdef HAVE_ZSTD
+/* Text of words of 2-9 random lowercase letters, a line every 12 words: a
+ * large vocabulary, as in source code, so that 8-byte sequences rarely
+ * repeat and a match finder finds the dictionary's long matches (the
+ * 24 words of TU_TEXT repeat within any window). */
+static void
+fill_words(uint8_t *p, size_t len, uint32_t seed)
+{
+	uint32_t x = seed ? seed : 1;
+	size_t i = 0, words = 0;
+
+	while (i < len) {
+		unsigned int n;
+
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		n = 2 + x % 8;
+		for (unsigned int k = 0; k < n && i < len; k++) {
+			x ^= x << 13;
+			x ^= x >> 17;
+			x ^= x << 5;
+			p[i++] = (uint8_t)('a' + x % 26);
+		}
+		if (i < len)
+			p[i++] = ++words % 12 == 0 ? '\n' : ' ';
+	}
+}
+
+/* The dcz body of v2 against dict: its frame's declared window, and its
+ * decoding by the reference decoder allowed exactly RFC 9842's window
+ * limit (ZSTD_DCtx_setMaxWindowSize). Returns the body's length. */
+static size_t
+dcz_check(const struct gz_zdict *zd, const uint8_t *dict, size_t dict_len, const uint8_t *v2,
+	  size_t len, uint64_t want_window, int want_single)
+{
+	size_t cap = gz_dcz_bound(len), n = 0, r;
+	uint8_t *out = malloc(cap), *dec = malloc(len + 1);
+	ZSTD_DCtx *dc = ZSTD_createDCtx();
+	int single;
+
+	ck_assert_ptr_nonnull(out);
+	ck_assert_ptr_nonnull(dec);
+	ck_assert_ptr_nonnull(dc);
+	ck_assert_int_eq(gz_dcz_compress(zd, 0, v2, len, out, cap, &n), 0);
+	ck_assert_uint_eq(declared_window(out + GZ_DCZ_HEADER_NBYTES, n - GZ_DCZ_HEADER_NBYTES,
+					  &single),
+			  want_window);
+	ck_assert_int_eq(single, want_single);
+	ck_assert_uint_le(want_window, gz_dcz_window_max(dict_len));
+	ck_assert(!ZSTD_isError(ZSTD_DCtx_setMaxWindowSize(dc, gz_dcz_window_max(dict_len))));
+	ck_assert(!ZSTD_isError(ZSTD_DCtx_loadDictionary_advanced(dc, dict, dict_len,
+								  ZSTD_dlm_byRef,
+								  ZSTD_dct_rawContent)));
+	r = ZSTD_decompressDCtx(dc, dec, len + 1, out + GZ_DCZ_HEADER_NBYTES,
+				n - GZ_DCZ_HEADER_NBYTES);
+	ck_assert_msg(!ZSTD_isError(r), "%s", ZSTD_getErrorName(r));
+	ck_assert_uint_eq(r, len);
+	ck_assert_mem_eq(dec, v2, len);
+	ZSTD_freeDCtx(dc);
+	free(dec);
+	free(out);
+	return n;
+}
+#endif
+
+/* A 10 MB text dictionary (over 8 MiB) and its next version with ten
+ * edits: the dcz frame reaches the whole dictionary, declares the body's
+ * size as its window (within the limit, 1.25 times the dictionary),
+ * decodes under the limit, and is at least 15 % smaller than the frame of
+ * an 8 MiB window (the largest power of two within the limit), compressed
+ * here with libzstd directly at the same level. A body over the limit
+ * declares 8 MiB. */
+START_TEST(test_dcz_large_dictionary)
+{
+#ifdef HAVE_ZSTD
+	const size_t len = 10000000, big = 12600000;
+	uint8_t *dict = malloc(len), *v2 = malloc(big), hash[32] = { 0 };
+	struct gz_zdict *zd = NULL;
+	ZSTD_CDict *cd;
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	size_t n, old, cap = gz_dcz_bound(len);
+	uint8_t *out = malloc(cap);
+
+	ck_assert_ptr_nonnull(dict);
+	ck_assert_ptr_nonnull(v2);
+	ck_assert_ptr_nonnull(out);
+	ck_assert_ptr_nonnull(cc);
+	fill_words(dict, len, 31);
+	memcpy(v2, dict, len);
+	for (size_t i = 1; i <= 10; i++)
+		memcpy(v2 + i * (len / 11), "/* v2 */", 8);
+	fill_words(v2 + len, big - len, 32);
+	ck_assert_int_eq(gz_zdict_new(dict, len, 0, hash, &zd), 0);
+	n = dcz_check(zd, dict, len, v2, len, len, 1);
+
+	/* The 8 MiB window, as libzstd does it with the same dictionary. */
+	cd = ZSTD_createCDict_advanced(dict, len, ZSTD_dlm_byRef, ZSTD_dct_rawContent,
+				       ZSTD_getCParams(gz_backend_zstd.level_default,
+						       ZSTD_CONTENTSIZE_UNKNOWN, len),
+				       ZSTD_defaultCMem);
+	ck_assert_ptr_nonnull(cd);
+	ck_assert(!ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel,
+						       gz_backend_zstd.level_default)));
+	ck_assert(!ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, 23)));
+	ck_assert(!ZSTD_isError(ZSTD_CCtx_refCDict(cc, cd)));
+	old = ZSTD_compress2(cc, out, cap, v2, len);
+	ck_assert(!ZSTD_isError(old));
+	ck_assert_msg((n - GZ_DCZ_HEADER_NBYTES) * 100 <= old * 85,
+		      "dcz frame %zu bytes, with an 8 MiB window %zu", n - GZ_DCZ_HEADER_NBYTES,
+		      old);
+
+	/* Over the limit (12,500,000 bytes): 8 MiB declared, still decodes. */
+	dcz_check(zd, dict, len, v2, big, (uint64_t)8 << 20, 0);
+	ZSTD_freeCDict(cd);
+	ZSTD_freeCCtx(cc);
+	gz_zdict_free(zd);
+	free(out);
+	free(v2);
+	free(dict);
+	ck_assert_int_eq(gz_alloc_live(), 0);
+#endif
+}
+END_TEST
+
 Suite *
 codings_suite(void)
 {
@@ -712,6 +960,11 @@ codings_suite(void)
 		{ "registry", 0, { { test_registry, 0, 0 } } },
 		{ "pump", 60, { { test_pump, 0, nc * 2 } } },
 		{ "alloc", 120, { { test_alloc_faults, 0, nc } } },
+		{ "window",
+		  120,
+		  { { test_zstd_window_every_level, 0, 19 },
+		    { test_dcz_window_log, 0, 0 },
+		    { test_dcz_large_dictionary, 0, 0 } } },
 	};
 
 	return ck_suite("codings", cases, sizeof cases / sizeof cases[0]);

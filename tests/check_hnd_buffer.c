@@ -55,6 +55,8 @@ START_TEST(test_shared_1000)
 	ck_assert_uint_eq(st.reasons[MHDGZ_COMPRESSED], N);
 	ck_assert_uint_eq(st.bytes_in, (uint64_t)N * LEN);
 	ck_assert_uint_eq(st.bytes_out, (uint64_t)N * gz_len);
+	ck_assert_uint_eq(st.coded_bytes_in[MHDGZ_CODING_GZIP], (uint64_t)N * LEN);
+	ck_assert_uint_eq(st.coded_bytes_out[MHDGZ_CODING_GZIP], (uint64_t)N * gz_len);
 	ck_assert_uint_eq(st.failures, 0);
 	th_site_done(&s, h, body);
 }

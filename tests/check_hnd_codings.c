@@ -117,7 +117,7 @@ START_TEST(test_options)
 		int rc;
 		size_t norder;
 	} t[] = {
-		{ NULL, 0, 0, 0, 1 },
+		{ NULL, 0, 0, 0, 2 }, /* the default: zstd, gzip */
 		{ "gzip", 0, 0, 0, 1 },
 		{ " zstd ,br,\tGZIP ", 0, 0, 0, 3 },
 		{ "br", 11, 0, 0, 1 }, /* a zstd level is checked, zstd or not */
@@ -437,9 +437,10 @@ START_TEST(test_e2e_rules)
 }
 END_TEST
 
-/* Nothing changes for a handler that does not turn the codings on: a
- * browser's Accept-Encoding gets gzip, a zstd-only client identity. */
-START_TEST(test_default_unchanged)
+/* A handler offering gzip alone (codings "gzip", the way back to the
+ * former default) behaves as before the other codings: a browser's
+ * Accept-Encoding gets gzip, a zstd-only client identity. */
+START_TEST(test_gzip_alone_unchanged)
 {
 	const size_t len = 8000;
 	uint8_t *body = tu_payload(len, TU_JSON, 8);
@@ -456,9 +457,11 @@ START_TEST(test_default_unchanged)
 	char err[512];
 	const char *browser[] = { "Accept-Encoding: gzip, deflate, br, zstd", NULL };
 	const char *zstd_only[] = { "Accept-Encoding: zstd, br", NULL };
+	struct mhdgz_options o = th_opts();
 	struct mhdgz_stats st;
 
-	th_site_start(&s, NULL, rt, N_ELEMS(rt), 0);
+	o.codings = "gzip";
+	th_site_start(&s, &o, rt, N_ELEMS(rt), 0);
 	TH_REQ(h, &s, 0, "/j", browser, &rs);
 	TH_OK("browser", th_v_gzip(&rs, 200, body, len, TH_E));
 	th_reply_free(&rs);
@@ -471,6 +474,141 @@ START_TEST(test_default_unchanged)
 	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], 0);
 	ck_assert_uint_eq(st.coded[MHDGZ_CODING_BR], 0);
 	ck_assert_uint_eq(st.reasons[MHDGZ_SKIP_NOT_ACCEPTED], 1);
+	th_site_done(&s, h, body);
+}
+END_TEST
+
+/* The default handler (mhdgz_new(NULL, ...)) offers zstd, then gzip: a
+ * browser's Accept-Encoding gets zstd, a gzip client gzip, a client that
+ * ranks zstd lower gzip; each body decodes byte for byte with the
+ * reference decoders (th_v_coded) and carries Vary. Without zstd built,
+ * gzip alone. */
+START_TEST(test_default_codings)
+{
+	const size_t len = 8000;
+	uint8_t *body = tu_payload(len, TU_JSON, 9);
+	struct th_route rt[] = {
+		{ .path = "/j",
+		  .status = 200,
+		  .body = body,
+		  .body_len = len,
+		  .hdr = { "Content-Type", "application/json" } },
+	};
+	const bool zstd = tu_coding_available(MHDGZ_CODING_ZSTD);
+	static const struct {
+		const char *ae;
+		const char *want; /* with zstd built */
+	} t[] = {
+		{ "Accept-Encoding: gzip, deflate, br, zstd", "zstd" },
+		{ "Accept-Encoding: gzip", "gzip" },
+		{ "Accept-Encoding: zstd;q=0.5, gzip", "gzip" },
+		{ "Accept-Encoding: zstd", "zstd" },
+		{ "Accept-Encoding: *", "zstd" },
+	};
+	struct th_site s;
+	CURL *h = th_curl_new();
+	struct th_reply rs = { 0 };
+	char err[512];
+	struct mhdgz_stats st;
+	enum mhdgz_coding order[MHDGZ_CODING_COUNT];
+	uint64_t out[MHDGZ_CODING_COUNT] = { 0 }, in[MHDGZ_CODING_COUNT] = { 0 };
+	size_t i;
+
+	th_site_start(&s, NULL, rt, N_ELEMS(rt), 0);
+	if (zstd) {
+		ck_assert_uint_eq(tu_codings(s.gz, order, MHDGZ_CODING_COUNT), 2);
+		ck_assert_int_eq(order[0], MHDGZ_CODING_ZSTD);
+		ck_assert_int_eq(order[1], MHDGZ_CODING_GZIP);
+	} else {
+		ck_assert_uint_eq(tu_codings(s.gz, order, MHDGZ_CODING_COUNT), 1);
+		ck_assert_int_eq(order[0], MHDGZ_CODING_GZIP);
+	}
+	for (i = 0; i < N_ELEMS(t); i++) {
+		const char *hd[] = { t[i].ae, NULL };
+		const char *want = zstd ? t[i].want : "gzip";
+
+		TH_REQ(h, &s, 0, "/j", hd, &rs);
+		if (!zstd && strcmp(t[i].ae, "Accept-Encoding: zstd") == 0)
+			TH_OK(t[i].ae, th_v_identity(&rs, 200, body, len, TH_E));
+		else
+			TH_OK(t[i].ae, th_v_coded(&rs, want, 200, body, len, TH_E));
+		TH_OK(t[i].ae, th_v_vary_ae(&rs, NULL, TH_E));
+		if (th_header(&rs, "Content-Encoding", NULL)) {
+			int k = strcmp(want, "zstd") == 0 ? MHDGZ_CODING_ZSTD : MHDGZ_CODING_GZIP;
+
+			in[k] += len;
+			out[k] += rs.body_len;
+		}
+		th_reply_free(&rs);
+	}
+	st = th_stats(s.gz);
+	/* Per coding, the bytes before and after (the demo's chart). */
+	for (i = 0; i < MHDGZ_CODING_COUNT; i++) {
+		ck_assert_uint_eq(st.coded_bytes_in[i], in[i]);
+		ck_assert_uint_eq(st.coded_bytes_out[i], out[i]);
+	}
+	/* A browser's HEAD: GET's coding and coded length, from the kept
+	 * variant. */
+	{
+		const char *hd[] = { t[0].ae, NULL };
+		char cl[32];
+
+		TH_REQ(h, &s, TH_HEAD, "/j", hd, &rs);
+		snprintf(cl, sizeof cl, "%llu",
+			 (unsigned long long)(zstd ? out[MHDGZ_CODING_ZSTD] / 3
+						   : out[MHDGZ_CODING_GZIP] / 4));
+		ck_assert_str_eq(th_header(&rs, "Content-Encoding", NULL), zstd ? "zstd" : "gzip");
+		ck_assert_str_eq(th_header(&rs, "Content-Length", NULL), cl);
+		ck_assert_uint_eq(rs.body_len, 0);
+		th_reply_free(&rs);
+	}
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], zstd ? 3 : 0);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_GZIP], zstd ? 2 : 4);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_BR], 0);
+	th_site_done(&s, h, body);
+}
+END_TEST
+
+/* Length hiding with the default codings: a browser gets gzip, padded
+ * (the padding lives in the gzip header; zstd counts as refused). */
+START_TEST(test_default_codings_padded)
+{
+	const size_t len = 8000;
+	uint8_t *body = tu_payload(len, TU_JSON, 10);
+	struct th_route rt[] = {
+		{ .path = "/j",
+		  .status = 200,
+		  .body = body,
+		  .body_len = len,
+		  .hdr = { "Content-Type", "application/json" } },
+	};
+	struct mhdgz_options o = th_opts();
+	struct th_site s;
+	CURL *h = th_curl_new();
+	struct th_reply rs = { 0 };
+	char err[512];
+	const char *browser[] = { "Accept-Encoding: gzip, deflate, br, zstd", NULL };
+	struct mhdgz_stats st;
+	uint8_t *dec = NULL;
+	size_t dec_len = 0;
+
+	o.flags = MHDGZ_F_LENGTH_HIDING;
+	th_site_start(&s, &o, rt, N_ELEMS(rt), 0);
+	TH_REQ(h, &s, 0, "/j", browser, &rs);
+	ck_assert_int_eq(rs.status, 200);
+	ck_assert_str_eq(th_header(&rs, "Content-Encoding", NULL), "gzip");
+	TH_OK("browser", th_v_vary_ae(&rs, NULL, TH_E));
+	ck_assert_uint_gt(rs.body_len, 10);
+	ck_assert_uint_eq(rs.body[3], 0x10); /* FLG FCOMMENT: the padding */
+	ck_assert_int_eq(tu_gunzip(rs.body, rs.body_len, &dec, &dec_len), 0);
+	ck_assert_uint_eq(dec_len, len);
+	ck_assert_mem_eq(dec, body, len);
+	free(dec);
+	th_reply_free(&rs);
+	st = th_stats(s.gz);
+	ck_assert_uint_eq(st.padded, 1);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_GZIP], 1);
+	ck_assert_uint_eq(st.coded[MHDGZ_CODING_ZSTD], 0);
 	th_site_done(&s, h, body);
 }
 END_TEST
@@ -571,17 +709,19 @@ START_TEST(test_coding_info)
 		o.codings = "br, gzip";
 		o.br.level = 4;
 		o.zstd.level = 7; /* checked, not offered */
+	} else {
+		o.codings = "gzip"; /* gzip alone (the default offers zstd too) */
 	}
 	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
 	ck_assert_int_eq(mhdgz_coding_info(gz, MHDGZ_CODING_GZIP, &ci), 0);
 	ck_assert_str_eq(ci.name, "gzip");
 	ck_assert(ci.available == 1 && ci.enabled == 1 && ci.level == 3);
 	ck_assert(ci.level_min == 1 && ci.level_max == 9 && ci.level_default == 6);
-	ck_assert_int_eq(ci.rank, o.codings ? 1 : 0);
+	ck_assert_int_eq(ci.rank, strcmp(o.codings, "gzip") ? 1 : 0);
 	ck_assert_int_eq(mhdgz_coding_info(gz, MHDGZ_CODING_ZSTD, &ci), 0);
 	ck_assert_str_eq(ci.name, "zstd");
 	ck_assert(ci.enabled == 0 && ci.level == 0 && ci.rank == -1);
-	if (o.codings) {
+	if (strcmp(o.codings, "gzip") != 0) {
 		ck_assert_int_eq(mhdgz_coding_info(gz, MHDGZ_CODING_BR, &ci), 0);
 		ck_assert(ci.available == 1 && ci.enabled == 1 && ci.level == 4 && ci.rank == 0);
 		ck_assert(ci.level_min == 1 && ci.level_max == 11 && ci.level_default == 5);
@@ -603,7 +743,9 @@ hnd_codings_case(void)
 				   { test_options, 0, 0 },
 				   { test_select_caches, 0, 0 },
 				   { test_e2e_rules, 0, 3 },
-				   { test_default_unchanged, 0, 0 },
+				   { test_gzip_alone_unchanged, 0, 0 },
+				   { test_default_codings, 0, 0 },
+				   { test_default_codings_padded, 0, 0 },
 				   { test_option_errors, 0, 0 },
 				   { test_coding_info, 0, 0 } } };
 }

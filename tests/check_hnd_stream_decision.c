@@ -266,6 +266,11 @@ START_TEST(stream_stats)
 	ck_assert_uint_eq(st.pool_gets, 1);
 	ck_assert_uint_eq(st.bytes_in, len);
 	ck_assert_uint_eq(st.bytes_out, t.r.body_len);
+	/* all of them gzip's */
+	ck_assert_uint_eq(st.coded_bytes_in[MHDGZ_CODING_GZIP], len);
+	ck_assert_uint_eq(st.coded_bytes_out[MHDGZ_CODING_GZIP], t.r.body_len);
+	ck_assert_uint_eq(st.coded_bytes_in[MHDGZ_CODING_ZSTD] + st.coded_bytes_in[MHDGZ_CODING_BR],
+			  0);
 	st_end(&t);
 }
 END_TEST

@@ -216,6 +216,28 @@ while IFS='|' read -r name path type want; do
 	eq "$path Cache-Control" "$(hdr "$T/$name.id.h" Cache-Control)" "no-cache"
 done <<<"$DEMO_ENDPOINTS"
 
+# The default codings (no --codings): zstd before gzip where built. A
+# browser's Accept-Encoding gets zstd, "gzip" and "zstd;q=0.5, gzip" get
+# gzip; each body decodes to the identity body byte for byte.
+if have_codings zstd && command -v zstd >/dev/null 2>&1; then
+	n=0
+	for c in 'zstd|gzip, deflate, br, zstd' 'gzip|gzip' 'gzip|zstd;q=0.5, gzip'; do
+		n=$((n + 1))
+		fetch "dc$n" "$D/100k.json" -H "Accept-Encoding: ${c#*|}"
+		eq "default codings: '${c#*|}' gets ${c%%|*}, Vary" \
+			"$(hdr "$T/dc$n.h" Content-Encoding)|$(hdr "$T/dc$n.h" Vary)" "${c%%|*}|Accept-Encoding"
+		if [ "${c%%|*}" = zstd ]; then
+			zstd -q -d -c "$T/dc$n.body" >"$T/dc$n.dec"
+		else
+			gunzip_to "$T/dc$n.body" "$T/dc$n.dec"
+		fi
+		check "default codings: '${c#*|}': decodes to the identity body" \
+			cmp -s "$T/dc$n.dec" "$T/p100k.id.body"
+	done
+else
+	echo "SKIP: default codings (gzserve without zstd, or no zstd command)"
+fi
+
 if have_python; then
 	for n in p2k p20k p100k; do
 		check "$n body is valid JSON" valid_json "$T/$n.id.body"
@@ -422,7 +444,7 @@ eq "If-Match mismatch: 412" "$(status "$T/c4.h")" 412
 # /events through a gzip-decoding client: at least 3 events, arriving one
 # by one (about a second apart), not all at the end.
 fetch evh "$D/events" -I
-( "${CURL[@]}" -N --compressed --max-time 4.5 -D "$T/ev.h" "$D/events" 2>/dev/null |
+( "${CURL[@]}" -N --compressed -H 'Accept-Encoding: gzip' --max-time 4.5 -D "$T/ev.h" "$D/events" 2>/dev/null |
 	while IFS= read -r line; do
 		case $line in data:*) echo "$(date +%s%N) $line" ;; esac
 	done >"$T/ev.lines" )
@@ -607,7 +629,8 @@ ln -s "$T" "$W/outside"
 ln -s data.json "$W/alias.json"
 mkfifo "$W/fifo.txt" 2>/dev/null
 
-if ! start static --root "$W" --precompressed --threads 2; then
+# gzip alone: the precompressed and negotiation tests below are gzip's.
+if ! start static --root "$W" --precompressed --threads 2 --codings gzip; then
 	nok "static server starts" "see stderr above"
 	echo "$NPASS passed, $NFAIL failed"
 	exit 1
@@ -1056,6 +1079,22 @@ if have_codings zstd,gzip && command -v zstd >/dev/null 2>&1 && have_python; the
 		fetch dz4 "$BASE/other.js" -H 'Accept-Encoding: zstd, dcz' -H "Available-Dictionary: :$ad:"
 		eq "--dictionary: a path the pattern does not match gets zstd" "$(hdr "$T/dz4.h" Content-Encoding)" zstd
 		check "access log names dcz" grep -Eq '^GET /lib\.v2\.js 200 [0-9]+ [0-9-]+ dcz ' "$T/dict.err"
+		# FILE beneath the root advertises itself, so that a browser
+		# stores it (RFC 9842 section 2.1), kept fresh for an hour; its
+		# 304 too; another file, and a range of FILE, do not.
+		fetch du1 "$BASE/lib.v1.js" -H 'Accept-Encoding: gzip, deflate, br, zstd'
+		eq "--dictionary FILE beneath the root: Use-As-Dictionary, Cache-Control, zstd" \
+			"$(hdr "$T/du1.h" Use-As-Dictionary)|$(hdr "$T/du1.h" Cache-Control)|$(hdr "$T/du1.h" Content-Encoding)" \
+			'match="/lib.*.js"|max-age=3600|zstd'
+		check "--dictionary FILE beneath the root: the body decodes to FILE" \
+			bash -c "zstd -q -d -c '$T/du1.body' | cmp -s - '$W/lib.v1.js'"
+		fetch du2 "$BASE/lib.v1.js" -H "If-None-Match: $(hdr "$T/du1.h" ETag)" -H 'Accept-Encoding: gzip, deflate, br, zstd'
+		eq "--dictionary FILE beneath the root: its 304 advertises it too" \
+			"$(status "$T/du2.h")|$(hdr "$T/du2.h" Use-As-Dictionary)" '304|match="/lib.*.js"'
+		fetch du3 "$BASE/lib.v2.js"
+		fetch du4 "$BASE/lib.v1.js" -r 0-9
+		eq "--dictionary: another file, or a range of FILE, does not" \
+			"$(hdr "$T/du3.h" Use-As-Dictionary)|$(status "$T/du4.h")|$(hdr "$T/du4.h" Use-As-Dictionary)" '|206|'
 		tl_stop "$PID"
 	else
 		nok "--dictionary server starts" "see stderr"

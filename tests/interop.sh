@@ -16,6 +16,11 @@
 #  - the demo with --length-hiding 512 (BREACH padding in the gzip header
 #    comment): curl --compressed, Python (gzip and zlib) and Chromium (page,
 #    script, stylesheet, fetch, EventSource) decode every padded body.
+#  - the demo with its default codings (zstd, then gzip): a browser's
+#    Accept-Encoding gets zstd, "gzip" and "zstd;q=0.5, gzip" gzip, each
+#    decoded by the zstd and gzip tools; then as below. The checks above
+#    are gzip's and run with --codings gzip, but --length-hiding, which
+#    sends a browser gzip under the default codings (padding is gzip's);
 #  - zstd and br: the demo with --codings zstd,br,gzip, with
 #    --codings br,gzip and with gzip alone: Chromium and a second engine,
 #    Firefox ESR (Debian's firefox-esr, driven over WebDriver BiDi by
@@ -23,7 +28,11 @@
 #    zstd, get every resource in that coding, the page runs, the events
 #    arrive; curl --compressed and Python (python3-zstandard,
 #    python3-brotli, gzip) decode every fixed endpoint to its identity
-#    bytes.
+#    bytes; the page's /stats chart is checked in Chromium;
+#  - RFC 9842: the demo's /dict/ page, and a 10 MB --dictionary beneath
+#    --root that advertises itself: Chromium stores it and gets the next
+#    version as dcz (tests/interop/dict_root.js); zstd -D and
+#    python3-zstandard decode that body.
 #
 # Each check prints one line, "PASS client: what" or "FAIL client: what
 # (why)"; the script ends with "N passed, M failed" and exits 1 on any
@@ -177,7 +186,8 @@ fi
 rm -rf "${OUT:?}/demo" "$OUT/root" "$OUT"/*.png
 
 # --- the demo ---------------------------------------------------------------
-if ! start demo; then
+# gzip alone: these checks are gzip's (the default codings are below).
+if ! start demo --codings gzip; then
 	fail "gzserve: demo started" "$(tail -n 3 "$OUT/demo.log" | tr '\n' ' ')"
 	echo "$NPASS passed, $NFAIL failed"
 	exit 1
@@ -386,7 +396,7 @@ if [ "$HAVE_CURL" = 1 ]; then
 	for f in index.html style.css app.js 100k.json; do
 		gzip -9 -n -k "$R/$f"
 	done
-	if ! start root --root "$R" --precompressed; then
+	if ! start root --root "$R" --precompressed --codings gzip; then
 		fail "gzserve: --root --precompressed started" "$(tail -n 3 "$OUT/root.log" | tr '\n' ' ')"
 	else
 		echo "# --root $R --precompressed on $BASE"
@@ -439,6 +449,8 @@ if [ "$HAVE_CURL" = 1 ]; then
 fi
 
 # --- the demo with --length-hiding: padded gzip headers --------------------------------
+# The default codings: length hiding refuses zstd (the padding is gzip's),
+# so a browser's Accept-Encoding gets gzip too.
 if [ "$HAVE_CURL" = 1 ]; then
 	if ! start padded --length-hiding 512; then
 		fail "gzserve: --length-hiding 512 started" "$(tail -n 3 "$OUT/padded.log" | tr '\n' ' ')"
@@ -446,8 +458,8 @@ if [ "$HAVE_CURL" = 1 ]; then
 		echo "# --length-hiding 512 on $BASE"
 		for p in "${FIXED[@]}"; do
 			f=$(refname "$p")
-			what="curl: --length-hiding $p padded (FLG FCOMMENT), --compressed decodes to the identity bytes"
-			"${CURL[@]}" -H 'Accept-Encoding: gzip' -D "$T/raw.h" -o "$T/raw" "$BASE$p"
+			what="curl: --length-hiding $p: a browser's Accept-Encoding gets gzip padded (FLG FCOMMENT), --compressed decodes to the identity bytes"
+			"${CURL[@]}" -H 'Accept-Encoding: gzip, deflate, br, zstd' -D "$T/raw.h" -o "$T/raw" "$BASE$p"
 			"${CURL[@]}" --compressed -o "$T/dec" "$BASE$p"
 			flg=$(od -An -tx1 -j3 -N1 "$T/raw" | tr -d ' ')
 			if [ "$(coding "$T/raw.h")" != gzip ] || [ "$flg" != 10 ]; then
@@ -465,45 +477,68 @@ if [ "$HAVE_CURL" = 1 ]; then
 		fi
 	fi
 fi
-# --- zstd and br ----------------------------------------------------------------
-# The demo offering zstd first, then br first: with every q-value 1 (curl's
-# and Chromium's Accept-Encoding) the server's order picks the coding.
+# --- the default codings, zstd and br ------------------------------------------
+# The demo with its default codings (zstd, then gzip), then offering zstd
+# first, br first, gzip alone: with every q-value 1 (curl's and Chromium's
+# Accept-Encoding) the server's order picks the coding.
 HAVE_FF=$HAVE_BROWSER
 [ "$HAVE_BROWSER" = 1 ] && { have firefox "$FIREFOX" || HAVE_FF=0; }
-for order in zstd,br,gzip br,gzip gzip; do
-	want=${order%%,*}
+for order in default zstd,br,gzip br,gzip gzip; do
+	want=${order%%,*} tag=${order%%,*}
+	args=(--codings "$order")
+	[ "$order" = default ] && want=zstd tag=default args=()
 	[ "$HAVE_CURL" = 1 ] || break
-	if ! start "codings-$want" --codings "$order"; then
-		fail "gzserve: --codings $order started" "$(tail -n 3 "$OUT/codings-$want.log" | tr '\n' ' ')"
+	if ! start "codings-$tag" "${args[@]}"; then
+		fail "gzserve: --codings $order started" "$(tail -n 3 "$OUT/codings-$tag.log" | tr '\n' ' ')"
 		continue
 	fi
 	echo "# demo --codings $order on $BASE"
-	mkdir -p "$OUT/$want"
+	if [ "$order" = default ]; then
+		# A browser's list gets zstd; "gzip" and "zstd;q=0.5, gzip" get
+		# gzip; each decodes with the zstd or gzip tool to the identity
+		# bytes.
+		bad=""
+		for c in 'zstd|gzip, deflate, br, zstd' 'gzip|gzip' 'gzip|zstd;q=0.5, gzip'; do
+			"${CURL[@]}" -H "Accept-Encoding: ${c#*|}" -D "$T/d.h" -o "$T/d" "$BASE/100k.json"
+			if [ "$(coding "$T/d.h")" != "${c%%|*}" ]; then
+				bad="$bad '${c#*|}':coding=$(coding "$T/d.h")"
+			elif ! { if [ "${c%%|*}" = zstd ]; then zstd -q -d -c "$T/d"; else gzip -d -c "$T/d"; fi; } |
+				cmp -s - "$REF/100k.json"; then
+				bad="$bad '${c#*|}':bytes"
+			fi
+		done
+		if [ -z "$bad" ]; then
+			pass "curl: default codings: a browser's Accept-Encoding gets zstd, gzip and zstd;q=0.5, gzip get gzip; zstd -d and gzip -d decode them"
+		else
+			fail "curl: default codings" "$bad"
+		fi
+	fi
+	mkdir -p "$OUT/$tag"
 	bad=""
 	for p in "${FIXED[@]}"; do
 		f=$(refname "$p")
-		"${CURL[@]}" --compressed -D "$T/c.h" -o "$OUT/$want/$f" "$BASE$p"
+		"${CURL[@]}" --compressed -D "$T/c.h" -o "$OUT/$tag/$f" "$BASE$p"
 		if [ "$(coding "$T/c.h")" != "$want" ]; then
 			bad="$bad $p:coding=$(coding "$T/c.h")"
-		elif ! cmp -s "$OUT/$want/$f" "$REF/$f"; then
+		elif ! cmp -s "$OUT/$tag/$f" "$REF/$f"; then
 			bad="$bad $p:bytes"
 		fi
 	done
 	if [ -z "$bad" ]; then
-		pass "curl: --compressed gets $want for every fixed endpoint, decodes to the identity bytes"
+		pass "curl[$tag]: --compressed gets $want for every fixed endpoint, decodes to the identity bytes"
 	else
-		fail "curl: --compressed gets $want" "$bad"
+		fail "curl[$tag]: --compressed gets $want" "$bad"
 	fi
 	if [ "$HAVE_PY" = 1 ]; then
 		run_driver python 30 "$PYTHON" "$SRCDIR/interop/codings_check.py" "$BASE" "$REF" "$want" "${FIXED[@]}"
 	fi
 	if [ "$HAVE_BROWSER" = 1 ]; then
-		run_driver "browser[$want]" 90 node "$NODE_DIR/browser.js" \
-			"{\"name\":\"$want\",\"base\":\"$BASE\",\"out\":\"$OUT\",\"events\":true,\"coding\":\"$want\"}"
+		run_driver "browser[$tag]" 90 node "$NODE_DIR/browser.js" \
+			"{\"name\":\"$tag\",\"base\":\"$BASE\",\"out\":\"$OUT\",\"events\":true,\"coding\":\"$want\"}"
 	fi
 	if [ "$HAVE_FF" = 1 ]; then
-		run_driver "firefox[$want]" 90 node "$NODE_DIR/firefox.js" \
-			"{\"name\":\"$want\",\"base\":\"$BASE\",\"coding\":\"$want\"}"
+		run_driver "firefox[$tag]" 90 node "$NODE_DIR/firefox.js" \
+			"{\"name\":\"$tag\",\"base\":\"$BASE\",\"coding\":\"$want\"}"
 	fi
 	kill "$PID" 2>/dev/null
 done
@@ -540,6 +575,62 @@ if have chromium "$CHROMIUM"; then
 		kill "$PID" 2>/dev/null
 	else
 		fail "gzserve: dcz demo started" "$(tail -n 3 "$OUT/dcz.log" | tr '\n' ' ')"
+	fi
+fi
+
+# --- RFC 9842 from --root: a dictionary over 8 MiB ----------------------------------
+# --root with --dictionary FILE beneath it: FILE (lib.v1.js, 10 MB of
+# script) advertises itself on its own response (Use-As-Dictionary,
+# max-age); Chromium (tests/interop/dict_root.js, real time: it stores a
+# dictionary asynchronously) fetches it, then lib.v2.js (the first 600 KB
+# of v1 with a few edits: its matches lie 10 MB back, beyond an 8 MiB
+# window, so only a frame that reaches the whole dictionary finds them)
+# with Available-Dictionary and gets dcz (the access log too), which
+# decodes and runs; the same dcz body decodes with zstd -D and
+# python3-zstandard, and is under a tenth of v2's plain zstd.
+if [ "$HAVE_CURL" = 1 ]; then
+	RD=$OUT/dictroot
+	rm -rf "$RD"
+	mkdir -p "$RD"
+	awk 'BEGIN { srand(9842); for (i = 0; i < 105000; i++) { s = ""; for (k = 0; k < 6; k++) s = s sprintf("%08x", int(rand() * 4294967296));
+		printf "globalThis.f%d = function (x) { return x + \"%s\"; };\n", i, s } print "globalThis.appVersion = 1;" }' >"$RD/lib.v1.js"
+	head -c 600000 "$RD/lib.v1.js" | sed '$d; s/return x + "\(00\)/return x - "\1/' >"$RD/lib.v2.js"
+	echo 'globalThis.appVersion = 2;' >>"$RD/lib.v2.js"
+	echo '<!doctype html><title>dcz from --root</title>' >"$RD/index.html"
+	if start dictroot --root "$RD" --dictionary "$RD/lib.v1.js" --dictionary-match '/lib.*.js'; then
+		if [ "$HAVE_BROWSER" = 1 ]; then
+			run_driver "chromium[dictroot]" 60 node "$NODE_DIR/dict_root.js" "$BASE" "$(wc -c <"$RD/lib.v2.js")"
+			if grep -Eq '^GET /lib\.v1\.js 200 [0-9]+ [0-9-]+ zstd ' "$OUT/dictroot.log" &&
+				grep -Eq '^GET /lib\.v2\.js 200 [0-9]+ [0-9-]+ dcz ' "$OUT/dictroot.log"; then
+				pass "chromium: --root: lib.v1.js (10 MB, the dictionary) as zstd, then lib.v2.js as dcz (access log)"
+			else
+				fail "chromium: --root: v1, then v2 as dcz" "$(grep 'GET /lib' "$OUT/dictroot.log" | tr '\n' ' ')"
+			fi
+		fi
+		ad=$("$PYTHON" -c 'import base64, hashlib, sys; print(base64.b64encode(hashlib.sha256(open(sys.argv[1], "rb").read()).digest()).decode())' "$RD/lib.v1.js")
+		"${CURL[@]}" -H 'Accept-Encoding: gzip, deflate, br, zstd, dcz' -H "Available-Dictionary: :$ad:" \
+			-D "$T/dr.h" -o "$T/dr.dcz" "$BASE/lib.v2.js"
+		"${CURL[@]}" -H 'Accept-Encoding: zstd' -o "$T/dr.zst" "$BASE/lib.v2.js"
+		if [ "$(coding "$T/dr.h")" = dcz ] &&
+			tail -c +41 "$T/dr.dcz" | zstd -q -d -D "$RD/lib.v1.js" | cmp -s - "$RD/lib.v2.js" &&
+			[ $(($(wc -c <"$T/dr.dcz") * 10)) -lt "$(wc -c <"$T/dr.zst")" ]; then
+			pass "curl: --root dcz of lib.v2.js decodes with zstd -D, $(wc -c <"$T/dr.dcz") bytes against zstd's $(wc -c <"$T/dr.zst")"
+		else
+			fail "curl: --root dcz of lib.v2.js" "coding '$(coding "$T/dr.h")', $(wc -c <"$T/dr.dcz") bytes, zstd $(wc -c <"$T/dr.zst")"
+		fi
+		if [ "$HAVE_PY" = 1 ] && "$PYTHON" -c '
+import sys, zstandard
+d = zstandard.ZstdCompressionDict(open(sys.argv[1], "rb").read(), dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+body = open(sys.argv[2], "rb").read()
+sys.exit(zstandard.ZstdDecompressor(dict_data=d).decompress(body[40:]) != open(sys.argv[3], "rb").read())' \
+			"$RD/lib.v1.js" "$T/dr.dcz" "$RD/lib.v2.js" 2>"$T/dr.py"; then
+			pass "python: --root dcz of lib.v2.js decodes with zstandard and the 10 MB dictionary"
+		else
+			fail "python: --root dcz with zstandard" "$(tail -n 1 "$T/dr.py")"
+		fi
+		kill "$PID" 2>/dev/null
+	else
+		fail "gzserve: --root --dictionary started" "$(tail -n 3 "$OUT/dictroot.log" | tr '\n' ' ')"
 	fi
 fi
 

@@ -3,7 +3,7 @@
 # gzserve. Not in TESTS: it needs packages the README's test command does not
 # install (chromium, nodejs, npm, wget, python3; see tests/interop.sh).
 EXTRA_DIST += tests/interop.sh tests/interop/browser.js tests/interop/http_check.py \
-	tests/interop/codings_check.py tests/interop/firefox.js \
+	tests/interop/codings_check.py tests/interop/firefox.js tests/interop/dict_root.js \
 	tests/interop/package.json tests/interop/package-lock.json
 .PHONY: interop
 interop: examples/gzserve/gzserve

@@ -41,10 +41,11 @@ cd "$1" || exit 2
 
 # The sources, without what an in-tree make fuzz puts under tests/fuzz/
 # (a build and a copy of the tree), npm under tests/interop/, or make
-# check-upstream's libmicrohttpd sources under tests/upstream-build/.
+# check-upstream's libmicrohttpd sources under tests/upstream-build/, and
+# gzserve's generated demo_assets.h (an in-tree build writes it there).
 mapfile -t files < <(find src handler examples tests bench \
 	\( -path tests/fuzz/build -o -path tests/fuzz/tree -o -path tests/interop-out -o -path tests/upstream-build -o -name node_modules \) -prune -o \
-	-type f \( -name '*.c' -o -name '*.h' \) -print | LC_ALL=C sort)
+	-type f \( -name '*.c' -o -name '*.h' \) ! -name demo_assets.h -print | LC_ALL=C sort)
 [ "${#files[@]}" -gt 0 ] || { echo "style.sh: no C sources under $1" >&2; exit 2; }
 
 if ! command -v "$clang_format" >/dev/null; then

@@ -21,93 +21,13 @@ struct demo {
 	struct MHD_Response *ok; /* queued as 200, and as 304 */
 };
 
-static const char demo_index[] =
-	"<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-	"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-	"<title>gzserve: mhdgz demo</title>\n<link rel=\"icon\" href=\"data:,\">\n"
-	"<link rel=\"stylesheet\" href=\"/style.css\">\n"
-	"<script src=\"/app.js\" defer></script>\n</head>\n<body>\n<header>\n<h1>gzserve</h1>\n"
-	"<p>A libmicrohttpd server whose responses are gzip-compressed by "
-	"<strong>mhdgz</strong>. Every page of this demo, this one included, is "
-	"sent with <code>Content-Encoding: gzip</code> to clients that accept it "
-	"(or zstd or br, when gzserve offers them with <code>--codings</code>).</p>\n"
-	"</header>\n<main>\n<section>\n<h2>Endpoints</h2>\n<table>\n"
-	"<thead><tr><th>Path</th><th>What it is</th></tr></thead>\n<tbody>\n"
-	"<tr><td><a href=\"/2k.json\">/2k.json</a></td><td>2,048 bytes of JSON: "
-	"the small benchmark payload</td></tr>\n"
-	"<tr><td><a href=\"/20k.json\">/20k.json</a></td><td>20,480 bytes of JSON: "
-	"the medium benchmark payload</td></tr>\n"
-	"<tr><td><a href=\"/100k.json\">/100k.json</a></td><td>102,400 bytes of JSON: "
-	"the large benchmark payload</td></tr>\n"
-	"<tr><td><a href=\"/events\">/events</a></td><td>Server-sent events: one a "
-	"second for ten seconds, each flushed through the gzip stream as it happens</td></tr>\n"
-	"<tr><td><a href=\"/stats\">/stats</a></td><td>The handler's counters "
-	"(mhdgz_get_stats) as JSON</td></tr>\n</tbody>\n</table>\n</section>\n"
-	"<section id=\"live\">\n<h2>Live</h2>\n<p id=\"status\">JavaScript has not run yet.</p>\n"
-	"<p>/100k.json: <span id=\"records\">loading</span></p>\n"
-	"<p>/events:</p>\n<ol id=\"events\"></ol>\n<pre id=\"stats\"></pre>\n</section>\n"
-	"<section>\n<h2>Try it</h2>\n"
-	"<pre>curl -s -D - -o /dev/null --compressed http://HOST/100k.json\n"
-	"curl -s -N --compressed http://HOST/events</pre>\n</section>\n</main>\n</body>\n</html>\n";
-
-/* The background colour of body is rgb(244, 241, 234) and #js-ok's
- * rgb(47, 125, 50): the interop test checks them to know this file
- * arrived (compressed) and applied. */
-static const char demo_css[] =
-	"/* style.css: the gzserve demo's stylesheet. */\n"
-	":root { --ink: #1d2329; --muted: #5b6670; --accent: #b4461e; --paper: #f4f1ea;\n"
-	"  --card: #fffdf8; --rule: #ddd6c8; }\n* { box-sizing: border-box; }\n"
-	"body { margin: 0; padding: 2rem 1rem 4rem; background-color: #f4f1ea;\n"
-	"  color: var(--ink);\n"
-	"  font: 16px/1.5 system-ui, -apple-system, \"Segoe UI\", Roboto, sans-serif; }\n"
-	"header, main { max-width: 48rem; margin: 0 auto; }\n"
-	"h1 { font-size: 2rem; margin: 0 0 .5rem; color: var(--accent); }\n"
-	"h2 { font-size: 1.2rem; margin: 2rem 0 .5rem; border-bottom: 1px solid var(--rule); }\n"
-	"a { color: var(--accent); text-decoration: none; }\n"
-	"a:hover, a:focus { text-decoration: underline; }\n"
-	"code, pre { font: 14px/1.4 ui-monospace, \"DejaVu Sans Mono\", monospace; }\n"
-	"pre { background: var(--card); border: 1px solid var(--rule); border-radius: 4px;\n"
-	"  padding: .75rem 1rem; overflow-x: auto; }\n"
-	"table { width: 100%; border-collapse: collapse; background: var(--card); }\n"
-	"th, td { text-align: left; padding: .4rem .75rem; border-bottom: 1px solid var(--rule); }\n"
-	"th { color: var(--muted); font-weight: 600; }\n"
-	"#js-ok { color: #2f7d32; font-weight: 600; }\n"
-	"#events { columns: 2; color: var(--muted); }\n#events li.done { color: var(--ink); }\n"
-	"@media (max-width: 32rem) { body { padding: 1rem .5rem; } #events { columns: 1; } }\n";
-
-/* Proves scripts, fetch() and EventSource all work through gzip; the
- * interop test waits for #js-ok and the body's data attributes. */
-static const char demo_js[] =
-	"// app.js: the gzserve demo's script: proves scripts, fetch() and\n"
-	"// EventSource all work through gzip.\n'use strict';\n"
-	"function show(id, text) { document.getElementById(id).textContent = text; }\n"
-	"function markReady() {\n  // The marker a headless browser test looks for.\n"
-	"  const ok = document.createElement('p');\n  ok.id = 'js-ok';\n"
-	"  ok.textContent = 'JavaScript ran (it arrived gzip-compressed).';\n"
-	"  document.getElementById('live').prepend(ok);\n"
-	"  show('status', 'Loading /100k.json and listening on /events.');\n}\n"
-	"async function loadPayload() {\n  try {\n    const res = await fetch('/100k.json');\n"
-	"    const doc = await res.json();\n"
-	"    const coding = res.headers.get('Content-Encoding') || 'identity';\n"
-	"    show('records', doc.data.length + ' records parsed (' +\n"
-	"         (res.headers.get('Content-Type') || '?') + ', Content-Encoding: ' + coding + ')');\n"
-	"    document.body.dataset.payloadCoding = coding;\n"
-	"    document.body.dataset.payloadRecords = String(doc.data.length);\n  } catch (err) {\n"
-	"    show('records', 'failed: ' + err);\n  }\n}\nasync function loadStats() {\n  try {\n"
-	"    const res = await fetch('/stats', { cache: 'no-store' });\n"
-	"    show('stats', JSON.stringify(await res.json(), null, 2));\n  } catch (err) {\n"
-	"    show('stats', 'stats failed: ' + err);\n  }\n}\nfunction listen() {\n"
-	"  const list = document.getElementById('events');\n"
-	"  const source = new EventSource('/events');\n  source.onmessage = (ev) => {\n"
-	"    const item = document.createElement('li');\n    const data = JSON.parse(ev.data);\n"
-	"    item.textContent = 'event ' + data.n + ' of ' + data.of + ' at ' +\n"
-	"                       data.elapsed_ms + ' ms';\n    list.appendChild(item);\n"
-	"    document.body.dataset.events = String(list.children.length);\n"
-	"    if (data.n === data.of) {\n      item.className = 'done';\n"
-	"      source.close(); // the stream ended; do not reconnect\n      loadStats();\n    }\n"
-	"  };\n  source.onerror = () => {\n    if (source.readyState === EventSource.CLOSED)\n"
-	"      show('status', 'The event stream closed.');\n  };\n}\nmarkReady();\nloadPayload();\n"
-	"loadStats();\nlisten();\n";
+/* The demo's page, stylesheet and script (demo_index, demo_css, demo_js):
+ * examples/gzserve/demo/, made into C strings by embed.sh at build time.
+ * The interop test checks the stylesheet's body background, rgb(244, 241,
+ * 234), and #js-ok's rgb(47, 125, 50) to know it arrived (compressed) and
+ * applied, and waits for the script's #js-ok: scripts, fetch() and
+ * EventSource all work through the coding. */
+#include "demo_assets.h"
 
 /* FNV-1a 64: a strong validator of a built-in body (it changes whenever the
  * bytes do, which is all a strong ETag promises, RFC 9110 section 8.8.3). */
@@ -342,17 +262,27 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 		",\"failures\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"pool_gets\":%" PRIu64
 		",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64 ",\"pool_trims\":%" PRIu64
 		",\"padded\":%" PRIu64 ",\"filecache\":{\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
-		",\"evictions\":%" PRIu64 ",\"bytes\":%" PRIu64 "},\"coded\":{",
+		",\"evictions\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
 		st.bytes_in, st.bytes_out, st.compressions, st.failures, st.cache_hits,
 		st.pool_gets, st.pool_misses, st.pool_idle, st.pool_trims, st.padded,
 		st.filecache_hits, st.filecache_misses, st.filecache_evictions,
 		st.filecache_nbytes);
-	/* Responses sent per coding: which one the clients were given. */
-	for (i = 0; i < MHDGZ_CODING_COUNT; i++)
-		fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "", coding_name((enum mhdgz_coding)i),
-			st.coded[i]);
+	/* Per coding: responses sent (which one the clients were given), and
+	 * their bytes before and after coding (the demo page's chart). */
+	for (unsigned int k = 0; k < 3; k++) {
+		static const char *const name[3] = { "coded", "coded_bytes_in", "coded_bytes_out" };
+		const uint64_t *v = k == 0   ? st.coded
+				    : k == 1 ? st.coded_bytes_in
+					     : st.coded_bytes_out;
+
+		fprintf(f, ",\"%s\":{", name[k]);
+		for (i = 0; i < MHDGZ_CODING_COUNT; i++)
+			fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "",
+				coding_name((enum mhdgz_coding)i), v[i]);
+		fputc('}', f);
+	}
 	fprintf(f,
-		"},\"dict_hits\":%" PRIu64 ",\"dict_bytes_saved\":%" PRIu64
+		",\"dict_hits\":%" PRIu64 ",\"dict_bytes_saved\":%" PRIu64
 		",\"server\":{\"requests\":%" PRIu64 ",\"in_flight\":%d,\"connections\":%d}}\n",
 		st.dict_hits, st.dict_bytes_saved, (uint64_t)atomic_load(&s->requests),
 		atomic_load(&s->in_flight), atomic_load(&s->conns));

@@ -62,7 +62,7 @@ make_script(int version, size_t *len_ret)
 }
 
 static int
-add_file(struct server *s, const char *file, const char *match)
+add_file(struct server *s, size_t i, const char *file, const char *match)
 {
 	struct mhdgz_dictionary_options o = { .size = sizeof o, .match = match };
 	FILE *f = fopen(file, "rb");
@@ -70,8 +70,9 @@ add_file(struct server *s, const char *file, const char *match)
 	long n;
 	int rc;
 
-	if (!f || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) <= 0 || fseek(f, 0, SEEK_SET) != 0 ||
-	    !(buf = malloc((size_t)n)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+	if (!f || fstat(fileno(f), &s->dict_st[i]) != 0 || fseek(f, 0, SEEK_END) != 0 ||
+	    (n = ftell(f)) <= 0 || fseek(f, 0, SEEK_SET) != 0 || !(buf = malloc((size_t)n)) ||
+	    fread(buf, 1, (size_t)n, f) != (size_t)n) {
 		fprintf(stderr, "gzserve: --dictionary %s: cannot read it (or it is empty)\n",
 			file);
 		if (f)
@@ -80,7 +81,7 @@ add_file(struct server *s, const char *file, const char *match)
 		return -1;
 	}
 	fclose(f);
-	rc = mhdgz_dictionary_add(s->gz, buf, (size_t)n, &o, NULL);
+	rc = mhdgz_dictionary_add(s->gz, buf, (size_t)n, &o, &s->dicts[i]);
 	free(buf); /* copied */
 	if (rc != 0) {
 		fprintf(stderr, "gzserve: --dictionary %s --dictionary-match %s: %s\n", file, match,
@@ -88,6 +89,22 @@ add_file(struct server *s, const char *file, const char *match)
 		return -1;
 	}
 	return 0;
+}
+
+/* A --dictionary FILE beneath --root is advertised on its own responses
+ * (files.c): that is how a browser learns it (RFC 9842 section 2.1). */
+const struct mhdgz_dictionary *
+dict_of_file(const struct server *s, const struct stat *st)
+{
+	for (size_t i = 0; i < s->cfg.ndict; i++) {
+		const struct stat *d = &s->dict_st[i];
+
+		if (s->dicts[i] && d->st_dev == st->st_dev && d->st_ino == st->st_ino &&
+		    d->st_size == st->st_size && d->st_mtim.tv_sec == st->st_mtim.tv_sec &&
+		    d->st_mtim.tv_nsec == st->st_mtim.tv_nsec)
+			return s->dicts[i];
+	}
+	return NULL;
 }
 
 int
@@ -99,7 +116,7 @@ dict_init(struct server *s)
 	size_t i;
 
 	for (i = 0; i < s->cfg.ndict; i++)
-		if (add_file(s, s->cfg.dict_file[i], s->cfg.dict_match[i]) != 0)
+		if (add_file(s, i, s->cfg.dict_file[i], s->cfg.dict_match[i]) != 0)
 			return -1;
 	if (s->cfg.root || mhdgz_coding_info(NULL, MHDGZ_CODING_ZSTD, &zi) != 0 || !zi.available)
 		return 0; /* the demo is demo mode's, and needs zstd */

@@ -96,6 +96,7 @@ struct file_req {
 	uint64_t file_len; /* FILE's size (the access log's body bytes) */
 	bool varies;       /* a sibling is usable: the response varies with Accept-Encoding */
 	bool sibling;      /* fd is the sibling, coded with coding */
+	const struct mhdgz_dictionary *dict; /* FILE is this --dictionary */
 	enum mhdgz_coding coding;
 	char etag[80], lastmod[64];
 	uint64_t first, last; /* the one range to send (range > 0) */
@@ -255,6 +256,15 @@ respond_file(struct req *rq, struct MHD_Connection *conn, struct file_req *f)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
 	if (f->varies)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+	/* FILE is a --dictionary: advertised (Use-As-Dictionary), and fresh
+	 * for an hour, since a client keeps a dictionary only while fresh. */
+	if (f->dict && f->range == 0 &&
+	    (mhdgz_response_use_as_dictionary(r, f->dict) != 0 ||
+	     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "max-age=3600") !=
+		     MHD_YES)) {
+		MHD_destroy_response(r);
+		return MHD_NO;
+	}
 	if (f->range > 0) {
 		snprintf(crange, sizeof crange, "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, f->first,
 			 f->last, len);
@@ -286,6 +296,7 @@ serve_file(struct req *rq, struct MHD_Connection *conn, const char *method)
 	if (status == 0)
 		status = resolve_file(s, &f);
 	if (status == 0) {
+		f.dict = dict_of_file(s, &f.st); /* FILE's, before a sibling's */
 		choose_sibling(s, conn, &f);
 		validate(rq, &f);
 	}

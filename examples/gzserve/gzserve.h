@@ -81,6 +81,9 @@ struct server {
 	struct demo *demos;
 	size_t ndemos;
 	struct dict_demo *dict_demo; /* dict.c: the /dict/ demo (demo mode) */
+	/* cfg.dict_file[i] as registered, and what fstat() said of it then */
+	const struct mhdgz_dictionary *dicts[GZS_DICT_MAX];
+	struct stat dict_st[GZS_DICT_MAX];
 
 	atomic_uint_fast64_t requests;
 	atomic_int in_flight;
@@ -181,9 +184,12 @@ enum MHD_Result refuse_body(struct req *rq, struct MHD_Connection *conn, unsigne
 
 /* dict.c: RFC 9842 dictionaries: --dictionary files, and the demo's
  * /dict/. dict_init: 0 or -1 (message printed). dict_serve: true when the
- * path is one of the demo's, *ret then set. */
+ * path is one of the demo's, *ret then set. dict_of_file: the
+ * dictionary whose --dictionary FILE is the file st describes (the same
+ * device, inode, size and mtime as when read), or NULL. */
 struct dict_demo;
 int dict_init(struct server *s);
+const struct mhdgz_dictionary *dict_of_file(const struct server *s, const struct stat *st);
 void dict_fini(struct server *s);
 bool dict_serve(struct req *rq, struct MHD_Connection *conn, const char *path, const char *method,
 		enum MHD_Result *ret);

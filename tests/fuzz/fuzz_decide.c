@@ -404,6 +404,7 @@ make_gz(struct mhdgz **gz, enum mhdgz_backend be, int level, unsigned int flags,
 	o.compress_types = ct;
 	o.skip_types = skip;
 	o.limits.pool_idle_cap = cap;
+	o.codings = "gzip"; /* the reference decision is gzip's */
 	return mhdgz_new(&o, gz);
 }
 

@@ -83,8 +83,10 @@ tests_fuzz_fuzz_gzserve_SOURCES = tests/fuzz/fuzz_gzserve.c tests/fuzz/fuzz_util
 	examples/gzserve/echo.c examples/gzserve/dict.c examples/gzserve/options.c \
 	examples/gzserve/validate.c examples/gzserve/siblings.c examples/gzserve/beneath.c \
 	examples/gzserve/linger.c
+nodist_tests_fuzz_fuzz_gzserve_SOURCES = examples/gzserve/demo_assets.h
 tests_fuzz_fuzz_gzserve_CPPFLAGS = $(AM_CPPFLAGS) \
-	-I$(top_srcdir)/examples/gzserve -I$(top_srcdir)/examples/payload
+	-I$(top_srcdir)/examples/gzserve -I$(top_builddir)/examples/gzserve \
+	-I$(top_srcdir)/examples/payload
 tests_fuzz_fuzz_gzserve_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(ZLIB_CFLAGS) $(ZSTD_CFLAGS)
 tests_fuzz_fuzz_gzserve_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_gzserve_LDADD = handler/libmhdgz_hnd.la examples/payload/libpayload.la \

@@ -147,6 +147,32 @@ async function main() {
       });
     }
 
+    if (cfg.events) {
+      // The page draws /stats as inline SVG (app.js, no other script):
+      // bytes before and after per coding, identity responses by reason.
+      await check(`the /stats chart: ${CODING} bytes before and after, identity by reason (inline SVG)`, async () => {
+        await page.waitForSelector('#stats svg g[data-coding]', { timeout: STEP_MS });
+        const r = await page.evaluate(() => ({
+          scripts: [...document.scripts].map((s) => s.src),
+          codings: [...document.querySelectorAll('#stats svg g[data-coding]')].map((g) => ({
+            c: g.dataset.coding, in: Number(g.dataset.in), out: Number(g.dataset.out),
+            w: [...g.querySelectorAll('rect')].map((e) => Number(e.getAttribute('width'))),
+          })),
+          reasons: [...document.querySelectorAll('#stats svg g[data-reason]')].map((g) => ({
+            r: g.dataset.reason, n: Number(g.dataset.n), rects: g.querySelectorAll('rect').length,
+          })),
+        }));
+        if (r.scripts.length !== 1 || r.scripts[0] !== cfg.base + '/app.js')
+          return `scripts ${JSON.stringify(r.scripts)}`;
+        const mine = r.codings.find((x) => x.c === CODING);
+        if (!mine || !(mine.out > 0 && mine.out < mine.in) || mine.w.length !== 2 ||
+            !(mine.w[1] < mine.w[0]))
+          return `bars ${JSON.stringify(r.codings)}`;
+        if (r.reasons.some((x) => x.r === 'compressed' || !(x.n > 0) || x.rects !== 1))
+          return `reasons ${JSON.stringify(r.reasons)}`;
+      });
+    }
+
     // Content-Encoding of everything the page loaded, as Chromium saw it.
     const paths = ['/', '/style.css', '/app.js', '/100k.json'];
     if (cfg.events)
