@@ -298,13 +298,70 @@ handle_destroy(struct mhdgz *gz)
 	gz_free(gz->alloc);
 }
 
+/* The handle's compressor pools: gzip's three (whole bodies; streams;
+ * low-latency streams, whose compressors are smaller: event_window_bits)
+ * and the other codings' (whole bodies and streams), with their
+ * trimming. 0 or a negative error (the caller frees what was made). */
+static int
+pools_init(struct mhdgz *gz, const struct mhdgz_options *o)
+{
+	size_t cap = (o->flags & MHDGZ_F_NO_POOL) ? 0
+		     : o->limits.pool_idle_cap    ? o->limits.pool_idle_cap
+						  : HND_POOL_IDLE_CAP;
+	int rc;
+
+	/* Streams of a whole-buffer backend are zlib's (gz_stream_backend). */
+	rc = gz_pool_new(gz->be, gz->level, cap, &gz->pool);
+	if (rc < 0)
+		return rc;
+	rc = gz_pool_new_win(gz_stream_backend(gz->be), gz_stream_level(gz->be, gz->level),
+			     o->gzip.stream_window_bits, o->gzip.stream_mem_level, cap,
+			     &gz->stream_pool);
+	if (rc < 0)
+		return rc;
+	rc = gz_pool_new_win(gz_stream_backend(gz->be), gz_stream_level(gz->be, gz->level),
+			     o->gzip.event_window_bits ? o->gzip.event_window_bits
+						       : MHDGZ_DEFAULT_EVENT_WINDOW_BITS,
+			     o->gzip.event_mem_level ? o->gzip.event_mem_level
+						     : MHDGZ_DEFAULT_EVENT_MEM_LEVEL,
+			     cap, &gz->event_pool);
+	if (rc < 0)
+		return rc;
+	/* The other codings' pools (zstd, br: whole bodies and streams). */
+	rc = parse_codings(gz, o->codings);
+	if (rc < 0)
+		return rc;
+	rc = coders_init(gz, o, cap);
+	if (rc < 0)
+		return rc;
+	if (o->limits.pool_trim_ms != MHDGZ_POOL_TRIM_NEVER) {
+		size_t low = o->limits.pool_idle_low ? o->limits.pool_idle_low
+						     : MHDGZ_DEFAULT_POOL_IDLE_LOW;
+		uint64_t period_us = (uint64_t)(o->limits.pool_trim_ms
+							? o->limits.pool_trim_ms
+							: MHDGZ_DEFAULT_POOL_TRIM_MS) *
+				     1000u;
+
+		/* Cannot fail: the pools exist. */
+		gz_pool_set_trim(gz->pool, low, period_us);
+		gz_pool_set_trim(gz->stream_pool, low, period_us);
+		gz_pool_set_trim(gz->event_pool, low, period_us);
+		for (size_t k = 0; k < GZ_CODING_COUNT; k++) {
+			if (k == GZ_CODING_GZIP || !gz->coder[k].pool)
+				continue;
+			gz_pool_set_trim(gz->coder[k].pool, low, period_us);
+			gz_pool_set_trim(gz->coder[k].stream_pool, low, period_us);
+		}
+	}
+	return 0;
+}
+
 MHDGZ_API int
 mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 {
 	struct mhdgz_options o;
 	struct mhdgz *gz;
 	void *block;
-	size_t cap;
 	int rc;
 
 	opt_detail[0] = '\0';
@@ -361,54 +418,9 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 		opt_error(rc, "skip_types: an entry is not a media type pattern");
 		goto fail;
 	}
-	cap = (o.flags & MHDGZ_F_NO_POOL) ? 0
-	      : o.limits.pool_idle_cap    ? o.limits.pool_idle_cap
-					  : HND_POOL_IDLE_CAP;
-	/* Three pools: whole bodies; streams; low-latency streams, whose
-	 * compressors are smaller (event_window_bits). Streams of a
-	 * whole-buffer backend are zlib's (gz_stream_backend). */
-	rc = gz_pool_new(gz->be, gz->level, cap, &gz->pool);
+	rc = pools_init(gz, &o);
 	if (rc < 0)
 		goto fail;
-	rc = gz_pool_new_win(gz_stream_backend(gz->be), gz_stream_level(gz->be, gz->level),
-			     o.gzip.stream_window_bits, o.gzip.stream_mem_level, cap,
-			     &gz->stream_pool);
-	if (rc < 0)
-		goto fail;
-	rc = gz_pool_new_win(gz_stream_backend(gz->be), gz_stream_level(gz->be, gz->level),
-			     o.gzip.event_window_bits ? o.gzip.event_window_bits
-						      : MHDGZ_DEFAULT_EVENT_WINDOW_BITS,
-			     o.gzip.event_mem_level ? o.gzip.event_mem_level
-						    : MHDGZ_DEFAULT_EVENT_MEM_LEVEL,
-			     cap, &gz->event_pool);
-	if (rc < 0)
-		goto fail;
-	/* The other codings' pools (zstd, br: whole bodies and streams). */
-	rc = parse_codings(gz, o.codings);
-	if (rc < 0)
-		goto fail;
-	rc = coders_init(gz, &o, cap);
-	if (rc < 0)
-		goto fail;
-	if (o.limits.pool_trim_ms != MHDGZ_POOL_TRIM_NEVER) {
-		size_t low = o.limits.pool_idle_low ? o.limits.pool_idle_low
-						    : MHDGZ_DEFAULT_POOL_IDLE_LOW;
-		uint64_t period_us = (uint64_t)(o.limits.pool_trim_ms
-							? o.limits.pool_trim_ms
-							: MHDGZ_DEFAULT_POOL_TRIM_MS) *
-				     1000u;
-
-		/* Cannot fail: the pools exist. */
-		gz_pool_set_trim(gz->pool, low, period_us);
-		gz_pool_set_trim(gz->stream_pool, low, period_us);
-		gz_pool_set_trim(gz->event_pool, low, period_us);
-		for (size_t k = 0; k < GZ_CODING_COUNT; k++) {
-			if (k == GZ_CODING_GZIP || !gz->coder[k].pool)
-				continue;
-			gz_pool_set_trim(gz->coder[k].pool, low, period_us);
-			gz_pool_set_trim(gz->coder[k].stream_pool, low, period_us);
-		}
-	}
 	rc = hnd_table_init(&gz->table);
 	if (rc < 0)
 		goto fail;

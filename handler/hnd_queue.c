@@ -328,6 +328,77 @@ plan_in(struct build *b, struct hnd_plan_in *in, uint8_t *sniff_buf)
 	}
 }
 
+/* One builder per plan kind, then the identity response where none was
+ * built. */
+static void
+build_planned(struct build *b)
+{
+	switch (b->p.kind) {
+	case HND_PLAN_DCZ:
+		break;
+	case HND_PLAN_WHOLE:
+		build_whole(b);
+		break;
+	case HND_PLAN_WHOLE_FIELDS:
+		build_whole_fields(b);
+		break;
+	case HND_PLAN_STREAM_FIELDS:
+		build_stream_fields(b);
+		break;
+	case HND_PLAN_STREAM_IN_PLACE:
+	case HND_PLAN_STREAM:
+		build_stream(b);
+		break;
+	case HND_PLAN_NOT_MODIFIED:
+		build_not_modified(b);
+		break;
+	case HND_PLAN_PRECONDITION_FAILED:
+		build_precondition_failed(b);
+		break;
+	case HND_PLAN_IDENTITY:
+		break;
+	}
+	if (b->p.kind != HND_PLAN_PRECONDITION_FAILED)
+		build_identity(b);
+}
+
+/* The identity and coded lengths the outcome reports. e->lock held. */
+static void
+result_lengths(const struct build *b, struct hnd_result *res)
+{
+	const struct hnd_entry *e = b->e;
+
+	if (e->body_len != MHD_SIZE_UNKNOWN) {
+		res->body_nbytes = e->body_len;
+		if (b->reason != MHDGZ_COMPRESSED)
+			res->coded_nbytes = e->body_len;
+		else if (b->p.whole)
+			res->coded_nbytes = b->coded_len;
+	}
+	if (b->p.kind == HND_PLAN_STREAM_FIELDS && b->reason == MHDGZ_COMPRESSED)
+		res->coded_nbytes = b->coded_len; /* where a HEAD learnt it */
+	if (no_content(b->status) || b->p.kind == HND_PLAN_PRECONDITION_FAILED)
+		res->coded_nbytes = 0; /* whatever the 200 it stands for */
+}
+
+/* The counters of a queue that found its entry, and the coding it chose. */
+static void
+count_built(const struct build *b, struct hnd_stripe *st, struct hnd_result *res)
+{
+	hnd_count_in(st, HND_C_BYTES_IN, b->in_len);
+	hnd_count_in(st, HND_C_BYTES_OUT, b->out_len);
+	if (b->reason == MHDGZ_COMPRESSED) {
+		hnd_count_in(st, HND_C_COMPRESSED, 1);
+		hnd_count_in(st, HND_C_CODED0 + b->f.coding, 1);
+		hnd_count_in(st, HND_C_CODED_IN0 + b->f.coding, b->in_len);
+		hnd_count_in(st, HND_C_CODED_OUT0 + b->f.coding, b->out_len);
+		res->coding = b->f.coding;
+		res->dcz = b->dcz;
+	}
+	if (b->reason == MHDGZ_COMPRESSED && b->padded)
+		hnd_count_in(st, HND_C_PADDED, 1);
+}
+
 /*
  * The whole selection: plan, then build what the plan says in the
  * response's place. *queue_ret is the response itself or a response of
@@ -399,33 +470,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		in.no_dict = true;
 		hnd_plan(&gz->policy, &in, &b.p);
 	}
-	switch (b.p.kind) {
-	case HND_PLAN_DCZ:
-		break;
-	case HND_PLAN_WHOLE:
-		build_whole(&b);
-		break;
-	case HND_PLAN_WHOLE_FIELDS:
-		build_whole_fields(&b);
-		break;
-	case HND_PLAN_STREAM_FIELDS:
-		build_stream_fields(&b);
-		break;
-	case HND_PLAN_STREAM_IN_PLACE:
-	case HND_PLAN_STREAM:
-		build_stream(&b);
-		break;
-	case HND_PLAN_NOT_MODIFIED:
-		build_not_modified(&b);
-		break;
-	case HND_PLAN_PRECONDITION_FAILED:
-		build_precondition_failed(&b);
-		break;
-	case HND_PLAN_IDENTITY:
-		break;
-	}
-	if (b.p.kind != HND_PLAN_PRECONDITION_FAILED)
-		build_identity(&b);
+	build_planned(&b);
 	if (b.v == response && !b.in_place) {
 		/* Merge Vary into the response only before libmicrohttpd first
 		 * has it: afterwards another thread may be reading its fields. */
@@ -435,31 +480,10 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	}
 	if (b.v == response)
 		e->response_queued = true;
-	if (e->body_len != MHD_SIZE_UNKNOWN) {
-		res->body_nbytes = e->body_len;
-		if (b.reason != MHDGZ_COMPRESSED)
-			res->coded_nbytes = e->body_len;
-		else if (b.p.whole)
-			res->coded_nbytes = b.coded_len;
-	}
-	if (b.p.kind == HND_PLAN_STREAM_FIELDS && b.reason == MHDGZ_COMPRESSED)
-		res->coded_nbytes = b.coded_len; /* where a HEAD learnt it */
-	if (no_content(b.status) || b.p.kind == HND_PLAN_PRECONDITION_FAILED)
-		res->coded_nbytes = 0; /* whatever the 200 it stands for */
+	result_lengths(&b, res);
 	pthread_mutex_unlock(&e->lock);
 	gz_free(vary_heap);
-	hnd_count_in(st, HND_C_BYTES_IN, b.in_len);
-	hnd_count_in(st, HND_C_BYTES_OUT, b.out_len);
-	if (b.reason == MHDGZ_COMPRESSED) {
-		hnd_count_in(st, HND_C_COMPRESSED, 1);
-		hnd_count_in(st, HND_C_CODED0 + b.f.coding, 1);
-		hnd_count_in(st, HND_C_CODED_IN0 + b.f.coding, b.in_len);
-		hnd_count_in(st, HND_C_CODED_OUT0 + b.f.coding, b.out_len);
-		res->coding = b.f.coding;
-		res->dcz = b.dcz;
-	}
-	if (b.reason == MHDGZ_COMPRESSED && b.padded)
-		hnd_count_in(st, HND_C_PADDED, 1);
+	count_built(&b, st, res);
 done:
 	hnd_count_in(st, HND_C_REASON0 + b.reason, 1);
 	res->reason = b.reason;
