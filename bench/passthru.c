@@ -44,8 +44,8 @@
 
 #include "payload.h"
 
-/* Body size of /fresh, /off, /reused and /png in bytes (the issue's
- * "30 KB JSON built per request"). */
+/* Body size of /fresh, /off, /reused and /png in bytes (a
+ * 30 KB JSON body built per request). */
 #ifndef PT_BODY_NBYTES
 #define PT_BODY_NBYTES ((size_t)30 * 1024)
 #endif

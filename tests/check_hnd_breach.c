@@ -161,7 +161,7 @@ br_padding(const uint8_t *b, size_t len)
 }
 
 /*
- * The attack as the issue tried it: _i 0 without padding, 1 with the
+ * The attack as a BREACH attacker runs it: _i 0 without padding, 1 with the
  * default padding (MHDGZ_DEFAULT_LENGTH_HIDING_MAX). For each of
  * BR_TRIALS secrets the attacker requests the page reflecting each of
  * BR_GUESSES candidate tokens (the right one and 63 random wrong ones)

@@ -741,7 +741,7 @@ START_TEST(test_no_content_statuses)
 }
 END_TEST
 
-/* The example of the issue, exactly: a 5,000-byte text resource with only
+/* A 5,000-byte text resource with only
  * Last-Modified. Its gzip 200 has Content-Length N; the If-Modified-Since
  * 304 says N too, never 5000; the identity 304 says 5000. Then a pipelined
  * request on the same connection. */
