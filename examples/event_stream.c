@@ -1,4 +1,4 @@
-/* event_stream.c: server-sent events through gzip, suspended between events, resumed by a timer. */
+/* event_stream.c: server-sent events through a coded stream, suspended between events, resumed by a timer. */
 /* POSIX.1-2008 (sigwait, pthread, ...), also under -std=c11. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L

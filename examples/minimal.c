@@ -1,4 +1,4 @@
-/* minimal.c: a complete libmicrohttpd server with gzip: the two-call change, two-phase handler. */
+/* minimal.c: a complete libmicrohttpd server with zstd and gzip: the two-call change, two-phase handler. */
 /* POSIX.1-2008 (sigwait, pthread, ...), also under -std=c11. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L

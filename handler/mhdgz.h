@@ -41,9 +41,9 @@ extern "C" {
 
 /** The one version source: configure.ac reads these three lines. @{ */
 #define MHDGZ_VERSION_MAJOR 0
-#define MHDGZ_VERSION_MINOR 1
+#define MHDGZ_VERSION_MINOR 2
 #define MHDGZ_VERSION_PATCH 0
-#define MHDGZ_VERSION_STRING "0.1.0"
+#define MHDGZ_VERSION_STRING "0.2.0"
 /** @} */
 
 /**
