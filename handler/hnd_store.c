@@ -28,7 +28,10 @@
  * (Linux stamps files with a coarse clock, a few milliseconds), is closed
  * by the freshness rule, git's "racy" rule: a file changed less than
  * racy_ns ago is not remembered; once remembered, any later write stamps
- * a later change time. Pinned by test_fc_stale and test_fc_off_racy
+ * a later change time. The version is taken before the bytes are read
+ * (hnd_store_entry_version), so a write while they are read or coded
+ * never names the old bytes. Pinned by test_fc_stale, test_fc_off_racy,
+ * test_fc_changed_while_coded
  * (check_hnd_filecache.c) and test_store_fresh (check_hnd_store.c).
  *
  * One byte budget bounds the items (body bytes plus
@@ -530,8 +533,16 @@ hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const char *eta
 }
 
 bool
+hnd_store_entry_version(struct mhdgz *gz, const struct hnd_entry *e, struct hnd_store_key *k)
+{
+	return e->kind == HND_FD && gz->store.files &&
+	       hnd_store_key_file(k, e->fd, e->offset, e->body_len);
+}
+
+bool
 hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag, enum gz_coding coding,
-		    enum hnd_store_mode mode, struct hnd_body *body, uint64_t len)
+		    enum hnd_store_mode mode, struct hnd_body *body, uint64_t len,
+		    const struct hnd_store_key *version)
 {
 	struct hnd_store_val v = { .body = body, .len = len };
 	struct hnd_store_key k;
@@ -540,13 +551,18 @@ hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag, enu
 	if (body && !etag && !(e->kind == HND_FD && gz->store.files))
 		return true; /* the response's alone, offered at its second use (below) */
 	hnd_store_entry_id(e);
-	entry_key(gz, e, coding, mode, true, &k);
-	if (k.name == HND_NAME_FILE) {
+	if (version && version->name == HND_NAME_FILE) {
+		/* The version the bytes were read at, not the file's now: a
+		 * write after the read must not name the old bytes
+		 * (hnd_store_put stats the fd again and refuses a change). */
+		k = *version;
+		hnd_store_key_coding(&k, coding, gz->coder[coding].level, hnd_padded(gz, e, coding),
+				     mode, NULL);
 		if (hnd_store_put(gz, &k, &v, e->fd))
 			return false; /* the version names it for every response; no ETag needed */
-		/* not fresh, or changed while read: the response's alone */
-		entry_key(gz, e, coding, mode, false, &k);
 	}
+	/* not a file, not fresh, or changed since read: the response's alone */
+	entry_key(gz, e, coding, mode, false, &k);
 	/* A body named by the response alone is offered at its second use
 	 * (hnd_store_entry_offer): a response queued once, most of them,
 	 * takes no lock of the store. */

@@ -178,13 +178,19 @@ bool hnd_coded_len_known(struct mhdgz *gz, const struct hnd_entry *e, const char
  * false. e->lock held. */
 bool hnd_store_entry_get(struct mhdgz *gz, const struct hnd_entry *e, const char *etag,
 			 enum gz_coding coding, enum hnd_store_mode mode, struct hnd_store_val *v);
+/* The file version of e's bytes now, taken before they are read for
+ * hnd_store_entry_put: true and *k (its coding part unset), or false (not
+ * a file, file versions off, fstat failed). */
+bool hnd_store_entry_version(struct mhdgz *gz, const struct hnd_entry *e, struct hnd_store_key *k);
 /* Remember e's coded bytes (body, may be NULL) or length len
- * (HND_STORE_NOT_SMALLER: not smaller) in coding and mode under e's name
- * (its file version, else the response) and, unless that is a file
- * version, the length under its strong etag (may be NULL). e->lock held. */
+ * (HND_STORE_NOT_SMALLER: not smaller) in coding and mode under the file
+ * version they were read at (version, from hnd_store_entry_version before
+ * the read; NULL: none) if the file still has it, else under the response
+ * and, unless stored under a file version, the length under its strong
+ * etag (may be NULL). e->lock held. */
 bool hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag,
 			 enum gz_coding coding, enum hnd_store_mode mode, struct hnd_body *body,
-			 uint64_t len);
+			 uint64_t len, const struct hnd_store_key *version);
 /* The true return of hnd_store_entry_put: body is named by the response
  * alone and is not in the store yet; the entry offers it at its second use
  * (hnd_store_entry_offer: true when the store took it; false: over the

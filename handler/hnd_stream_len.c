@@ -93,6 +93,8 @@ hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, 
 		       enum gz_coding coding, uint64_t *len_ret)
 {
 	enum hnd_store_mode mode = low_latency ? HND_SM_STREAM_LL : HND_SM_STREAM;
+	struct hnd_store_key version;
+	bool versioned;
 	int rc;
 
 	/* Only a file gives the same bytes every time: known for this
@@ -100,10 +102,12 @@ hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *etag, 
 	 * compressed whole), its file version or its strong ETag. */
 	if (e->kind == HND_FD && hnd_coded_len_known(gz, e, etag, coding, mode, len_ret))
 		return 0;
+	versioned = hnd_store_entry_version(gz, e, &version); /* before the count reads it */
 	rc = stream_length(gz, e, etag, low_latency, coding, len_ret);
 	if (rc == 0) {
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
-		hnd_store_entry_put(gz, e, etag, coding, mode, NULL, *len_ret);
+		hnd_store_entry_put(gz, e, etag, coding, mode, NULL, *len_ret,
+				    versioned ? &version : NULL);
 	}
 	return rc;
 }

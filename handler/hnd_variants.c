@@ -283,6 +283,8 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 	if (out) {
 		rc = 0;
 	} else if (e->kind == HND_FD) {
+		struct hnd_store_key version;
+		bool versioned = hnd_store_entry_version(gz, e, &version); /* before the read */
 		uint8_t *file = NULL;
 
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
@@ -294,14 +296,16 @@ hnd_gzip_representation(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_
 		gz_free(file);
 		if (rc == 0 || rc == MHDGZ_ENOSPC)
 			pending = hnd_store_entry_put(gz, e, f->etag, f->coding, HND_SM_WHOLE, out,
-						      rc == 0 ? out->len : HND_STORE_NOT_SMALLER);
+						      rc == 0 ? out->len : HND_STORE_NOT_SMALLER,
+						      versioned ? &version : NULL);
 	} else {
 		hnd_count(gz, HND_C_COMPRESSIONS, 1);
 		pad = padded ? hnd_pad_of_body(gz, e->body, (size_t)e->body_len) : 0;
 		rc = compress_body(gz, f->coding, e->body, (size_t)e->body_len, &pad, &out);
 		if (rc == 0 || rc == MHDGZ_ENOSPC)
 			pending = hnd_store_entry_put(gz, e, f->etag, f->coding, HND_SM_WHOLE, out,
-						      rc == 0 ? out->len : HND_STORE_NOT_SMALLER);
+						      rc == 0 ? out->len : HND_STORE_NOT_SMALLER,
+						      NULL);
 	}
 	if (rc == MHDGZ_ENOSPC)
 		return MHDGZ_SKIP_NOT_SMALLER;

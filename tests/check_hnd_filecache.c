@@ -410,6 +410,77 @@ START_TEST(test_fc_threads)
 }
 END_TEST
 
+/* The file the allocator hook rewrites (same size, same mtime) when the
+ * buffer a GET read it into is freed: after the read, before the coded
+ * bytes go to the store. */
+static struct {
+	const char *path;
+	const uint8_t *next;
+	void *watch;
+	bool armed;
+} fc_mid;
+
+static void *
+fc_mid_malloc(size_t n, void *cls)
+{
+	void *p = malloc(n ? n : 1);
+
+	(void)cls;
+	if (fc_mid.armed && n == FC_LEN && !fc_mid.watch)
+		fc_mid.watch = p;
+	return p;
+}
+
+static void
+fc_mid_free(void *p, void *cls)
+{
+	(void)cls;
+	if (fc_mid.armed && p == fc_mid.watch) {
+		fc_mid.armed = false;
+		fc_mid.watch = NULL;
+		usleep(30 * 1000); /* another tick of the file system's clock */
+		fc_write(fc_mid.path, fc_mid.next, FC_LEN);
+		fc_set_mtime(fc_mid.path, 1000000000);
+	}
+	free(p);
+}
+
+/*
+ * A file rewritten in place (same size, same mtime) after a GET read it
+ * but before its coded bytes were remembered: they are the old version's
+ * and must not be remembered under the new version, so the next GET
+ * decodes to the new bytes.
+ */
+START_TEST(test_fc_changed_while_coded)
+{
+	struct mhdgz_allocator a = { sizeof a, fc_mid_malloc, fc_mid_free, NULL };
+	struct fc_fix f = { 0 };
+	uint8_t *body[FC_FILES], *next;
+	struct mhdgz *gz;
+	struct th_server s = { 0 };
+	CURL *h;
+
+	ck_assert_int_eq(mhdgz_set_allocator(&a), 0);
+	gz = fc_gz(1024 * 1024, false);
+	h = th_curl_new();
+	fc_files(&f, body);
+	next = tu_payload(FC_LEN, TU_TEXT, 99);
+	fc_mid.path = f.path[0];
+	fc_mid.next = next;
+	th_start(&s, gz, 0, fc_route, &f);
+	fc_mid.armed = true;
+	fc_get(h, &s, "/0", body[0], FC_LEN); /* read, then the file changes */
+	ck_assert(!fc_mid.armed);
+	fc_get(h, &s, "/0", next, FC_LEN);
+	fc_get(h, &s, "/0", next, FC_LEN);
+	th_stop(&s);
+	curl_easy_cleanup(h);
+	mhdgz_free(gz);
+	free(next);
+	fc_files_done(&f, body);
+}
+END_TEST
+
 struct ck_case
 hnd_filecache_case(void)
 {
@@ -419,5 +490,6 @@ hnd_filecache_case(void)
 				   { test_fc_stale, 0, 3 },
 				   { test_fc_evict, 0, 0 },
 				   { test_fc_off_racy, 0, 2 },
-				   { test_fc_threads, 0, 0 } } };
+				   { test_fc_threads, 0, 0 },
+				   { test_fc_changed_while_coded, 0, 0 } } };
 }
