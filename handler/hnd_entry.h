@@ -127,6 +127,9 @@ struct hnd_entry {
 	 * (read by streams after the application may have destroyed it). */
 	atomic_bool te_chunked;
 	pthread_mutex_t lock; /* guards everything below */
+	/* hnd_store_resource of the path of its last queue with a strong ETag
+	 * (0: none): lengths remembered by ETag are that resource's. */
+	uint64_t resource;
 	bool opt_out;
 	bool low_latency;
 	int8_t length_hiding;             /* 0: the handle's default; 1 on; -1 off */

@@ -444,6 +444,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 	hnd_read_facts(b.fields, &b.f, &fc);
 	b.f.mhd_flags = e->mhd_flags;
 	atomic_store(&e->te_chunked, b.f.te_chunked);
+	e->resource = b.f.etag ? hnd_store_resource(rq->url) : 0;
 	if (rq->preconditions && status >= 200 && status < 300) {
 		unsigned int pre = hnd_preconditions(
 			rq->preconditions, rq->get_or_head, b.f.etag,

@@ -144,7 +144,7 @@ hnd_store_key_file(struct hnd_store_key *k, int fd, uint64_t offset, uint64_t le
 }
 
 bool
-hnd_store_key_etag(struct hnd_store_key *k, const char *etag, uint64_t body_len)
+hnd_store_key_etag(struct hnd_store_key *k, const char *etag, uint64_t body_len, uint64_t resource)
 {
 	const char *op;
 	size_t op_len, len;
@@ -158,6 +158,7 @@ hnd_store_key_etag(struct hnd_store_key *k, const char *etag, uint64_t body_len)
 	memset(k, 0, offsetof(struct hnd_store_key, u.etag.tag)); /* the rest is not key */
 	k->name = HND_NAME_ETAG;
 	k->u.etag.body_len = body_len;
+	k->u.etag.resource = resource;
 	k->u.etag.len = (uint32_t)len;
 	memcpy(k->u.etag.tag, etag, len + 1);
 	return true;
@@ -501,7 +502,7 @@ hnd_store_entry_get(struct mhdgz *gz, const struct hnd_entry *e, const char *eta
 	entry_key(gz, e, coding, mode, true, &k);
 	if (entry_get(gz, e, &k, v))
 		return true;
-	if (!hnd_store_key_etag(&k, etag, e->body_len))
+	if (!hnd_store_key_etag(&k, etag, e->body_len, e->resource))
 		return false;
 	hnd_store_key_coding(&k, coding, gz->coder[coding].level, hnd_padded(gz, e, coding), mode,
 			     NULL);
@@ -570,7 +571,7 @@ hnd_store_entry_put(struct mhdgz *gz, struct hnd_entry *e, const char *etag, enu
 		pending = true;
 	else if (hnd_store_put(gz, &k, &v, -1))
 		e->stored |= stored_bit(&k);
-	if (hnd_store_key_etag(&k, etag, e->body_len)) {
+	if (hnd_store_key_etag(&k, etag, e->body_len, e->resource)) {
 		hnd_store_key_coding(&k, coding, gz->coder[coding].level, hnd_padded(gz, e, coding),
 				     mode, NULL);
 		v.body = NULL;

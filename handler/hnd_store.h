@@ -86,6 +86,7 @@ struct hnd_store_key {
 		} file;
 		struct {
 			uint64_t body_len; /* identity bytes */
+			uint64_t resource; /* hnd_store_resource of its path; 0: none */
 			uint32_t len;      /* bytes at tag */
 			char tag[HND_STORE_ETAG_MAX + 1];
 		} etag;
@@ -123,13 +124,31 @@ struct hnd_store {
 int hnd_store_init(struct hnd_store *s, size_t budget);
 void hnd_store_fini(struct hnd_store *s);
 
+/* The resource a strong ETag belongs to: an entity tag tells apart the
+ * representations of one resource only (RFC 9110 section 8.8.3), so a
+ * length remembered under it is the path's the response was queued for
+ * (FNV-1a 64, never 0); 0 without a path: the handle's (then ETags must
+ * differ across resources). Pinned by test_etag_per_resource. */
+static inline uint64_t
+hnd_store_resource(const char *path)
+{
+	uint64_t h = 14695981039346656037ull;
+
+	if (!path)
+		return 0;
+	for (; *path; path++)
+		h = (h ^ (uint8_t)*path) * 1099511628211ull;
+	return h | 1;
+}
+
 /* Name constructors (each zeroes k first). The response's id; a file
  * version (false when fd cannot be stat'ed or is not a regular file); a
  * strong ETag that fits (false for a weak, malformed, absent or too long
  * one). */
 void hnd_store_key_response(struct hnd_store_key *k, uint64_t id);
 bool hnd_store_key_file(struct hnd_store_key *k, int fd, uint64_t offset, uint64_t len);
-bool hnd_store_key_etag(struct hnd_store_key *k, const char *etag, uint64_t body_len);
+bool hnd_store_key_etag(struct hnd_store_key *k, const char *etag, uint64_t body_len,
+			uint64_t resource);
 /* The coding part of a named key. */
 void hnd_store_key_coding(struct hnd_store_key *k, unsigned int coding, int level, bool padded,
 			  enum hnd_store_mode mode, const struct mhdgz_dictionary *dict);

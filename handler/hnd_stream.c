@@ -36,6 +36,7 @@ struct hnd_stream {
 	/* HND_FD: the entry's strong ETag, to remember the gzip length once
 	 * the member is complete (hnd_store.c); "" for none. */
 	char etag[HND_STORE_ETAG_MAX + 1];
+	uint64_t resource; /* the entry's when made (read without its lock later) */
 	/* Content-Digest trailer: the SHA-256 of the gzip bytes so far. */
 	bool digest;
 	struct sha256_ctx sha;
@@ -366,7 +367,7 @@ stream_len_put(const struct hnd_stream *st, uint64_t len)
 	struct hnd_store_key k;
 	struct hnd_store_val v = { .len = len };
 
-	if (!hnd_store_key_etag(&k, st->etag, st->e->body_len))
+	if (!hnd_store_key_etag(&k, st->etag, st->e->body_len, st->resource))
 		return;
 	hnd_store_key_coding(&k, st->coding, gz->coder[st->coding].level, st->pad_on,
 			     st->pump.low_latency ? HND_SM_STREAM_LL : HND_SM_STREAM, NULL);
@@ -422,6 +423,7 @@ stream_new(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *f, boo
 	 * which adds flushes); the store names lengths by strong ETags only. */
 	if (e->kind == HND_FD && etag && strlen(etag) < sizeof st->etag)
 		memcpy(st->etag, etag, strlen(etag) + 1);
+	st->resource = e->resource;
 	st->pad_on = hnd_padded(gz, e, coding);
 	if (st->pad_on)
 		hnd_pad_begin(gz, HND_PAD_STREAM, etag, HND_PAD_KEY_NBYTES, &st->pc);

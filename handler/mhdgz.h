@@ -610,7 +610,8 @@ struct mhdgz_request {
  * the client accepts dcz at least as much as the ordinary choice and its
  * Available-Dictionary (and Dictionary-ID) names a registered dictionary
  * whose pattern matches; under MHDGZ_ETAG_SUFFIX its ETag gets "-dcz-" and
- * 8 hex digits of the hash.
+ * 8 hex digits of the hash. Coded lengths remembered under a strong ETag
+ * are the path's (without one, the handle's: ETags unique across paths).
  * @param gz as for mhdgz_queue_response() (NULL: queued as is).
  * @param connection as for mhdgz_queue_response(). @param status_code
  *        and @param response likewise.

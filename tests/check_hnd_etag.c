@@ -450,6 +450,75 @@ START_TEST(test_conditional_suffix)
 }
 END_TEST
 
+/*
+ * Two resources with the same strong ETag and length but other bytes, as
+ * an "mtime-size" ETag gives two files unpacked together: an entity tag
+ * tells apart the representations of one resource only (RFC 9110 section
+ * 8.8.3), so a coded length remembered under it is its path's
+ * (hnd_store_resource): each HEAD states its own GET's length.
+ */
+struct pr_fix {
+	uint8_t *a, *b;
+	size_t len;
+};
+
+static enum MHD_Result
+pr_route(struct th_server *s, struct MHD_Connection *c, const char *url, const char *method)
+{
+	struct pr_fix *f = s->cls;
+	struct mhdgz_request req = { .size = sizeof req, .method = method, .url = url };
+	struct MHD_Response *r = mhdgz_response_from_buffer(s->gz, f->len,
+							    strcmp(url, "/a") == 0 ? f->a : f->b,
+							    MHD_RESPMEM_PERSISTENT);
+	enum MHD_Result ret;
+
+	ck_assert_ptr_nonnull(r);
+	MHD_add_response_header(r, "Content-Type", "text/plain");
+	MHD_add_response_header(r, "ETag", "\"5f3a-4e20\"");
+	ret = mhdgz_queue_response_ex(s->gz, c, &req, MHD_HTTP_OK, r, NULL);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+START_TEST(test_etag_per_resource)
+{
+	struct pr_fix f = { .len = 20000 };
+	struct mhdgz_options o = th_opts();
+	struct mhdgz *gz;
+	struct th_server s = { 0 };
+	CURL *h = th_curl_new();
+	struct th_reply r = { 0 };
+	char get_a[32], get_b[32];
+
+	f.a = tu_payload(f.len, TU_TEXT, 5);
+	f.b = tu_payload(f.len, TU_TEXT, 6);
+	memset(f.b + f.len / 2, 'z', f.len / 2); /* b codes smaller than a */
+	o.codings = "gzip";
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	th_start(&s, gz, 0, pr_route, &f);
+	TH_REQ(h, &s, TH_GZIP, "/a", NULL, &r);
+	ck_assert_str_eq(th_header(&r, "Content-Encoding", NULL), "gzip");
+	snprintf(get_a, sizeof get_a, "%s", th_header(&r, "Content-Length", NULL));
+	th_reply_free(&r);
+	TH_REQ(h, &s, TH_GZIP | TH_HEAD, "/b", NULL, &r);
+	snprintf(get_b, sizeof get_b, "%s", th_header(&r, "Content-Length", NULL));
+	th_reply_free(&r);
+	TH_REQ(h, &s, TH_GZIP, "/b", NULL, &r);
+	ck_assert_str_eq(th_header(&r, "Content-Length", NULL), get_b);
+	ck_assert_uint_eq(r.body_len, strtoull(get_b, NULL, 10));
+	ck_assert_str_ne(get_a, get_b);
+	th_reply_free(&r);
+	TH_REQ(h, &s, TH_GZIP | TH_HEAD, "/a", NULL, &r);
+	ck_assert_str_eq(th_header(&r, "Content-Length", NULL), get_a);
+	th_reply_free(&r);
+	th_stop(&s);
+	curl_easy_cleanup(h);
+	mhdgz_free(gz);
+	free(f.a);
+	free(f.b);
+}
+END_TEST
+
 /* ===================================================================== */
 
 struct ck_case
@@ -459,5 +528,6 @@ hnd_etag_case(void)
 				 CK_CASE_TIMEOUT,
 				 { { test_etag_policy, 0, 4 },
 				   { test_conditional, 0, 2 },
-				   { test_conditional_suffix, 0, 2 } } };
+				   { test_conditional_suffix, 0, 2 },
+				   { test_etag_per_resource, 0, 0 } } };
 }

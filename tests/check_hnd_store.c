@@ -148,32 +148,37 @@ START_TEST(test_store_key_fields)
 	st_key(&k, 7);
 	ck_assert(!hnd_store_key_eq(&base, &k));
 	/* ETags: strong ones only, the identity length part of the key */
-	ck_assert(hnd_store_key_etag(&base, "\"e1\"", 100));
+	ck_assert(hnd_store_key_etag(&base, "\"e1\"", 100, 0));
 	hnd_store_key_coding(&base, GZ_CODING_GZIP, 6, false, HND_SM_WHOLE, NULL);
-	ck_assert(hnd_store_key_etag(&k, "\"e1\"", 101));
+	ck_assert(hnd_store_key_etag(&k, "\"e1\"", 101, 0));
 	hnd_store_key_coding(&k, GZ_CODING_GZIP, 6, false, HND_SM_WHOLE, NULL);
 	ck_assert(!hnd_store_key_eq(&base, &k));
-	ck_assert(hnd_store_key_etag(&k, "\"e2\"", 100));
+	ck_assert(hnd_store_key_etag(&k, "\"e2\"", 100, 0));
 	hnd_store_key_coding(&k, GZ_CODING_GZIP, 6, false, HND_SM_WHOLE, NULL);
 	ck_assert(!hnd_store_key_eq(&base, &k));
-	ck_assert(hnd_store_key_etag(&k, "\"e1x\"", 100)); /* a longer tag, same prefix */
+	ck_assert(hnd_store_key_etag(&k, "\"e1\"", 100, hnd_store_resource("/a")));
+	hnd_store_key_coding(&k, GZ_CODING_GZIP, 6, false, HND_SM_WHOLE, NULL);
+	ck_assert(!hnd_store_key_eq(&base, &k)); /* another resource's */
+	ck_assert_uint_ne(hnd_store_resource("/a"), hnd_store_resource("/b"));
+	ck_assert_uint_eq(hnd_store_resource(NULL), 0);
+	ck_assert(hnd_store_key_etag(&k, "\"e1x\"", 100, 0)); /* a longer tag, same prefix */
 	hnd_store_key_coding(&k, GZ_CODING_GZIP, 6, false, HND_SM_WHOLE, NULL);
 	ck_assert(!hnd_store_key_eq(&base, &k));
-	ck_assert(!hnd_store_key_etag(&k, "W/\"e1\"", 100));
-	ck_assert(!hnd_store_key_etag(&k, "e1", 100));
-	ck_assert(!hnd_store_key_etag(&k, NULL, 100));
+	ck_assert(!hnd_store_key_etag(&k, "W/\"e1\"", 100, 0));
+	ck_assert(!hnd_store_key_etag(&k, "e1", 100, 0));
+	ck_assert(!hnd_store_key_etag(&k, NULL, 100, 0));
 	memset(tag, 'a', sizeof tag);
 	tag[0] = '"';
 	tag[HND_STORE_ETAG_MAX - 1] = '"';
 	tag[HND_STORE_ETAG_MAX] = '\0';
-	ck_assert(hnd_store_key_etag(&k, tag, 1)); /* the longest */
+	ck_assert(hnd_store_key_etag(&k, tag, 1, 0)); /* the longest */
 	tag[HND_STORE_ETAG_MAX - 1] = 'a';
 	tag[HND_STORE_ETAG_MAX] = '"';
 	tag[HND_STORE_ETAG_MAX + 1] = '\0';
-	ck_assert(!hnd_store_key_etag(&k, tag, 1)); /* one byte more */
+	ck_assert(!hnd_store_key_etag(&k, tag, 1, 0)); /* one byte more */
 	/* through the store: the base's length, a variant's own */
 	ck_assert(st_put(gz, &base, NULL, 40));
-	ck_assert(hnd_store_key_etag(&k, "\"e1\"", 100));
+	ck_assert(hnd_store_key_etag(&k, "\"e1\"", 100, 0));
 	hnd_store_key_coding(&k, GZ_CODING_GZIP, 6, true, HND_SM_WHOLE, NULL);
 	ck_assert(!st_has(gz, &k));
 	ck_assert(st_put(gz, &k, NULL, 41));

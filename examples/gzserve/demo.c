@@ -27,7 +27,7 @@ struct demo {
  * 234), and #js-ok's rgb(47, 125, 50) to know it arrived (compressed) and
  * applied, and waits for the script's #js-ok: scripts, fetch() and
  * EventSource all work through the coding. */
-#include "demo_assets.h"
+#include <demo_assets.h> /* the build directory's (-I), never a stale copy beside demo.c */
 
 /* FNV-1a 64: a strong validator of a built-in body (it changes whenever the
  * bytes do, which is all a strong ETag promises, RFC 9110 section 8.8.3). */
