@@ -293,8 +293,7 @@ handle_destroy(struct mhdgz *gz)
 	hnd_dicts_free(gz);
 	gz_pool_free(gz->stream_pool);
 	gz_pool_free(gz->pool);
-	hnd_typelist_fini(&gz->policy.compress_types);
-	hnd_typelist_fini(&gz->policy.skip_types);
+	hnd_types_fini(&gz->policy.types);
 	gz_free(gz->alloc);
 }
 
@@ -406,16 +405,21 @@ mhdgz_new(const struct mhdgz_options *opts, struct mhdgz **gz_ret)
 		opt_error(rc, "padding.key: getrandom() failed");
 		goto fail;
 	}
-	rc = hnd_typelist_init(&gz->policy.compress_types,
+	rc = hnd_typelist_init(&gz->policy.types.compress,
 			       o.compress_types ? o.compress_types : hnd_default_compress_types);
 	if (rc < 0) {
 		opt_error(rc, "compress_types: an entry is not a media type pattern");
 		goto fail;
 	}
-	rc = hnd_typelist_init(&gz->policy.skip_types,
+	rc = hnd_typelist_init(&gz->policy.types.skip,
 			       o.skip_types ? o.skip_types : hnd_default_skip_types);
 	if (rc < 0) {
 		opt_error(rc, "skip_types: an entry is not a media type pattern");
+		goto fail;
+	}
+	rc = hnd_types_index(&gz->policy.types);
+	if (rc < 0) {
+		opt_error(rc, "compress_types, skip_types: out of memory");
 		goto fail;
 	}
 	rc = pools_init(gz, &o);

@@ -36,7 +36,6 @@ type_compressible(const struct hnd_policy *pol, const char *content_type, const 
 {
 	const char *mt = NULL;
 	size_t len = 0;
-	struct hnd_mtype m;
 
 	if (content_type)
 		mt = hnd_media_type(content_type, &len);
@@ -46,10 +45,7 @@ type_compressible(const struct hnd_policy *pol, const char *content_type, const 
 		mt = "text/plain";
 		len = sizeof "text/plain" - 1;
 	}
-	hnd_mtype_prep(&m, mt, len); /* once for both lists */
-	if (hnd_typelist_match_prep(&pol->skip_types, &m))
-		return false;
-	return hnd_typelist_match_prep(&pol->compress_types, &m);
+	return hnd_types_compressible(&pol->types, mt, len);
 }
 
 /*

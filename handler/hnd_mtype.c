@@ -123,80 +123,56 @@ lower8(uint64_t w)
 	return w | (upper >> 2);
 }
 
-/* out[0..len) = s[0..len) in ASCII lowercase. */
-static void
-lower_copy(char *out, const char *s, size_t len)
+/* One step of the hash of a type: eight bytes (the last ones zero-padded). */
+static inline uint64_t
+hash_step(uint64_t h, uint64_t w)
 {
+	h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+	return h ^ (h >> 29);
+}
+
+/* out[0..len) = s[0..len) in ASCII lowercase, and the hash of those
+ * lowercase bytes, eight at a time: the index key of an EXACT pattern. With
+ * out NULL, s is lowercase already (a compiled pattern) and only hashed. */
+static uint64_t
+lower_hash(char *out, const char *s, size_t len)
+{
+	uint64_t h = (uint64_t)len * 0x9e3779b97f4a7c15ull, w;
 	size_t i = 0;
-	uint64_t w;
 
 	for (; i + 8 <= len; i += 8) {
 		memcpy(&w, s + i, 8);
-		w = lower8(w);
-		memcpy(out + i, &w, 8);
+		if (out) {
+			w = lower8(w);
+			memcpy(out + i, &w, 8);
+		}
+		h = hash_step(h, w);
 	}
-	for (; i < len; i++)
-		out[i] = hnd_lower(s[i]);
-}
+	if (i < len) {
+		for (w = 0; i < len; i++) {
+			char c = out ? (out[i] = hnd_lower(s[i])) : s[i];
 
-/* A hash of the (lowercase) bytes s[0..len), eight at a time: the slot of
- * an EXACT pattern. */
-static uint64_t
-type_hash(const char *s, size_t len)
-{
-	uint64_t h = (uint64_t)len * 0x9e3779b97f4a7c15ull, w;
-	size_t i;
-
-	for (; len >= 8; s += 8, len -= 8) {
-		memcpy(&w, s, 8);
-		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-		h ^= h >> 29;
-	}
-	if (len > 0) {
-		for (w = 0, i = 0; i < len; i++)
-			w |= (uint64_t)(uint8_t)s[i] << (8 * i);
-		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-		h ^= h >> 29;
+			w |= (uint64_t)(uint8_t)c << (8 * (i & 7));
+		}
+		h = hash_step(h, w);
 	}
 	return h;
 }
 
-/* Index the compiled patterns: EXACT ones into the hash slots, the others
- * into wild. 0 or MHDGZ_ENOMEM. */
+/* Set aside the patterns that are not EXACT, and hash every pattern. 0 or
+ * MHDGZ_ENOMEM. */
 static int
-typelist_index(struct hnd_typelist *tl)
+typelist_wild(struct hnd_typelist *tl)
 {
-	size_t nexact = 0, i, n;
+	size_t i;
 
+	tl->wild = gz_calloc(tl->count, sizeof *tl->wild);
+	if (!tl->wild)
+		return MHDGZ_ENOMEM;
 	for (i = 0; i < tl->count; i++) {
-		tl->pat[i].hash = type_hash(tl->pat[i].text, tl->pat[i].len);
-		nexact += tl->pat[i].kind == HND_PAT_EXACT;
-	}
-	if (tl->count - nexact > 0) {
-		tl->wild = gz_calloc(tl->count - nexact, sizeof *tl->wild);
-		if (!tl->wild)
-			return MHDGZ_ENOMEM;
-	}
-	if (nexact > 0) {
-		for (n = 4; n < 2 * nexact + 1; n *= 2)
-			;
-		tl->slot = gz_calloc(n, sizeof *tl->slot);
-		if (!tl->slot)
-			return MHDGZ_ENOMEM;
-		tl->nslots = n;
-	}
-	for (i = 0; i < tl->count; i++) {
-		const struct hnd_pattern *p = &tl->pat[i];
-
-		if (p->kind == HND_PAT_EXACT) {
-			size_t k = tl->pat[i].hash & (tl->nslots - 1);
-
-			while (tl->slot[k])
-				k = (k + 1) & (tl->nslots - 1);
-			tl->slot[k] = (uint32_t)i + 1;
-		} else {
+		tl->pat[i].hash = lower_hash(NULL, tl->pat[i].text, tl->pat[i].len);
+		if (tl->pat[i].kind != HND_PAT_EXACT)
 			tl->wild[tl->nwild++] = (uint32_t)i;
-		}
 	}
 	return 0;
 }
@@ -225,7 +201,7 @@ hnd_typelist_init(struct hnd_typelist *tl, const char *const *patterns)
 			goto fail;
 		tl->count++;
 	}
-	rc = typelist_index(tl);
+	rc = typelist_wild(tl);
 	if (rc == 0)
 		return 0;
 fail:
@@ -241,7 +217,6 @@ hnd_typelist_fini(struct hnd_typelist *tl)
 	for (i = 0; i < tl->count; i++)
 		gz_free(tl->pat[i].text);
 	gz_free(tl->pat);
-	gz_free(tl->slot);
 	gz_free(tl->wild);
 	memset(tl, 0, sizeof *tl);
 }
@@ -281,49 +256,19 @@ typelist_scan(const struct hnd_typelist *tl, const char *mt, size_t len, const c
 	return false;
 }
 
-void
-hnd_mtype_prep(struct hnd_mtype *m, const char *mt, size_t len)
+/* Does a wildcard of tl match the lowercase type lo[0..len), slash its
+ * '/'? */
+static bool
+wild_match(const struct hnd_typelist *tl, const char *lo, size_t len, const char *slash)
 {
-	m->mt = mt;
-	m->len = len;
-	m->slash = memchr(mt, '/', len);
-	m->lowered = len <= sizeof m->lo;
-	if (!m->lowered)
-		return;
-	/* Lowercased once, the type is compared bytewise with the patterns
-	 * (lowercase since compile_pattern). */
-	lower_copy(m->lo, mt, len);
-	m->hash = type_hash(m->lo, len);
-	if (m->slash)
-		m->slash = m->lo + (m->slash - mt);
-}
+	size_t i;
 
-bool
-hnd_typelist_match_prep(const struct hnd_typelist *tl, const struct hnd_mtype *m)
-{
-	const char *lo = m->lo, *slash = m->slash;
-	size_t i, k, len = m->len;
-
-	if (!slash)
-		return false;
-	if (!m->lowered)
-		return typelist_scan(tl, m->mt, len, slash);
-	/* An EXACT pattern is found by its hash (and matches only a type
-	 * with its one slash); the others are few and tried in turn. */
-	if (tl->nslots > 0) {
-		for (k = m->hash & (tl->nslots - 1); tl->slot[k]; k = (k + 1) & (tl->nslots - 1)) {
-			const struct hnd_pattern *p = &tl->pat[tl->slot[k] - 1];
-
-			if (p->hash == m->hash && p->len == len && memcmp(lo, p->text, len) == 0)
-				return true;
-		}
-	}
 	for (i = 0; i < tl->nwild; i++) {
 		const struct hnd_pattern *p = &tl->pat[tl->wild[i]];
 		switch (p->kind) {
 		case HND_PAT_ANY:
 			return true;
-		case HND_PAT_EXACT: /* in the slots */
+		case HND_PAT_EXACT: /* in the index */
 			break;
 		case HND_PAT_TYPE:
 			if ((size_t)(slash - lo) == p->len && memcmp(lo, p->text, p->len) == 0)
@@ -338,11 +283,100 @@ hnd_typelist_match_prep(const struct hnd_typelist *tl, const struct hnd_mtype *m
 	return false;
 }
 
-bool
-hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len)
+/* The slot of the type lo[0..len) with hash h: its entry, or the empty
+ * slot where it would go. */
+static struct hnd_exact *
+exact_slot(const struct hnd_types *t, const char *lo, size_t len, uint64_t h)
 {
-	struct hnd_mtype m;
+	size_t k;
 
-	hnd_mtype_prep(&m, mt, len);
-	return hnd_typelist_match_prep(tl, &m);
+	for (k = h & (t->nslots - 1); t->slot[k].p; k = (k + 1) & (t->nslots - 1)) {
+		const struct hnd_pattern *p = t->slot[k].p;
+
+		if (p->hash == h && p->len == len && memcmp(lo, p->text, len) == 0)
+			break;
+	}
+	return &t->slot[k];
+}
+
+/* Enter the EXACT patterns of tl not in the index yet, each with its
+ * verdict: never compressed for the skip list; for the compress list,
+ * compressed unless a skip wildcard matches it. */
+static void
+index_list(struct hnd_types *t, const struct hnd_typelist *tl, bool is_skip)
+{
+	size_t i;
+
+	for (i = 0; i < tl->count; i++) {
+		const struct hnd_pattern *p = &tl->pat[i];
+		struct hnd_exact *x;
+
+		if (p->kind != HND_PAT_EXACT)
+			continue;
+		x = exact_slot(t, p->text, p->len, p->hash);
+		if (x->p)
+			continue; /* named by the skip list already, or twice */
+		x->p = p;
+		x->compress = !is_skip &&
+			      !wild_match(&t->skip, p->text, p->len, memchr(p->text, '/', p->len));
+	}
+}
+
+int
+hnd_types_index(struct hnd_types *t)
+{
+	size_t nexact = 0, i, n;
+
+	for (i = 0; i < t->compress.count; i++)
+		nexact += t->compress.pat[i].kind == HND_PAT_EXACT;
+	for (i = 0; i < t->skip.count; i++)
+		nexact += t->skip.pat[i].kind == HND_PAT_EXACT;
+	t->slot = NULL;
+	t->nslots = 0;
+	if (nexact == 0)
+		return 0;
+	for (n = 4; n < 2 * nexact + 1; n *= 2)
+		;
+	t->slot = gz_calloc(n, sizeof *t->slot);
+	if (!t->slot)
+		return MHDGZ_ENOMEM;
+	t->nslots = n;
+	index_list(t, &t->skip, true);
+	index_list(t, &t->compress, false);
+	return 0;
+}
+
+void
+hnd_types_fini(struct hnd_types *t)
+{
+	hnd_typelist_fini(&t->compress);
+	hnd_typelist_fini(&t->skip);
+	gz_free(t->slot);
+	t->slot = NULL;
+	t->nslots = 0;
+}
+
+bool
+hnd_types_compressible(const struct hnd_types *t, const char *mt, size_t len)
+{
+	char lo[HND_TYPE_LOWER_MAX];
+	const char *slash = memchr(mt, '/', len);
+	uint64_t h;
+
+	if (!slash)
+		return false;
+	if (len > sizeof lo)
+		return !typelist_scan(&t->skip, mt, len, slash) &&
+		       typelist_scan(&t->compress, mt, len, slash);
+	/* Lowercased once, the type is compared bytewise with the patterns
+	 * (lowercase since compile_pattern). */
+	h = lower_hash(lo, mt, len);
+	if (t->nslots > 0) {
+		const struct hnd_exact *x = exact_slot(t, lo, len, h);
+
+		if (x->p)
+			return x->compress;
+	}
+	slash = lo + (slash - mt);
+	return !wild_match(&t->skip, lo, len, slash) && wild_match(&t->compress, lo, len, slash);
 }

@@ -19,7 +19,7 @@ struct hnd_pattern {
 	enum hnd_pat_kind kind;
 	char *text; /* EXACT: "type/subtype"; TYPE: "type"; SUFFIX: "+suffix" */
 	size_t len;
-	uint64_t hash; /* of text, ignoring ASCII case (hnd_negotiate.c) */
+	uint64_t hash; /* of text (lowercase): lower_hash, hnd_mtype.c */
 };
 
 /* Lexical helpers shared by hnd_negotiate.c and hnd_mtype.c: ASCII
@@ -38,24 +38,19 @@ hnd_is_tchar(char c)
 	return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
+/* A media type list compiled: its patterns, and the few that are not
+ * EXACT (TYPE, SUFFIX, ANY) as indices into pat, tried in turn. */
 struct hnd_typelist {
 	struct hnd_pattern *pat;
 	size_t count;
-	/* The EXACT patterns by a hash of their text (open addressing, linear
-	 * probing): an index into pat plus 1, 0 for an empty slot; nslots is a
-	 * power of two above twice their number (0: none). A media type then
-	 * costs one hash and a probe or two instead of a compare per pattern;
-	 * the others (TYPE, SUFFIX, ANY), a few, are scanned from wild. */
-	uint32_t *slot;
-	size_t nslots;
 	uint32_t *wild;
 	size_t nwild;
 };
 
+/* Compile a list (mhdgz_options.compress_types or skip_types): 0,
+ * MHDGZ_EINVAL for a pattern that is not one, or MHDGZ_ENOMEM. */
 int hnd_typelist_init(struct hnd_typelist *tl, const char *const *patterns);
 void hnd_typelist_fini(struct hnd_typelist *tl);
-/* Does the media type (type/subtype, no parameters) at mt[0..len) match? */
-bool hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t len);
 
 /* Longest media type lowercased on the stack for the lookup, in bytes; a
  * longer one is matched by a case-insensitive scan of every pattern. */
@@ -63,19 +58,37 @@ bool hnd_typelist_match(const struct hnd_typelist *tl, const char *mt, size_t le
 #define HND_TYPE_LOWER_MAX 128
 #endif
 
-/* A media type prepared once for the lookups in several lists (the skip
- * list, then the compress list): lowercased, hashed, its slash found. */
-struct hnd_mtype {
-	const char *mt; /* as given */
-	size_t len;
-	const char *slash; /* in lo when lowered, else in mt; NULL: none */
-	bool lowered;      /* len <= HND_TYPE_LOWER_MAX: lo and hash are set */
-	uint64_t hash;
-	char lo[HND_TYPE_LOWER_MAX];
+/* One EXACT pattern of either list in the index, with the verdict of both
+ * lists for its type. */
+struct hnd_exact {
+	const struct hnd_pattern *p; /* NULL: an empty slot */
+	bool compress;
 };
-void hnd_mtype_prep(struct hnd_mtype *m, const char *mt, size_t len);
-/* hnd_typelist_match of a prepared type. */
-bool hnd_typelist_match_prep(const struct hnd_typelist *tl, const struct hnd_mtype *m);
+
+/*
+ * A handle's two lists and one index of their EXACT patterns by hash (open
+ * addressing, linear probing; nslots a power of two above twice their
+ * number, 0: none). Each indexed type carries the verdict of the two lists
+ * together, decided when indexed: the skip list wins (an EXACT skip, or a
+ * skip wildcard that matches it), else it is compressed. A type named
+ * exactly then costs one lowercase-and-hash pass and a probe or two;
+ * another is tried against the wildcards, the skip list's first.
+ */
+struct hnd_types {
+	struct hnd_typelist compress;
+	struct hnd_typelist skip;
+	struct hnd_exact *slot;
+	size_t nslots;
+};
+
+/* Index t->compress and t->skip, both compiled: 0 or MHDGZ_ENOMEM. */
+int hnd_types_index(struct hnd_types *t);
+/* Both lists and the index. */
+void hnd_types_fini(struct hnd_types *t);
+/* Is the media type (type/subtype, no parameters) at mt[0..len), in any
+ * letter case, compressed: matched by no skip pattern and by a compress
+ * pattern? */
+bool hnd_types_compressible(const struct hnd_types *t, const char *mt, size_t len);
 
 extern const char *const hnd_default_compress_types[];
 extern const char *const hnd_default_skip_types[];

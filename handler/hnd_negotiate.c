@@ -204,15 +204,16 @@ parse_line(const char *line, struct hnd_accept *acc)
 	}
 }
 
+/* No line read: every coding unlisted. */
+static const struct hnd_accept accept_none = { .gzip = -1, .zstd = -1, .br = -1, .dcz = -1,
+					       .identity = -1, .star = -1 };
+
 void
 hnd_accept_parse(const char *const *lines, size_t count, struct hnd_accept *acc)
 {
 	size_t i;
 
-	acc->gzip = acc->zstd = acc->br = acc->identity = acc->star = -1;
-	acc->dcz = -1;
-	acc->present = false;
-	acc->lazy = NULL;
+	*acc = accept_none;
 	for (i = 0; lines && i < count; i++) {
 		if (!lines[i])
 			continue;
@@ -259,7 +260,7 @@ accept_iter(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size
 void
 hnd_accept_lazy(struct hnd_accept *acc, struct MHD_Connection *conn)
 {
-	hnd_accept_parse(NULL, 0, acc);
+	*acc = accept_none;
 	acc->lazy = conn;
 }
 
@@ -268,7 +269,7 @@ hnd_accept_fill(struct hnd_accept *acc)
 {
 	struct MHD_Connection *conn = acc->lazy;
 
-	hnd_accept_parse(NULL, 0, acc); /* lazy is NULL from here */
+	acc->lazy = NULL; /* the fields are accept_none's until the lines come */
 	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, accept_iter, acc);
 }
 
@@ -324,6 +325,8 @@ hnd_accept_choose(const struct hnd_accept *acc, const enum gz_coding *order, siz
 	size_t i, best = 0;
 
 	acc = hnd_accept_read(acc);
+	if (!acc->present)
+		return false; /* every q is 0 */
 	/* Strictly greater: among equal q-values the first in the server's
 	 * order stays. */
 	for (i = 0; i < norder; i++) {

@@ -24,8 +24,7 @@ enum hnd_kind {
 struct hnd_policy {
 	size_t min_nbytes;
 	bool content_digest; /* MHDGZ_F_CONTENT_DIGEST */
-	struct hnd_typelist compress_types;
-	struct hnd_typelist skip_types;
+	struct hnd_types types; /* compress_types and skip_types */
 	/* The codings offered (struct mhdgz_options codings), in the
 	 * server's order of preference; zstd (where built), then gzip, by default. */
 	enum gz_coding order[GZ_CODING_COUNT];

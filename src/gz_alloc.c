@@ -84,7 +84,7 @@ struct gz_live_stripe {
 } __attribute__((aligned(64)));
 
 static struct gz_live_stripe gz_live[GZ_LIVE_STRIPES];
-static _Thread_local unsigned int gz_live_id = ~0u;
+static _Thread_local unsigned int gz_live_id GZ_TLS_FAST = ~0u;
 static atomic_uint gz_live_next;
 
 /* The calling thread's stripe: assigned round-robin at its first use. */
@@ -101,12 +101,13 @@ static pthread_once_t gz_alloc_route_once = PTHREAD_ONCE_INIT;
 /* The calling thread's meter (gz_alloc_meter_start): its blocks and
  * their sizes as asked (so the figure is the same on every run), their
  * live sum and its peak; thread-local, touched only while on. A block
- * past GZ_METER_BLOCKS stays counted when freed (an upper bound). */
+ * past GZ_METER_BLOCKS stays counted when freed (an upper bound). Whether
+ * it is on is apart, small, for the check in every gz_malloc. */
 #ifndef GZ_METER_BLOCKS
 #define GZ_METER_BLOCKS 256
 #endif
+static _Thread_local bool gz_meter_on GZ_TLS_FAST;
 static _Thread_local struct {
-	bool on;
 	uint64_t live, peak;
 	unsigned int n;
 	struct {
@@ -118,7 +119,7 @@ static _Thread_local struct {
 void
 gz_alloc_meter_start(void)
 {
-	gz_meter.on = true;
+	gz_meter_on = true;
 	gz_meter.live = gz_meter.peak = 0;
 	gz_meter.n = 0;
 }
@@ -126,7 +127,7 @@ gz_alloc_meter_start(void)
 uint64_t
 gz_alloc_meter_stop(void)
 {
-	gz_meter.on = false;
+	gz_meter_on = false;
 	return gz_meter.peak;
 }
 
@@ -161,7 +162,7 @@ gz_malloc(size_t nbytes)
 	p = gz_hook.malloc_fn(nbytes ? nbytes : 1, gz_hook.cls);
 	if (p) {
 		atomic_fetch_add_explicit(gz_live_mine(), 1, memory_order_relaxed);
-		if (gz_meter.on)
+		if (gz_meter_on)
 			gz_meter_add(p, nbytes);
 	}
 	return p;
@@ -186,7 +187,7 @@ gz_free(void *ptr)
 	if (!ptr)
 		return;
 	atomic_fetch_sub_explicit(gz_live_mine(), 1, memory_order_relaxed);
-	if (gz_meter.on)
+	if (gz_meter_on)
 		gz_meter_sub(ptr);
 	gz_hook.free_fn(ptr, gz_hook.cls);
 }

@@ -17,6 +17,14 @@
  * callers must check. gz_free(NULL) is a no-op.
  */
 void *gz_malloc(size_t nbytes);
+
+/* The TLS model of a small thread-local variable read on every request:
+ * initial-exec reaches it at a fixed offset from the thread pointer, where
+ * the default for a shared library calls __tls_get_addr at each access.
+ * glibc keeps static TLS room for a dlopen()ed library's few bytes of it;
+ * a large thread-local (gz_alloc.c's meter) keeps the default. */
+#define GZ_TLS_FAST __attribute__((tls_model("initial-exec")))
+
 void *gz_calloc(size_t count, size_t nbytes);
 void gz_free(void *ptr);
 char *gz_strndup(const char *s, size_t len);

@@ -1,4 +1,4 @@
-/* fuzz_types.c: libFuzzer target for media type lists: hnd_typelist_init, hnd_typelist_match, hnd_media_type. */
+/* fuzz_types.c: libFuzzer target for media type lists: hnd_typelist_init, hnd_types_compressible, hnd_media_type. */
 /*
  * Input: one byte k (patterns: k % 8), then lines: the first k are the
  * patterns of a list (as struct mhdgz_options.compress_types), the rest
@@ -10,15 +10,18 @@
  *    and OWS ignored), else MHDGZ_EINVAL; on success it holds k patterns;
  *  - hnd_media_type() returns a slice of its argument without OWS at
  *    either end and without ';';
- *  - hnd_typelist_match() of each value against the list, and against the
- *    default compress and skip lists, equals a reference matcher working
- *    from the pattern strings, and does not depend on letter case.
+ *  - hnd_types_compressible() of each value, with the list as the
+ *    compress list beside the default skip list, as the skip list beside
+ *    the default compress list, and for the two default lists, equals a
+ *    reference working from the pattern strings (matched by the compress
+ *    list and not by the skip list), and does not depend on letter case.
  */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gz_alloc.h"
 #include "hnd_mtype.h"
 #include "hnd_negotiate.h"
 #include "fuzz_util.h"
@@ -154,7 +157,7 @@ ref_match(const struct ref_pat *p, size_t n, const char *mt, size_t len)
 	return false;
 }
 
-static struct hnd_typelist def_compress, def_skip;
+static struct hnd_types def_types;
 static struct ref_pat ref_compress[64], ref_skip[64];
 static size_t n_ref_compress, n_ref_skip;
 
@@ -166,8 +169,9 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	if (hnd_typelist_init(&def_compress, hnd_default_compress_types) != 0 ||
-	    hnd_typelist_init(&def_skip, hnd_default_skip_types) != 0)
+	if (hnd_typelist_init(&def_types.compress, hnd_default_compress_types) != 0 ||
+	    hnd_typelist_init(&def_types.skip, hnd_default_skip_types) != 0 ||
+	    hnd_types_index(&def_types) != 0)
 		abort();
 	for (; hnd_default_compress_types[n_ref_compress]; n_ref_compress++)
 		ref_compress[n_ref_compress] =
@@ -177,11 +181,15 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
+/* The verdict of t for mt[0..len), in its letter case and with every
+ * letter's case flipped, against the reference lists c (compress) and k
+ * (skip). */
 static void
-check_match(const struct hnd_typelist *tl, const struct ref_pat *ref, size_t nref, const char *mt,
-	    size_t len, const char *what)
+check_verdict(const struct hnd_types *t, const struct ref_pat *c, size_t nc,
+	      const struct ref_pat *k, size_t nk, const char *mt, size_t len, const char *what)
 {
-	bool m = hnd_typelist_match(tl, mt, len), r = ref_match(ref, nref, mt, len);
+	bool m = hnd_types_compressible(t, mt, len),
+	     r = ref_match(c, nc, mt, len) && !ref_match(k, nk, mt, len);
 	char *flip = malloc(len + 1);
 	size_t i;
 
@@ -189,15 +197,33 @@ check_match(const struct hnd_typelist *tl, const struct ref_pat *ref, size_t nre
 	if (!flip)
 		abort();
 	for (i = 0; i < len; i++) {
-		char c = mt[i];
-		flip[i] = (c >= 'a' && c <= 'z')   ? (char)(c - 32)
-			  : (c >= 'A' && c <= 'Z') ? (char)(c + 32)
-						   : c;
+		char ch = mt[i];
+		flip[i] = (ch >= 'a' && ch <= 'z')   ? (char)(ch - 32)
+			  : (ch >= 'A' && ch <= 'Z') ? (char)(ch + 32)
+						     : ch;
 	}
 	flip[len] = '\0';
-	FZ_CHECK(hnd_typelist_match(tl, flip, len) == m, "%s: case changes '%.*s'", what, (int)len,
-		 mt);
+	FZ_CHECK(hnd_types_compressible(t, flip, len) == m, "%s: case changes '%.*s'", what,
+		 (int)len, mt);
 	free(flip);
+}
+
+/* The fuzzed list (compiled in tl, reference ref[0..k)) as the compress
+ * list beside the default skip list, and as the skip list beside the
+ * default compress list. Both share def_types' lists, so fini is by hand. */
+static void
+check_lists(const struct hnd_typelist *tl, const struct ref_pat *ref, size_t k, const char *mt,
+	    size_t len)
+{
+	struct hnd_types as_c = { .compress = *tl, .skip = def_types.skip },
+			 as_s = { .compress = def_types.compress, .skip = *tl };
+
+	if (hnd_types_index(&as_c) != 0 || hnd_types_index(&as_s) != 0)
+		abort();
+	check_verdict(&as_c, ref, k, ref_skip, n_ref_skip, mt, len, "fuzzed compress list");
+	check_verdict(&as_s, ref_compress, n_ref_compress, ref, k, mt, len, "fuzzed skip list");
+	gz_free(as_c.slot);
+	gz_free(as_s.slot);
 }
 
 int
@@ -241,10 +267,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			 lines[i], len, mt - lines[i], rlen, rmt - lines[i]);
 		FZ_CHECK(!memchr(mt, ';', len), "';' in a media type");
 		if (rc == 0)
-			check_match(&tl, ref, k, mt, len, "fuzzed list");
-		check_match(&def_compress, ref_compress, n_ref_compress, mt, len,
-			    "default compress");
-		check_match(&def_skip, ref_skip, n_ref_skip, mt, len, "default skip");
+			check_lists(&tl, ref, k, mt, len);
+		check_verdict(&def_types, ref_compress, n_ref_compress, ref_skip, n_ref_skip, mt,
+			      len, "default lists");
 	}
 	if (rc == 0)
 		hnd_typelist_fini(&tl);
