@@ -205,8 +205,9 @@ parse_line(const char *line, struct hnd_accept *acc)
 }
 
 /* No line read: every coding unlisted. */
-static const struct hnd_accept accept_none = { .gzip = -1, .zstd = -1, .br = -1, .dcz = -1,
-					       .identity = -1, .star = -1 };
+static const struct hnd_accept accept_none = {
+	.gzip = -1, .zstd = -1, .br = -1, .dcz = -1, .identity = -1, .star = -1
+};
 
 void
 hnd_accept_parse(const char *const *lines, size_t count, struct hnd_accept *acc)

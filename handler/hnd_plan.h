@@ -23,7 +23,7 @@ enum hnd_kind {
  * mhdgz_new, read-only after. */
 struct hnd_policy {
 	size_t min_nbytes;
-	bool content_digest; /* MHDGZ_F_CONTENT_DIGEST */
+	bool content_digest;    /* MHDGZ_F_CONTENT_DIGEST */
 	struct hnd_types types; /* compress_types and skip_types */
 	/* The codings offered (struct mhdgz_options codings), in the
 	 * server's order of preference; zstd (where built), then gzip, by default. */
