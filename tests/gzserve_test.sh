@@ -864,6 +864,15 @@ fetch r7 "$S/big.txt" -r 0-9 -H "If-Range: $etag"
 eq "If-Range with the current ETag: 206" "$(status "$T/r7.h")" 206
 fetch r8 "$S/big.txt" -r 0-9 -H 'If-Range: "stale"'
 eq "If-Range with another ETag: 200 whole" "$(status "$T/r8.h")|$(size "$T/r8.body")" "200|$len"
+lastmod=$(hdr "$T/r7.h" Last-Modified)
+fetch r9 "$S/big.txt" -r 0-9 -H "If-Range: $lastmod"
+eq "If-Range with the Last-Modified value: 206" "$(status "$T/r9.h")|$(size "$T/r9.body")" "206|10"
+# RFC 9110 section 13.1.5: a date applies only when it is exactly the
+# Last-Modified value; the same instant in asctime's form is another value.
+asctime=$(TZ=UTC date -d "$lastmod" '+%a %b %e %H:%M:%S %Y')
+fetch r10 "$S/big.txt" -r 0-9 -H "If-Range: $asctime"
+eq "If-Range with another form of that date: 200 whole" \
+	"$(status "$T/r10.h")|$(size "$T/r10.body")" "200|$len"
 fetch r7g "$S/big.txt" -r 0-9 -H "If-Range: $etag" -H 'Accept-Encoding: gzip'
 eq "206 carries the Vary its 200 would carry" "$(status "$T/r7g.h")|$(hdr "$T/r7g.h" Vary)" \
 	"206|Accept-Encoding"

@@ -208,7 +208,7 @@ static void
 choose_range(struct server *s, struct MHD_Connection *conn, const char *method, struct file_req *f)
 {
 	if (strcmp(method, "GET") != 0 || f->sibling ||
-	    !if_range_ok(conn, f->etag, f->st.st_mtim.tv_sec, s->cfg.etag == MHDGZ_ETAG_KEEP))
+	    !if_range_ok(conn, f->etag, f->lastmod, s->cfg.etag == MHDGZ_ETAG_KEEP))
 		return;
 	f->range = parse_range(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							   MHD_HTTP_HEADER_RANGE),

@@ -203,9 +203,9 @@ void mime_type(const struct server *s, const char *name, char *out, size_t cap);
  * fields (RFC 9110; each function says what it returns). */
 void file_etag(const struct stat *st, char *out, size_t cap);
 void http_date(time_t t, char *out, size_t cap);
-bool parse_http_date(const char *v, time_t *t_ret);
 int parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret);
-bool if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool etag_shared);
+bool if_range_ok(struct MHD_Connection *conn, const char *etag, const char *lastmod,
+		 bool etag_shared);
 
 /* files.c: the files under --root; a target's path beneath it (fuzz_gzserve). */
 enum MHD_Result serve_file(struct req *rq, struct MHD_Connection *conn, const char *method);

@@ -1,5 +1,5 @@
 /* validate.c: gzserve's validators and ranges for files: the strong ETag, Last-Modified, If-Range, Range (RFC 9110 sections 8.8, 13.1.5, 14); the handler evaluates the other preconditions. */
-#define _GNU_SOURCE /* strptime, timegm */
+#define _GNU_SOURCE /* gmtime_r */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,44 +29,6 @@ http_date(time_t t, char *out, size_t cap)
 
 	gmtime_r(&t, &tm);
 	strftime(out, cap, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-}
-
-/* An HTTP-date (RFC 9110 section 5.6.7) in any of its three forms, which
- * a recipient must all accept: IMF-fixdate, the obsolete RFC 850 form
- * (a two-digit year, taken as the nearest such year not over 50 years
- * ahead) and asctime's. */
-bool
-parse_http_date(const char *v, time_t *t_ret)
-{
-	static const char *const forms[] = {
-		"%a, %d %b %Y %H:%M:%S GMT", /* Sun, 06 Nov 1994 08:49:37 GMT */
-		"%a, %d-%b-%y %H:%M:%S GMT", /* Sunday, 06-Nov-94 08:49:37 GMT */
-		"%a %b %d %H:%M:%S %Y",      /* Sun Nov  6 08:49:37 1994 */
-	};
-
-	for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
-		struct tm tm;
-		const char *end;
-
-		memset(&tm, 0, sizeof tm);
-		end = strptime(v, forms[i], &tm);
-		if (!end || *end != '\0')
-			continue;
-		if (i == 1) {
-			struct tm now;
-			time_t t = time(NULL);
-			int year;
-
-			gmtime_r(&t, &now);
-			year = now.tm_year + 1900 - (now.tm_year + 1900) % 100 + tm.tm_year % 100;
-			if (year > now.tm_year + 1900 + 50)
-				year -= 100;
-			tm.tm_year = year - 1900;
-		}
-		*t_ret = timegm(&tm);
-		return *t_ret != (time_t)-1;
-	}
-	return false;
 }
 
 static bool
@@ -140,15 +102,17 @@ parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret
 }
 
 /* If-Range (RFC 9110 section 13.1.5): does the range still apply? An
- * entity-tag must match strongly; a date must equal Last-Modified. With
+ * entity-tag must match strongly; a date must be exactly the
+ * Last-Modified value sent (lastmod: the section's step 2 compares field
+ * values, so no date is parsed here; the library parses the dates of the
+ * other preconditions). With
  * --etag keep the gzip representation carries the identity's entity-tag,
  * so a tag names both: the bytes the client holds may be gzip, and ranges
  * are of the identity body, so such a range is refused (the whole body). */
 bool
-if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool etag_shared)
+if_range_ok(struct MHD_Connection *conn, const char *etag, const char *lastmod, bool etag_shared)
 {
 	const char *v;
-	time_t t;
 
 	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_RANGE);
 	if (!v)
@@ -157,5 +121,5 @@ if_range_ok(struct MHD_Connection *conn, const char *etag, time_t mtime, bool et
 		return !etag_shared && strcmp(v, etag) == 0;
 	if (v[0] == 'W' && v[1] == '/')
 		return false;
-	return parse_http_date(v, &t) && t == mtime;
+	return strcmp(v, lastmod) == 0;
 }
