@@ -133,6 +133,7 @@ struct hnd_entry {
 	bool opt_out;
 	bool low_latency;
 	int8_t length_hiding;             /* 0: the handle's default; 1 on; -1 off */
+	bool queued;                      /* queued at least once: its flags are fixed */
 	bool response_queued;             /* queued itself: its fields are now read-only */
 	enum MHD_ResponseFlags mhd_flags; /* mhdgz_response_set_options: every variant gets them */
 	bool vary_done;                   /* Vary: Accept-Encoding merged into the response */

@@ -440,6 +440,7 @@ hnd_select(struct mhdgz *gz, const struct hnd_request *rq, unsigned int status,
 		goto done;
 	}
 	pthread_mutex_lock(&e->lock);
+	e->queued = true;
 	b.fields = hnd_identity_fields(e);
 	hnd_read_facts(b.fields, &b.f, &fc);
 	b.f.mhd_flags = e->mhd_flags;

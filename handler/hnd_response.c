@@ -326,6 +326,10 @@ mhdgz_response_set_flags(struct mhdgz *gz, struct MHD_Response *response, unsign
 		pthread_mutex_unlock(&e->lock);
 		return MHDGZ_EINVAL;
 	}
+	if (e->queued) { /* variants and streams already follow the old flags */
+		pthread_mutex_unlock(&e->lock);
+		return MHDGZ_EBUSY;
+	}
 	e->opt_out = (flags & MHDGZ_RESPONSE_IDENTITY) != 0;
 	e->length_hiding = (flags & MHDGZ_RESPONSE_LENGTH_HIDING)      ? 1
 			   : (flags & MHDGZ_RESPONSE_NO_LENGTH_HIDING) ? -1

@@ -985,6 +985,37 @@ START_TEST(test_select_identity_and_variant)
 }
 END_TEST
 
+/* The flags of a response are fixed once it is queued: its variants and
+ * streams were made with them. mhdgz_response_set_flags then refuses with
+ * MHDGZ_EBUSY, and the next queue plans as the first did. */
+START_TEST(test_set_flags_after_queue)
+{
+	static const char *const codings_gzip = "gzip";
+	struct mhdgz_options o = { .size = sizeof o, .codings = codings_gzip };
+	struct mhdgz *gz;
+	uint8_t *body = tu_payload(8192, TU_TEXT, 3);
+	struct MHD_Response *r, *q = NULL;
+	struct sel_req yes = req_of(ae_gzip, 1);
+	enum mhdgz_reason why = MHDGZ_REASON_COUNT;
+
+	ck_assert_int_eq(mhdgz_new(&o, &gz), 0);
+	r = mhdgz_response_from_buffer(gz, 8192, body, MHD_RESPMEM_PERSISTENT);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(MHD_add_response_header(r, "Content-Type", "text/plain"), MHD_YES);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, r, MHDGZ_RESPONSE_NO_LENGTH_HIDING), 0);
+	ck_assert_int_eq(select_of(gz, &yes, 200, r, &q, &why), 0);
+	ck_assert_int_eq(why, MHDGZ_COMPRESSED);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, r, MHDGZ_RESPONSE_IDENTITY), MHDGZ_EBUSY);
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, r, 0), MHDGZ_EBUSY);
+	ck_assert_int_eq(select_of(gz, &yes, 200, r, &q, &why), 0);
+	ck_assert_int_eq(why, MHDGZ_COMPRESSED);
+	ck_assert_str_eq(resp_hdr(q, "Content-Encoding"), "gzip");
+	MHD_destroy_response(r);
+	mhdgz_free(gz);
+	free(body);
+}
+END_TEST
+
 START_TEST(test_select_bad_args)
 {
 	struct mhdgz *gz;
@@ -1842,6 +1873,7 @@ negotiate_suite(void)
 		  CK_CASE_TIMEOUT,
 		  { { test_select_identity_and_variant, 0, 0 },
 		    { test_select_bad_args, 0, 0 },
+		    { test_set_flags_after_queue, 0, 0 },
 		    { test_select_reasons, 0, 0 },
 		    { test_select_backends, 0, 0 },
 		    { test_select_pool_stats, 0, 2 },
