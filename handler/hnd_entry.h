@@ -25,7 +25,7 @@ struct hnd_stream;
 #endif
 
 struct hnd_table_shard {
-	pthread_mutex_t lock;
+	pthread_spinlock_t lock;
 	struct hnd_entry **bucket;
 	size_t nbuckets; /* power of two */
 	size_t count;

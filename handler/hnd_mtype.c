@@ -156,7 +156,9 @@ lower_hash(char *out, const char *s, size_t len)
 		}
 		h = hash_step(h, w);
 	}
-	return h;
+	/* The slot is taken from the low bits, which a product mixes least:
+	 * fold the high half in. */
+	return h ^ (h >> 32);
 }
 
 /* Set aside the patterns that are not EXACT, and hash every pattern. 0 or
@@ -360,16 +362,17 @@ bool
 hnd_types_compressible(const struct hnd_types *t, const char *mt, size_t len)
 {
 	char lo[HND_TYPE_LOWER_MAX];
-	const char *slash = memchr(mt, '/', len);
+	const char *slash;
 	uint64_t h;
 
-	if (!slash)
-		return false;
-	if (len > sizeof lo)
-		return !typelist_scan(&t->skip, mt, len, slash) &&
+	if (len > sizeof lo) {
+		slash = memchr(mt, '/', len);
+		return slash && !typelist_scan(&t->skip, mt, len, slash) &&
 		       typelist_scan(&t->compress, mt, len, slash);
+	}
 	/* Lowercased once, the type is compared bytewise with the patterns
-	 * (lowercase since compile_pattern). */
+	 * (lowercase since compile_pattern). An indexed pattern has its one
+	 * slash: a type found has one too. */
 	h = lower_hash(lo, mt, len);
 	if (t->nslots > 0) {
 		const struct hnd_exact *x = exact_slot(t, lo, len, h);
@@ -377,6 +380,7 @@ hnd_types_compressible(const struct hnd_types *t, const char *mt, size_t len)
 		if (x->p)
 			return x->compress;
 	}
-	slash = lo + (slash - mt);
-	return !wild_match(&t->skip, lo, len, slash) && wild_match(&t->compress, lo, len, slash);
+	slash = memchr(lo, '/', len);
+	return slash && !wild_match(&t->skip, lo, len, slash) &&
+	       wild_match(&t->compress, lo, len, slash);
 }
