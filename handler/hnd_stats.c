@@ -74,10 +74,10 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	st->upload_bytes_out = sum(gz, HND_C_UPLOAD_BYTES_OUT);
 	for (i = 0; i < MHDGZ_UPLOAD_REFUSAL_COUNT; i++)
 		st->uploads_refused[i] = sum(gz, HND_C_UPLOAD_REFUSED0 + i);
-	st->filecache_hits = sum(gz, HND_C_STORE_HITS);
-	st->filecache_misses = sum(gz, HND_C_STORE_MISSES);
-	st->filecache_evictions = sum(gz, HND_C_STORE_EVICTIONS);
-	st->filecache_nbytes = hnd_store_held(gz);
+	st->store_hits = sum(gz, HND_C_STORE_HITS);
+	st->store_misses = sum(gz, HND_C_STORE_MISSES);
+	st->store_evictions = sum(gz, HND_C_STORE_EVICTIONS);
+	st->store_nbytes = hnd_store_held(gz);
 	st->coder_nbytes = atomic_load(&gz->coder_live);
 	st->pool_gets = st->pool_misses = st->pool_idle = st->pool_trims = 0;
 	/* gzip's pools: whole bodies, streams, low-latency streams. */

@@ -179,7 +179,7 @@ struct mhdgz_limit_options {
 	 * seconds is not kept. Least recently used first out; a response
 	 * whose body went codes it again. File versions are not for files
 	 * rewritten in place without reliable change times (some network and
-	 * FUSE file systems). Counted in mhdgz_stats filecache_*. */
+	 * FUSE file systems). Counted in mhdgz_stats store_*. */
 	size_t store_nbytes;
 	/** Compressor state of live streams in all, in bytes; 0 = 128 MiB. A
 	 * stream holds its pool's measured peak (DESIGN.md) until it ends; one
@@ -913,10 +913,10 @@ struct mhdgz_stats {
 	 * length reused without compressing), lookups not answered, items
 	 * dropped for the budget; bytes held now (coded bytes, 128 per item).
 	 * A response queued once looks nothing up. @{ */
-	uint64_t filecache_hits;
-	uint64_t filecache_misses;
-	uint64_t filecache_evictions;
-	uint64_t filecache_nbytes;
+	uint64_t store_hits;
+	uint64_t store_misses;
+	uint64_t store_evictions;
+	uint64_t store_nbytes;
 	/** @} */
 	uint64_t dict_hits;        /**< dcz responses queued (also in coded[ZSTD]) */
 	uint64_t coder_nbytes;     /**< compressor state charged to live streams now */

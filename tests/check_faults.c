@@ -208,7 +208,7 @@ static const struct {
 };
 
 /* The live blocks between requests: the handler's own (*live0), plus one
- * per item its store holds (filecache_nbytes / 128: after a request only
+ * per item its store holds (store_nbytes / 128: after a request only
  * coded lengths remain, by strong ETag, each one block charged 128 bytes;
  * hnd_store.c). */
 struct live_want {
@@ -219,7 +219,7 @@ struct live_want {
 static int64_t
 live_want(const struct live_want *w)
 {
-	return w->live0 + (int64_t)(th_stats(w->gz).filecache_nbytes / 128);
+	return w->live0 + (int64_t)(th_stats(w->gz).store_nbytes / 128);
 }
 
 static bool

@@ -192,13 +192,13 @@ START_TEST(test_fc_hits)
 	th_reply_free(&r);
 	st = th_stats(gz);
 	ck_assert_uint_eq(st.compressions, 1);
-	ck_assert_uint_eq(st.filecache_misses, 1);
+	ck_assert_uint_eq(st.store_misses, 1);
 	/* The GETs after the first, the HEAD and the 304: each a lookup of
 	 * the file version the first GET stored (hnd_store.c), the same
 	 * bytes and their length. */
-	ck_assert_uint_eq(st.filecache_hits, FC_N + 1);
-	ck_assert_uint_eq(st.filecache_evictions, 0);
-	ck_assert_uint_eq(st.filecache_nbytes, gz_len + 128);
+	ck_assert_uint_eq(st.store_hits, FC_N + 1);
+	ck_assert_uint_eq(st.store_evictions, 0);
+	ck_assert_uint_eq(st.store_nbytes, gz_len + 128);
 	ck_assert_uint_eq(st.padded, _i ? FC_N + 1 : 0); /* GETs and the HEAD */
 	ck_assert_uint_eq(st.failures, 0);
 	th_stop(&s);
@@ -238,8 +238,8 @@ START_TEST(test_fc_stale)
 	fc_get(h, &s, "/0", next, next_len);
 	st = th_stats(gz);
 	ck_assert_uint_eq(st.compressions, 2);
-	ck_assert_uint_eq(st.filecache_misses, 2);
-	ck_assert_uint_eq(st.filecache_hits, 2);
+	ck_assert_uint_eq(st.store_misses, 2);
+	ck_assert_uint_eq(st.store_hits, 2);
 	th_stop(&s);
 	curl_easy_cleanup(h);
 	mhdgz_free(gz);
@@ -280,16 +280,16 @@ START_TEST(test_fc_evict)
 		snprintf(p, sizeof p, "/%u", k % FC_FILES);
 		fc_get(h, &s, p, body[k % FC_FILES], FC_LEN);
 		st = th_stats(gz);
-		ck_assert_uint_le(st.filecache_nbytes, budget);
+		ck_assert_uint_le(st.store_nbytes, budget);
 	}
 	st = th_stats(gz);
-	ck_assert_uint_eq(st.filecache_hits, 0);
-	ck_assert_uint_eq(st.filecache_misses, 2 * FC_FILES);
-	ck_assert_uint_eq(st.filecache_evictions, 2 * FC_FILES - 2);
+	ck_assert_uint_eq(st.store_hits, 0);
+	ck_assert_uint_eq(st.store_misses, 2 * FC_FILES);
+	ck_assert_uint_eq(st.store_evictions, 2 * FC_FILES - 2);
 	ck_assert_uint_eq(st.compressions, 2 * FC_FILES);
 	/* The most recent is a hit. */
 	fc_get(h, &s, "/2", body[2], FC_LEN);
-	ck_assert_uint_eq(th_stats(gz).filecache_hits, 1);
+	ck_assert_uint_eq(th_stats(gz).store_hits, 1);
 	th_stop(&s);
 	curl_easy_cleanup(h);
 	mhdgz_free(gz);
@@ -319,9 +319,9 @@ START_TEST(test_fc_off_racy)
 		fc_get(h, &s, "/0", body[0], FC_LEN);
 	st = th_stats(gz);
 	ck_assert_uint_eq(st.compressions, FC_N);
-	ck_assert_uint_eq(st.filecache_hits, 0);
-	ck_assert_uint_eq(st.filecache_misses, _i ? FC_N : 0);
-	ck_assert_uint_eq(st.filecache_nbytes, 0);
+	ck_assert_uint_eq(st.store_hits, 0);
+	ck_assert_uint_eq(st.store_misses, _i ? FC_N : 0);
+	ck_assert_uint_eq(st.store_nbytes, 0);
 	th_stop(&s);
 	curl_easy_cleanup(h);
 	mhdgz_free(gz);
@@ -399,10 +399,10 @@ START_TEST(test_fc_threads)
 	for (unsigned int i = 0; i < FC_THREADS; i++)
 		ck_assert_msg(!c[i].failed, "%s", c[i].err);
 	st = th_stats(gz);
-	ck_assert_uint_eq(st.filecache_hits + st.filecache_misses, FC_THREADS * FC_THREAD_REQS);
-	ck_assert_uint_eq(st.compressions, st.filecache_misses);
-	ck_assert_uint_ge(st.filecache_misses, FC_FILES);
-	ck_assert_uint_le(st.filecache_nbytes, 2 * 8192);
+	ck_assert_uint_eq(st.store_hits + st.store_misses, FC_THREADS * FC_THREAD_REQS);
+	ck_assert_uint_eq(st.compressions, st.store_misses);
+	ck_assert_uint_ge(st.store_misses, FC_FILES);
+	ck_assert_uint_le(st.store_nbytes, 2 * 8192);
 	ck_assert_uint_eq(st.failures, 0);
 	th_stop(&s);
 	mhdgz_free(gz);

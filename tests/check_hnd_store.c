@@ -187,7 +187,7 @@ START_TEST(test_store_key_fields)
 	ck_assert_uint_eq(v.len, 40);
 	ck_assert(hnd_store_get(gz, &k, &v));
 	ck_assert_uint_eq(v.len, 41);
-	len = th_stats(gz).filecache_nbytes;
+	len = th_stats(gz).store_nbytes;
 	ck_assert_uint_eq(len, 2 * HND_STORE_ITEM_OVERHEAD);
 	close(fd);
 	unlink(path);
@@ -215,12 +215,12 @@ START_TEST(test_store_lru)
 	}
 	for (int i = 0; i < 3; i++)
 		ck_assert(st_put(gz, &k[i], b[i], 0));
-	ck_assert_uint_eq(th_stats(gz).filecache_nbytes, 3 * item);
+	ck_assert_uint_eq(th_stats(gz).store_nbytes, 3 * item);
 	ck_assert(st_has(gz, &k[0]));
 	ck_assert(st_put(gz, &k[3], b[3], 0));
 	st = th_stats(gz);
-	ck_assert_uint_eq(st.filecache_evictions, 1);
-	ck_assert_uint_eq(st.filecache_nbytes, 3 * item);
+	ck_assert_uint_eq(st.store_evictions, 1);
+	ck_assert_uint_eq(st.store_nbytes, 3 * item);
 	ck_assert(!hnd_store_holds(b[1]));
 	ck_assert(hnd_store_holds(b[0]) && hnd_store_holds(b[2]) && hnd_store_holds(b[3]));
 	ck_assert(st_put(gz, &k[4], b[4], 0));
@@ -231,8 +231,8 @@ START_TEST(test_store_lru)
 	ck_assert(st_has(gz, &k[3]));
 	ck_assert(st_has(gz, &k[4]));
 	st = th_stats(gz);
-	ck_assert_uint_eq(st.filecache_evictions, 2);
-	ck_assert_uint_eq(st.filecache_nbytes, 3 * item);
+	ck_assert_uint_eq(st.store_evictions, 2);
+	ck_assert_uint_eq(st.store_nbytes, 3 * item);
 	/* over the whole budget: refused, nothing evicted */
 	{
 		struct hnd_body *big = st_body(3 * item, 'z');
@@ -243,11 +243,11 @@ START_TEST(test_store_lru)
 		ck_assert(!hnd_store_holds(big));
 		hnd_body_unref(big);
 	}
-	ck_assert_uint_eq(th_stats(gz).filecache_evictions, 2);
+	ck_assert_uint_eq(th_stats(gz).store_evictions, 2);
 	/* dropped: its bytes go from the count */
 	hnd_store_drop(gz, &k[0]);
 	ck_assert(!hnd_store_holds(b[0]));
-	ck_assert_uint_eq(th_stats(gz).filecache_nbytes, 2 * item);
+	ck_assert_uint_eq(th_stats(gz).store_nbytes, 2 * item);
 	for (int i = 0; i < 5; i++)
 		hnd_body_unref(b[i]);
 	mhdgz_free(gz);
@@ -331,7 +331,7 @@ START_TEST(test_store_refcount)
 	ck_assert_ptr_eq(sending.body, b1);
 	ck_assert(hnd_store_holds(sending.body));
 	ck_assert(st_put(gz, &k2, b2, 0)); /* evicts k1 */
-	ck_assert_uint_eq(th_stats(gz).filecache_evictions, 1);
+	ck_assert_uint_eq(th_stats(gz).store_evictions, 1);
 	ck_assert(!hnd_store_holds(sending.body));
 	ck_assert_uint_eq(atomic_load(&sending.body->refs), 1);
 	for (size_t i = 0; i < 4000; i++)
@@ -358,13 +358,13 @@ START_TEST(test_store_not_smaller)
 	ck_assert(hnd_store_get(gz, &k, &v));
 	ck_assert_ptr_null(v.body);
 	ck_assert_uint_eq(v.len, HND_STORE_NOT_SMALLER);
-	ck_assert_uint_eq(th_stats(gz).filecache_nbytes, HND_STORE_ITEM_OVERHEAD);
+	ck_assert_uint_eq(th_stats(gz).store_nbytes, HND_STORE_ITEM_OVERHEAD);
 	ck_assert(st_put(gz, &k, b, 0));
 	ck_assert(hnd_store_get(gz, &k, &v));
 	ck_assert_ptr_eq(v.body, b);
 	ck_assert_uint_eq(v.len, 10);
 	hnd_body_unref(v.body);
-	ck_assert_uint_eq(th_stats(gz).filecache_nbytes, HND_STORE_ITEM_OVERHEAD + 10);
+	ck_assert_uint_eq(th_stats(gz).store_nbytes, HND_STORE_ITEM_OVERHEAD + 10);
 	hnd_body_unref(b);
 	mhdgz_free(gz);
 }
@@ -420,21 +420,21 @@ START_TEST(test_store_counters)
 		st = th_stats(s.gz);
 		if (!small) {
 			ck_assert_uint_eq(st.compressions, 1);
-			ck_assert_uint_eq(st.filecache_hits, 5); /* four reuses, the HEAD */
-			ck_assert_uint_eq(st.filecache_misses, 0);
-			ck_assert_uint_eq(st.filecache_evictions, 0);
+			ck_assert_uint_eq(st.store_hits, 5); /* four reuses, the HEAD */
+			ck_assert_uint_eq(st.store_misses, 0);
+			ck_assert_uint_eq(st.store_evictions, 0);
 			/* the shared body under its response, its length under the ETag */
-			ck_assert_uint_eq(st.filecache_nbytes,
+			ck_assert_uint_eq(st.store_nbytes,
 					  gz_len + 2 * HND_STORE_ITEM_OVERHEAD);
 		} else {
 			/* the store takes no body (over the budget): each GET
 			 * compresses; the ETag's length (an item of 128 bytes)
 			 * is what fits: the HEAD's hit */
 			ck_assert_uint_eq(st.compressions, 5);
-			ck_assert_uint_eq(st.filecache_hits, 1);
-			ck_assert_uint_eq(st.filecache_misses, 0);
-			ck_assert_uint_eq(st.filecache_evictions, 0);
-			ck_assert_uint_eq(st.filecache_nbytes, HND_STORE_ITEM_OVERHEAD);
+			ck_assert_uint_eq(st.store_hits, 1);
+			ck_assert_uint_eq(st.store_misses, 0);
+			ck_assert_uint_eq(st.store_evictions, 0);
+			ck_assert_uint_eq(st.store_nbytes, HND_STORE_ITEM_OVERHEAD);
 		}
 		ck_assert_uint_eq(st.failures, 0);
 		th_site_stop(&s);

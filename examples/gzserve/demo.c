@@ -261,12 +261,12 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 		"},\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"compressions\":%" PRIu64
 		",\"failures\":%" PRIu64 ",\"cache_hits\":%" PRIu64 ",\"pool_gets\":%" PRIu64
 		",\"pool_misses\":%" PRIu64 ",\"pool_idle\":%" PRIu64 ",\"pool_trims\":%" PRIu64
-		",\"padded\":%" PRIu64 ",\"filecache\":{\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
+		",\"padded\":%" PRIu64 ",\"store\":{\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
 		",\"evictions\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
 		st.bytes_in, st.bytes_out, st.compressions, st.failures, st.cache_hits,
 		st.pool_gets, st.pool_misses, st.pool_idle, st.pool_trims, st.padded,
-		st.filecache_hits, st.filecache_misses, st.filecache_evictions,
-		st.filecache_nbytes);
+		st.store_hits, st.store_misses, st.store_evictions,
+		st.store_nbytes);
 	/* Per coding: responses sent (which one the clients were given), and
 	 * their bytes before and after coding (the demo page's chart). */
 	for (unsigned int k = 0; k < 3; k++) {
