@@ -424,8 +424,7 @@ START_TEST(test_store_counters)
 			ck_assert_uint_eq(st.store_misses, 0);
 			ck_assert_uint_eq(st.store_evictions, 0);
 			/* the shared body under its response, its length under the ETag */
-			ck_assert_uint_eq(st.store_nbytes,
-					  gz_len + 2 * HND_STORE_ITEM_OVERHEAD);
+			ck_assert_uint_eq(st.store_nbytes, gz_len + 2 * HND_STORE_ITEM_OVERHEAD);
 		} else {
 			/* the store takes no body (over the budget): each GET
 			 * compresses; the ETag's length (an item of 128 bytes)

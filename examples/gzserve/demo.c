@@ -264,9 +264,8 @@ serve_stats(struct req *rq, struct MHD_Connection *conn)
 		",\"padded\":%" PRIu64 ",\"store\":{\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
 		",\"evictions\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
 		st.bytes_in, st.bytes_out, st.compressions, st.failures, st.cache_hits,
-		st.pool_gets, st.pool_misses, st.pool_idle, st.pool_trims, st.padded,
-		st.store_hits, st.store_misses, st.store_evictions,
-		st.store_nbytes);
+		st.pool_gets, st.pool_misses, st.pool_idle, st.pool_trims, st.padded, st.store_hits,
+		st.store_misses, st.store_evictions, st.store_nbytes);
 	/* Per coding: responses sent (which one the clients were given), and
 	 * their bytes before and after coding (the demo page's chart). */
 	for (unsigned int k = 0; k < 3; k++) {
