@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "gz_backend.h"
 #include "hnd_plan.h"
@@ -170,6 +171,15 @@ void hnd_entry_release(void *cls);
 /* Drop a reference; the last one frees the entry and runs the user's free
  * callback (or closes the file). */
 void hnd_entry_unref(struct hnd_entry *e);
+/* The application's reader of e (HND_CALLBACK) at pos, one call at a time
+ * (e->read_lock): what it returned, unchanged. */
+ssize_t hnd_callback_read(struct hnd_entry *e, uint64_t pos, char *buf, size_t max);
+/* Read e's source at pos into buf, at most max bytes: the user's reader
+ * (under e->read_lock), the pipe, or the file through fd (a stream's own
+ * duplicate, or e->fd), never past body_len. Returns bytes, 0 (no data
+ * now), or MHD_CONTENT_READER_END_OF_STREAM / _WITH_ERROR (a source that
+ * ends before its announced size is an error). */
+ssize_t hnd_source_read(struct hnd_entry *e, int fd, uint64_t pos, char *buf, size_t max);
 
 
 #endif /* HND_ENTRY_H */

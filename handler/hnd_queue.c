@@ -133,11 +133,11 @@ build_whole_fields(struct build *b)
 	}
 }
 
-/* The plan's hnd_plan_in known_len: what the store knows of e's coded
+/* store_len, the plan's hnd_plan_in known_len: what the store knows of e's coded
  * length; nothing when e keeps its coded response (a HEAD gets it) or
  * with HND_REQ_NO_CACHE. */
 static enum hnd_known
-known_len(void *cls, enum gz_coding coding, uint64_t *len_ret)
+store_len(void *cls, enum gz_coding coding, uint64_t *len_ret)
 {
 	struct build *b = cls;
 	const struct hnd_coded *k = &b->e->coded[coding];
@@ -314,7 +314,7 @@ plan_in(struct build *b, struct hnd_plan_in *in, uint8_t *sniff_buf)
 				    .padded = hnd_padded(b->gz, e, GZ_CODING_GZIP),
 				    .low_latency = e->low_latency,
 				    .fresh = !e->response_queued && !e->fields,
-				    .known_len = known_len,
+				    .known_len = store_len,
 				    .known_cls = b,
 				    .precondition_failed = b->status ==
 								   MHD_HTTP_PRECONDITION_FAILED &&

@@ -77,7 +77,7 @@ mhdgz_get_stats(const struct mhdgz *gz, struct mhdgz_stats *st)
 	st->store_hits = sum(gz, HND_C_STORE_HITS);
 	st->store_misses = sum(gz, HND_C_STORE_MISSES);
 	st->store_evictions = sum(gz, HND_C_STORE_EVICTIONS);
-	st->store_nbytes = hnd_store_held(gz);
+	st->store_nbytes = hnd_store_held(&gz->store);
 	st->coder_nbytes = atomic_load(&gz->coder_live);
 	st->pool_gets = st->pool_misses = st->pool_idle = st->pool_trims = 0;
 	/* gzip's pools: whole bodies, streams, low-latency streams. */

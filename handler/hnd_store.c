@@ -426,12 +426,6 @@ hnd_store_drop(struct mhdgz *gz, const struct hnd_store_key *k)
 	pthread_mutex_unlock(&s->lock);
 }
 
-uint64_t
-hnd_store_held(const struct mhdgz *gz)
-{
-	return gz->store.ready ? atomic_load_explicit(&gz->store.held, memory_order_relaxed) : 0;
-}
-
 bool
 hnd_store_holds(const struct hnd_body *body)
 {

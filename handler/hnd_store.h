@@ -173,8 +173,13 @@ void hnd_store_drop(struct mhdgz *gz, const struct hnd_store_key *k);
  * and modification times are at least racy_ns old (a clock that cannot be
  * read: no). */
 bool hnd_store_fresh(const struct hnd_store *s, const struct hnd_store_key *k);
-/* Bytes held now. Thread-safe. */
-uint64_t hnd_store_held(const struct mhdgz *gz);
+/* Bytes held now (mhdgz_stats store_nbytes; read by the stats without a
+ * call into the store, which counts into them). Thread-safe. */
+static inline uint64_t
+hnd_store_held(const struct hnd_store *s)
+{
+	return s->ready ? atomic_load_explicit(&s->held, memory_order_relaxed) : 0;
+}
 /* Does the store still hold body (it was not evicted or dropped)? A
  * response built over a body it got from the store is reused while it
  * does. Thread-safe. */

@@ -86,73 +86,6 @@ stream_uncharge(struct hnd_stream *st)
 	}
 }
 
-/* The application's reader at pos. libmicrohttpd never runs one
- * response's reader on two threads at once (it holds the response's mutex
- * around the call); streams of one entry keep that promise, so a reader
- * with state (a FILE * it seeks, say) works as it did before. Returns what
- * the reader returned. */
-static ssize_t
-callback_read(struct hnd_entry *e, uint64_t pos, char *buf, size_t max)
-{
-	ssize_t n;
-
-	pthread_mutex_lock(&e->read_lock);
-	n = e->crc(e->crc_cls, pos, buf, max);
-	pthread_mutex_unlock(&e->read_lock);
-	return n;
-}
-
-/* Read the source at pos into buf: the user's reader or the file
- * (hnd_stream.h). */
-ssize_t
-hnd_source_read(struct hnd_entry *e, int fd, uint64_t pos, char *buf, size_t max)
-{
-	ssize_t n;
-
-	if (e->body_len != MHD_SIZE_UNKNOWN) {
-		if (pos >= e->body_len)
-			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (max > e->body_len - pos)
-			max = (size_t)(e->body_len - pos);
-	}
-	if (e->kind == HND_PIPE) {
-		/* A pipe is read once, in order: pos is where it stands. */
-		pthread_mutex_lock(&e->read_lock);
-		do
-			n = read(e->fd, buf, max);
-		while (n < 0 && errno == EINTR);
-		pthread_mutex_unlock(&e->read_lock);
-		if (n == 0)
-			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK
-				       ? 0
-				       : MHD_CONTENT_READER_END_WITH_ERROR;
-		return n;
-	}
-	if (e->kind == HND_CALLBACK) {
-		n = callback_read(e, pos, buf, max);
-		/* Ending before the announced size: the application's own
-		 * response ends there complete (last chunk, trailer) when it
-		 * frames itself as chunked (its own Transfer-Encoding: chunked);
-		 * otherwise its body is cut short and the connection closed, so
-		 * a coded stream (which has no length to fall short of) ends
-		 * with an error, never a complete-looking short body. */
-		if (n == MHD_CONTENT_READER_END_OF_STREAM && e->body_len != MHD_SIZE_UNKNOWN &&
-		    !atomic_load(&e->te_chunked))
-			return MHD_CONTENT_READER_END_WITH_ERROR;
-		return n;
-	}
-	do
-		n = pread(fd, buf, max, (off_t)(e->offset + pos));
-	while (n < 0 && errno == EINTR);
-	/* A file shorter than promised cannot be completed: error, not a
-	 * silently truncated body. */
-	if (n <= 0)
-		return MHD_CONTENT_READER_END_WITH_ERROR;
-	return n;
-}
-
 /* The identity response is the application's own: its reader's return
  * goes to libmicrohttpd unchanged, which ends the response at an early
  * END_OF_STREAM as it would without mhdgz (sized_reader_ends_early_wire). */
@@ -167,7 +100,7 @@ hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max)
 	if (e->in_place)
 		return stream_read(e->in_place, pos, buf, max);
 	if (e->kind == HND_CALLBACK)
-		return callback_read(e, pos, buf, max);
+		return hnd_callback_read(e, pos, buf, max);
 	return hnd_source_read(e, e->fd, pos, buf, max);
 }
 
@@ -175,7 +108,7 @@ hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max)
 static ssize_t
 identity_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
-	return callback_read(cls, pos, buf, max);
+	return hnd_callback_read(cls, pos, buf, max);
 }
 
 static void

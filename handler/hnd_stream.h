@@ -80,11 +80,5 @@ int hnd_gzip_stream_length(struct mhdgz *gz, struct hnd_entry *e, const char *et
 			   bool low_latency, enum gz_coding coding, uint64_t *len_ret);
 /* hnd_stream.c: the identity reader of a streaming entry's own response. */
 ssize_t hnd_entry_read(void *cls, uint64_t pos, char *buf, size_t max);
-/* hnd_stream.c: read e's source at pos into buf, at most max bytes: the
- * user's reader (under e->read_lock), the pipe, or the file through fd (a
- * stream's own duplicate, or e->fd), never past body_len. Returns bytes, 0
- * (no data now), or MHD_CONTENT_READER_END_OF_STREAM / _WITH_ERROR (a
- * source that ends before its announced size is an error). */
-ssize_t hnd_source_read(struct hnd_entry *e, int fd, uint64_t pos, char *buf, size_t max);
 
 #endif /* HND_STREAM_H */
