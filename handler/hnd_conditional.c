@@ -1,5 +1,4 @@
 /* hnd_conditional.c: conditional requests: RFC 9110 section 13.2.2 preconditions and the 304 response. */
-#define _GNU_SOURCE /* strptime, timegm */
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -96,44 +95,6 @@ hnd_not_modified(struct mhdgz *gz, struct hnd_entry *e, const struct hnd_facts *
 	return e->rep_304_identity;
 }
 
-/* An HTTP-date (RFC 9110 section 5.6.7) in any of its three forms, which a
- * recipient must all accept: IMF-fixdate, the obsolete RFC 850 form (a
- * two-digit year, taken as the nearest such year not over 50 years ahead)
- * and asctime's. strptime and timegm do the parsing. */
-static bool
-parse_http_date(const char *v, time_t *t_ret)
-{
-	static const char *const forms[] = {
-		"%a, %d %b %Y %H:%M:%S GMT", /* Sun, 06 Nov 1994 08:49:37 GMT */
-		"%a, %d-%b-%y %H:%M:%S GMT", /* Sunday, 06-Nov-94 08:49:37 GMT */
-		"%a %b %d %H:%M:%S %Y",      /* Sun Nov  6 08:49:37 1994 */
-	};
-
-	for (size_t i = 0; v && i < sizeof forms / sizeof forms[0]; i++) {
-		struct tm tm;
-		const char *end;
-
-		memset(&tm, 0, sizeof tm);
-		end = strptime(v, forms[i], &tm);
-		if (!end || *end != '\0')
-			continue;
-		if (i == 1) {
-			struct tm now;
-			time_t t = time(NULL);
-			int year;
-
-			gmtime_r(&t, &now);
-			year = now.tm_year + 1900 - (now.tm_year + 1900) % 100 + tm.tm_year % 100;
-			if (year > now.tm_year + 1900 + 50)
-				year -= 100;
-			tm.tm_year = year - 1900;
-		}
-		*t_ret = timegm(&tm);
-		return *t_ret != (time_t)-1;
-	}
-	return false;
-}
-
 /* The conditional fields of a request; several lines of a list field
  * form one list, so any member of any line counts. */
 struct precond_ctx {
@@ -181,15 +142,15 @@ hnd_preconditions(struct MHD_Connection *connection, bool get_or_head, const cha
 	if (!connection)
 		return 0;
 	MHD_get_connection_values(connection, MHD_HEADER_KIND, precond_iter, &c);
-	have_lm = parse_http_date(last_modified, &lm);
+	have_lm = hnd_parse_http_date(last_modified, &lm);
 	if (c.if_match ? !c.if_match_ok
-		       : have_lm && parse_http_date(c.if_unmodified_since, &t) && lm > t)
+		       : have_lm && hnd_parse_http_date(c.if_unmodified_since, &t) && lm > t)
 		return MHD_HTTP_PRECONDITION_FAILED;
 	if (c.if_none_match)
 		return !c.if_none_match_hit ? 0
 		       : get_or_head        ? MHD_HTTP_NOT_MODIFIED
 					    : MHD_HTTP_PRECONDITION_FAILED;
-	if (get_or_head && have_lm && parse_http_date(c.if_modified_since, &t) && lm <= t)
+	if (get_or_head && have_lm && hnd_parse_http_date(c.if_modified_since, &t) && lm <= t)
 		return MHD_HTTP_NOT_MODIFIED;
 	return 0;
 }

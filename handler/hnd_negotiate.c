@@ -1,7 +1,9 @@
-/* hnd_negotiate.c: Accept-Encoding, header value helpers, content sniffing and entity-tags. */
+/* hnd_negotiate.c: Accept-Encoding, header value helpers, HTTP-dates, content sniffing and entity-tags. */
+#define _GNU_SOURCE /* strptime, timegm */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "gz_alloc.h"
 #include "hnd_mtype.h"
@@ -538,4 +540,42 @@ hnd_etag_match(const char *field_value, const char *etag, int weak)
 		p = next;
 	}
 	return 0;
+}
+
+/* An HTTP-date (RFC 9110 section 5.6.7) in any of its three forms, which a
+ * recipient must all accept: IMF-fixdate, the obsolete RFC 850 form (a
+ * two-digit year, taken as the nearest such year not over 50 years ahead)
+ * and asctime's. strptime and timegm do the parsing (hnd_negotiate.h). */
+bool
+hnd_parse_http_date(const char *v, time_t *t_ret)
+{
+	static const char *const forms[] = {
+		"%a, %d %b %Y %H:%M:%S GMT", /* Sun, 06 Nov 1994 08:49:37 GMT */
+		"%a, %d-%b-%y %H:%M:%S GMT", /* Sunday, 06-Nov-94 08:49:37 GMT */
+		"%a %b %d %H:%M:%S %Y",      /* Sun Nov  6 08:49:37 1994 */
+	};
+
+	for (size_t i = 0; v && i < sizeof forms / sizeof forms[0]; i++) {
+		struct tm tm;
+		const char *end;
+
+		memset(&tm, 0, sizeof tm);
+		end = strptime(v, forms[i], &tm);
+		if (!end || *end != '\0')
+			continue;
+		if (i == 1) {
+			struct tm now;
+			time_t t = time(NULL);
+			int year;
+
+			gmtime_r(&t, &now);
+			year = now.tm_year + 1900 - (now.tm_year + 1900) % 100 + tm.tm_year % 100;
+			if (year > now.tm_year + 1900 + 50)
+				year -= 100;
+			tm.tm_year = year - 1900;
+		}
+		*t_ret = timegm(&tm);
+		return *t_ret != (time_t)-1;
+	}
+	return false;
 }

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "gz_backend.h"
 #include "hnd_public.h"
@@ -74,6 +75,11 @@ bool hnd_is_digest_field(const char *name);
 bool hnd_list_has_token(const char *value, const char *token);
 /* Content sniff of an untyped body: true for text-like. */
 bool hnd_sniff_text(const uint8_t *body, size_t len);
+/* An HTTP-date (RFC 9110 section 5.6.7), in any of its three forms, as
+ * seconds since the epoch in *t_ret; false when v is NULL or no date.
+ * Pinned by fuzz_etag (a date parsed, formatted as an IMF-fixdate, parses
+ * back to the same second). */
+bool hnd_parse_http_date(const char *v, time_t *t_ret);
 /* Media type of a Content-Type value without parameters and whitespace:
  * returns a pointer into value and its length in *len_ret. */
 const char *hnd_media_type(const char *value, size_t *len_ret);

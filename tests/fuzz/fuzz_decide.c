@@ -233,14 +233,11 @@ ref_compressible(const struct mhdgz *gz, const char *ct, const uint8_t *body, si
 		}
 		while (l && is_ows(mt[l - 1]))
 			l--;
-		if (l > 0) /* the lists themselves: fuzz_types */
-			return !hnd_typelist_match(&gz->policy.skip_types, mt, l) &&
-			       hnd_typelist_match(&gz->policy.compress_types, mt, l);
+		if (l > 0) /* the lists' verdict itself: fuzz_types */
+			return hnd_types_compressible(&gz->policy.types, mt, l);
 	}
 	/* Untyped: sniffed, and text goes through the lists as text/plain. */
-	return ref_text(body, len) &&
-	       !hnd_typelist_match(&gz->policy.skip_types, "text/plain", 10) &&
-	       hnd_typelist_match(&gz->policy.compress_types, "text/plain", 10);
+	return ref_text(body, len) && hnd_types_compressible(&gz->policy.types, "text/plain", 10);
 }
 
 /* The documented order; *vary: the representation depends on

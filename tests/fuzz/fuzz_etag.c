@@ -1,4 +1,4 @@
-/* fuzz_etag.c: libFuzzer target for entity-tags: hnd_etag_match (the preconditions' comparison) and hnd_etag_for_gzip. */
+/* fuzz_etag.c: libFuzzer target for the preconditions' parsers: hnd_etag_match, hnd_etag_for_gzip, hnd_parse_http_date. */
 /*
  * Input: one byte of options (bit 0: weak comparison; bits 1-7: the cap
  * handed to hnd_etag_for_gzip), then lines: the first is the resource's
@@ -12,12 +12,16 @@
  *    under strong and weak comparison, the weak form under weak comparison
  *    only (RFC 9110 section 8.8.3.2); E matches itself under weak
  *    comparison, and under strong comparison exactly when it is strong;
- *  - a list matches exactly when one of its members matches alone.
+ *  - a list matches exactly when one of its members matches alone;
+ *  - a line hnd_parse_http_date() accepts as a date from 1970 to 9999,
+ *    formatted as an IMF-fixdate (strftime), parses back to the same
+ *    second.
  */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hnd_negotiate.h"
 #include "hnd_plan.h"
@@ -101,6 +105,23 @@ check_policies(const char *etag, size_t cap)
 	}
 }
 
+/* A date v parses to, formatted as an IMF-fixdate, parses back to it
+ * (years 1970 to 9999: what the fixdate's four digits can say). */
+static void
+check_date(const char *v)
+{
+	time_t t, t2;
+	struct tm tm;
+	char out[64];
+
+	if (!hnd_parse_http_date(v, &t) || t < 0 || t >= (time_t)253402300800)
+		return;
+	gmtime_r(&t, &tm);
+	strftime(out, sizeof out, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	FZ_CHECK(hnd_parse_http_date(out, &t2) && t2 == t, "\"%s\" -> %lld -> \"%s\"", v,
+		 (long long)t, out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -126,6 +147,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)match(lines[1], lines[1], weak);
 	}
 	FZ_CHECK(match(NULL, etag, weak) == 0 && match(etag, NULL, weak) == 0, "NULL matched");
+	for (i = 0; i < n; i++)
+		check_date(lines[i]);
 
 	/* A list of single well-formed members matches iff one member does. */
 	for (i = 2; i < n; i++)
