@@ -3,12 +3,14 @@
 #include <config.h>
 #endif
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hnd_handle.h" /* mhdgz.h, and hnd_select() */
 #include "hnd_negotiate.h"
@@ -1042,6 +1044,39 @@ START_TEST(test_select_bad_args)
 }
 END_TEST
 
+/*
+ * The shared library loaded with dlopen() by a program that was not linked
+ * with it (a plugin host, Python's ctypes): glibc places such a library's
+ * thread-locals in static TLS space only when the library asks for it
+ * (initial-exec accesses), and then needs room for its whole TLS block in
+ * the few hundred bytes it keeps spare; otherwise dlopen() fails with
+ * "cannot allocate memory in static TLS block". LIBMHDGZ_SO names the
+ * library (make check sets it); a build without one has nothing to load.
+ */
+START_TEST(test_dlopen)
+{
+	const char *so = getenv("LIBMHDGZ_SO");
+	int (*new_fn)(const struct mhdgz_options *, struct mhdgz **);
+	void (*free_fn)(struct mhdgz *);
+	struct mhdgz *gz = NULL;
+	void *h;
+
+	if (!so)
+		so = "handler/.libs/libmhdgz.so";
+	if (access(so, R_OK) != 0)
+		return; /* --disable-shared */
+	h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+	ck_assert_msg(h != NULL, "dlopen: %s", dlerror());
+	*(void **)&new_fn = dlsym(h, "mhdgz_new");
+	*(void **)&free_fn = dlsym(h, "mhdgz_free");
+	ck_assert_ptr_nonnull(new_fn);
+	ck_assert_ptr_nonnull(free_fn);
+	ck_assert_int_eq(new_fn(NULL, &gz), 0);
+	ck_assert_ptr_nonnull(gz);
+	free_fn(gz);
+}
+END_TEST
+
 START_TEST(test_response_api)
 {
 	struct mhdgz *gz, *gz2;
@@ -1868,7 +1903,8 @@ negotiate_suite(void)
 		    { test_stats_api, 0, 0 },
 		    { test_set_allocator, 0, 0 },
 		    { test_new_faults, 0, 3 },
-		    { test_response_api, 0, 0 } } },
+		    { test_response_api, 0, 0 },
+		    { test_dlopen, 0, 0 } } },
 		{ "select",
 		  CK_CASE_TIMEOUT,
 		  { { test_select_identity_and_variant, 0, 0 },
