@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +233,63 @@ START_TEST(test_ae_many_lines)
 	lines[1000] = "gzip;q=0.125";
 	ck_assert_uint_eq(hnd_accept_gzip_q_lines(lines, 1001), 125);
 	ck_assert_uint_eq(hnd_accept_gzip_q_lines(lines, 1000), 0);
+}
+END_TEST
+
+/*
+ * Field names, codings and media types are case-insensitive in ASCII
+ * whatever the process's locale: in a Turkish one the C library's
+ * strcasecmp() takes 'I' and 'i' for different letters (tolower('I') is
+ * not 'i' there), so "GZIP", "IDENTITY" or a long media type in capitals
+ * compared through it did not match. Checked where such a locale is
+ * installed (LOCPATH counts) and strcasecmp() is the C library's.
+ */
+START_TEST(test_ae_locale)
+{
+	static const char *const locales[] = { "tr_TR.UTF-8", "tr_TR.ISO-8859-9", "az_AZ.UTF-8",
+					       NULL };
+	const char *const gzip_caps[] = { "GZIP" };
+	const char *const ident_caps[] = { "IDENTITY;q=1, gzip;q=0.5" };
+	const enum mhdgz_coding offered[] = { MHDGZ_CODING_GZIP };
+	enum mhdgz_coding k = MHDGZ_CODING_ZSTD;
+	const char *const skip[] = { NULL };
+	char type[160];
+	struct hnd_types t;
+	locale_t loc = (locale_t)0;
+	size_t i;
+
+#ifdef __SANITIZE_ADDRESS__
+	/* Its strcasecmp() ignores the locale, and glibc keeps a loaded
+	 * locale's name for good, a leak to LeakSanitizer. */
+	return;
+#endif
+	for (i = 0; locales[i] && !loc; i++)
+		loc = newlocale(LC_ALL_MASK, locales[i], (locale_t)0);
+	if (!loc)
+		return;
+	uselocale(loc);
+	if (strcasecmp("I", "i") == 0) { /* another sanitizer's strcasecmp, say */
+		uselocale(LC_GLOBAL_LOCALE);
+		freelocale(loc);
+		return;
+	}
+	ck_assert_uint_eq(hnd_accept_gzip_q_lines(gzip_caps, 1), 1000);
+	ck_assert_int_eq(mhdgz_accept_coding(gzip_caps, 1, offered, 1, &k), 1);
+	ck_assert_int_eq(k, MHDGZ_CODING_GZIP);
+	ck_assert_int_eq(mhdgz_accept_coding(ident_caps, 1, offered, 1, &k), 0);
+	/* A media type longer than HND_TYPE_LOWER_MAX is matched by a scan. */
+	ck_assert_int_eq(hnd_typelist_init(&t.compress, hnd_default_compress_types), 0);
+	ck_assert_int_eq(hnd_typelist_init(&t.skip, skip), 0);
+	ck_assert_int_eq(hnd_types_index(&t), 0);
+	memset(type, 'I', sizeof type);
+	memcpy(type, "TEXT/", 5);
+	ck_assert(hnd_types_compressible(&t, type, sizeof type));
+	memcpy(type, "IMAGE/", 6);
+	memcpy(type + sizeof type - 5, "+JSON", 5);
+	ck_assert(hnd_types_compressible(&t, type, sizeof type));
+	hnd_types_fini(&t);
+	uselocale(LC_GLOBAL_LOCALE);
+	freelocale(loc);
 }
 END_TEST
 
@@ -1886,7 +1944,8 @@ negotiate_suite(void)
 		  CK_CASE_TIMEOUT,
 		  { { test_ae_table, 0, (int)N_ELEMS(ae_cases) },
 		    { test_ae_commas, 0, 0 },
-		    { test_ae_many_lines, 0, 0 } } },
+		    { test_ae_many_lines, 0, 0 },
+		    { test_ae_locale, 0, 0 } } },
 		{ "etag",
 		  CK_CASE_TIMEOUT,
 		  { { test_etag_table, 0, (int)N_ELEMS(etag_cases) },
