@@ -48,10 +48,16 @@ hnd_strncasecmp(const char *a, const char *b, size_t n)
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		unsigned char x = (unsigned char)hnd_lower(a[i]),
-			      y = (unsigned char)hnd_lower(b[i]);
+		unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
 
-		if (x != y || x == '\0')
+		if (x == y) { /* the usual case: the same spelling */
+			if (x == '\0')
+				return 0;
+			continue;
+		}
+		x = (unsigned char)hnd_lower((char)x);
+		y = (unsigned char)hnd_lower((char)y);
+		if (x != y)
 			return x - y;
 	}
 	return 0;
