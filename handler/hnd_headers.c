@@ -10,6 +10,7 @@
 #include "hnd_handle.h"
 #include "hnd_headers.h"
 #include "hnd_dict.h"
+#include "hnd_mtype.h"
 
 /* Longest ETag rewritten; longer ones are dropped from gzip variants
  * (dropping a validator is always safe, only less efficient). */
@@ -25,28 +26,28 @@ facts_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *valu
 
 	if (!value)
 		return MHD_YES;
-	if (kind == MHD_FOOTER_KIND && strcasecmp(key, "Content-Digest") == 0)
+	if (kind == MHD_FOOTER_KIND && hnd_strcasecmp(key, "Content-Digest") == 0)
 		f->content_digest = true;
 	if (kind != MHD_HEADER_KIND)
 		return MHD_YES;
-	if (!f->content_type && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
+	if (!f->content_type && hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
 		f->content_type = value;
-	else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0) {
+	else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0) {
 		/* Several lines: any non-identity one means already encoded. */
-		if (!f->content_encoding || strcasecmp(value, "identity") != 0)
+		if (!f->content_encoding || hnd_strcasecmp(value, "identity") != 0)
 			f->content_encoding = value;
-	} else if (!f->etag && strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0)
+	} else if (!f->etag && hnd_strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0)
 		f->etag = value;
-	else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_RANGE) == 0)
+	else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_RANGE) == 0)
 		f->content_range = true;
-	else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+	else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
 		f->te_chunked = hnd_list_has_token(value, "chunked");
-	else if (strcasecmp(key, "Content-Digest") == 0)
+	else if (hnd_strcasecmp(key, "Content-Digest") == 0)
 		f->content_digest = true;
-	else if (strcasecmp(key, MHD_HTTP_HEADER_CACHE_CONTROL) == 0) {
+	else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_CACHE_CONTROL) == 0) {
 		if (hnd_list_has_token(value, "no-transform"))
 			f->no_transform = true;
-	} else if (strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0) {
+	} else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0) {
 		if (hnd_list_has_token(value, "accept-encoding") || hnd_list_has_token(value, "*"))
 			f->vary_has_ae = true;
 		if (hnd_list_has_token(value, "available-dictionary") ||
@@ -204,8 +205,9 @@ hnd_is_digest_field(const char *name)
 	 * content coding) and Repr-Digest over the selected representation,
 	 * whose coding is part of it; Digest (RFC 3230) and Content-MD5
 	 * (RFC 1864) likewise describe the bytes they were computed from. */
-	return strcasecmp(name, "Content-MD5") == 0 || strcasecmp(name, "Digest") == 0 ||
-	       strcasecmp(name, "Content-Digest") == 0 || strcasecmp(name, "Repr-Digest") == 0;
+	return hnd_strcasecmp(name, "Content-MD5") == 0 || hnd_strcasecmp(name, "Digest") == 0 ||
+	       hnd_strcasecmp(name, "Content-Digest") == 0 ||
+	       hnd_strcasecmp(name, "Repr-Digest") == 0;
 }
 
 struct copy_ctx {
@@ -228,9 +230,10 @@ coded_leaves_out(enum MHD_ValueKind kind, const char *key)
 {
 	if (hnd_is_digest_field(key))
 		return true;
-	return kind == MHD_HEADER_KIND && (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
-					   strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
-					   strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0);
+	return kind == MHD_HEADER_KIND &&
+	       (hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
+		hnd_strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
+		hnd_strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0);
 }
 
 /* Copy the fields of the identity response to a variant: all but
@@ -250,17 +253,17 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 		return MHD_YES;
 	}
 	if (c->not_modified && kind == MHD_HEADER_KIND &&
-	    (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
-	     strcasecmp(key, MHD_HTTP_HEADER_CONTENT_RANGE) == 0))
+	    (hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
+	     hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_RANGE) == 0))
 		return MHD_YES;
 	if (kind == MHD_FOOTER_KIND) {
 		ok = MHD_add_response_footer(c->to, key, value);
 	} else {
-		if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+		if (hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
 			return MHD_YES;
-		if (!c->framing && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+		if (!c->framing && hnd_strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
 			return MHD_YES;
-		if (c->skip_vary && strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0)
+		if (c->skip_vary && hnd_strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0)
 			return MHD_YES;
 		ok = MHD_add_response_header(c->to, key, value);
 	}
@@ -333,8 +336,8 @@ drop_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 		return MHD_YES;
 	drop = coded_leaves_out(kind, key) ||
 	       (kind == MHD_HEADER_KIND &&
-		(strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0 ||
-		 (c->skip_vary && strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0)));
+		(hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0 ||
+		 (c->skip_vary && hnd_strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0)));
 	if (drop) {
 		c->digests += hnd_is_digest_field(key);
 		MHD_del_response_header(c->r, key, value);
@@ -353,8 +356,8 @@ cl_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 	struct cl_ctx *c = cls;
 
 	if (kind != MHD_HEADER_KIND || !value ||
-	    strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 || strlen(key) >= sizeof c->key ||
-	    strlen(value) >= sizeof c->value)
+	    hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 ||
+	    strlen(key) >= sizeof c->key || strlen(value) >= sizeof c->value)
 		return MHD_YES;
 	memcpy(c->key, key, strlen(key) + 1); /* deleted by its exact spelling */
 	memcpy(c->value, value, strlen(value) + 1);

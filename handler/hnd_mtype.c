@@ -226,7 +226,7 @@ hnd_typelist_fini(struct hnd_typelist *tl)
 /* Every pattern in turn, case-insensitively: the lookup of a media type
  * longer than HND_TYPE_LOWER_MAX. One byte compared first, case folded by
  * | 0x20 (bytes equal ignoring ASCII case stay equal; a false "maybe" only
- * costs the strncasecmp that decides). */
+ * costs the hnd_strncasecmp that decides). */
 static bool
 typelist_scan(const struct hnd_typelist *tl, const char *mt, size_t len, const char *slash)
 {
@@ -239,18 +239,18 @@ typelist_scan(const struct hnd_typelist *tl, const char *mt, size_t len, const c
 			return true;
 		case HND_PAT_EXACT:
 			if (len == p->len && (mt[len - 1] | 0x20) == (p->text[len - 1] | 0x20) &&
-			    strncasecmp(mt, p->text, len) == 0)
+			    hnd_strncasecmp(mt, p->text, len) == 0)
 				return true;
 			break;
 		case HND_PAT_TYPE:
 			if ((size_t)(slash - mt) == p->len &&
 			    (mt[0] | 0x20) == (p->text[0] | 0x20) &&
-			    strncasecmp(mt, p->text, p->len) == 0)
+			    hnd_strncasecmp(mt, p->text, p->len) == 0)
 				return true;
 			break;
 		case HND_PAT_SUFFIX:
 			if (len > p->len && (mt[len - 1] | 0x20) == (p->text[p->len - 1] | 0x20) &&
-			    strncasecmp(mt + len - p->len, p->text, p->len) == 0)
+			    hnd_strncasecmp(mt + len - p->len, p->text, p->len) == 0)
 				return true;
 			break;
 		}

@@ -22,8 +22,8 @@ struct hnd_pattern {
 	uint64_t hash; /* of text (lowercase): lower_hash, hnd_mtype.c */
 };
 
-/* Lexical helpers shared by hnd_negotiate.c and hnd_mtype.c: ASCII
- * lowercase, and tchar (RFC 9110 section 5.6.2). */
+/* Lexical helpers shared by the handler's files: ASCII lowercase, tchar
+ * (RFC 9110 section 5.6.2), ASCII case-insensitive compares. */
 static inline char
 hnd_lower(char c)
 {
@@ -36,6 +36,37 @@ hnd_is_tchar(char c)
 	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
 		return true;
 	return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* strncasecmp() and strcasecmp() in ASCII, for field names, codings and
+ * media types, which are case-insensitive in ASCII whatever the locale:
+ * the C library's follow the process's locale (LC_CTYPE), and in a Turkish
+ * one 'I' and 'i' are not the same letter there. */
+static inline int
+hnd_strncasecmp(const char *a, const char *b, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+
+		if (x == y) { /* the usual case: the same spelling */
+			if (x == '\0')
+				return 0;
+			continue;
+		}
+		x = (unsigned char)hnd_lower((char)x);
+		y = (unsigned char)hnd_lower((char)y);
+		if (x != y)
+			return x - y;
+	}
+	return 0;
+}
+
+static inline int
+hnd_strcasecmp(const char *a, const char *b)
+{
+	return hnd_strncasecmp(a, b, SIZE_MAX);
 }
 
 /* A media type list compiled: its patterns, and the few that are not

@@ -315,6 +315,8 @@ mhdgz_response_set_flags(struct mhdgz *gz, struct MHD_Response *response, unsign
 {
 	const unsigned int both = MHDGZ_RESPONSE_LENGTH_HIDING | MHDGZ_RESPONSE_NO_LENGTH_HIDING;
 	struct hnd_entry *e;
+	bool opt_out, low_latency;
+	int8_t length_hiding;
 
 	if ((flags & ~(MHDGZ_RESPONSE_IDENTITY | both | MHDGZ_RESPONSE_LOW_LATENCY)) ||
 	    (flags & both) == both)
@@ -326,15 +328,24 @@ mhdgz_response_set_flags(struct mhdgz *gz, struct MHD_Response *response, unsign
 		pthread_mutex_unlock(&e->lock);
 		return MHDGZ_EINVAL;
 	}
-	if (e->queued) { /* variants and streams already follow the old flags */
+	opt_out = (flags & MHDGZ_RESPONSE_IDENTITY) != 0;
+	length_hiding = (flags & MHDGZ_RESPONSE_LENGTH_HIDING)      ? 1
+			: (flags & MHDGZ_RESPONSE_NO_LENGTH_HIDING) ? -1
+								    : 0;
+	low_latency = (flags & MHDGZ_RESPONSE_LOW_LATENCY) != 0;
+	/* Queued, its variants and streams follow the flags it has: those
+	 * same flags again are a no-op (a response reused for many requests,
+	 * set up the same way each time), other ones are refused. */
+	if (e->queued) {
+		bool same = e->opt_out == opt_out && e->length_hiding == length_hiding &&
+			    e->low_latency == low_latency;
+
 		pthread_mutex_unlock(&e->lock);
-		return MHDGZ_EBUSY;
+		return same ? 0 : MHDGZ_EBUSY;
 	}
-	e->opt_out = (flags & MHDGZ_RESPONSE_IDENTITY) != 0;
-	e->length_hiding = (flags & MHDGZ_RESPONSE_LENGTH_HIDING)      ? 1
-			   : (flags & MHDGZ_RESPONSE_NO_LENGTH_HIDING) ? -1
-								       : 0;
-	e->low_latency = (flags & MHDGZ_RESPONSE_LOW_LATENCY) != 0;
+	e->opt_out = opt_out;
+	e->length_hiding = length_hiding;
+	e->low_latency = low_latency;
 	pthread_mutex_unlock(&e->lock);
 	return 0;
 }

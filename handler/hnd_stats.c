@@ -1,12 +1,11 @@
 /* hnd_stats.c: statistics: striped counters, mhdgz_get_stats, reason names. */
 
-#include "gz_alloc.h"
 #include "gz_pool.h"
 #include "hnd_stats.h"
 #include "hnd_store.h"
 #include "hnd_handle.h"
 
-static _Thread_local unsigned int hnd_stripe_id GZ_TLS_FAST = ~0u;
+static _Thread_local unsigned int hnd_stripe_id = ~0u;
 static atomic_uint hnd_stripe_next;
 
 struct hnd_stripe *

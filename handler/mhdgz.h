@@ -525,7 +525,8 @@ MHDGZ_API int mhdgz_response_set_options(struct mhdgz *gz, struct MHD_Response *
  * @return 0; MHDGZ_EINVAL if @a response was not created by @a gz, for an
  *         unknown flag, for both LENGTH_HIDING and NO_LENGTH_HIDING, or for
  *         LOW_LATENCY on a response that is not a stream; MHDGZ_EBUSY once
- *         it has been queued (the flags it was queued with stay).
+ *         it has been queued, for flags other than those it was queued
+ *         with (which stay; the same flags again are a no-op).
  * @note Thread-safe; call before the response is first queued.
  */
 MHDGZ_API int mhdgz_response_set_flags(struct mhdgz *gz, struct MHD_Response *response,

@@ -84,7 +84,7 @@ struct gz_live_stripe {
 } __attribute__((aligned(64)));
 
 static struct gz_live_stripe gz_live[GZ_LIVE_STRIPES];
-static _Thread_local unsigned int gz_live_id GZ_TLS_FAST = ~0u;
+static _Thread_local unsigned int gz_live_id = ~0u;
 static atomic_uint gz_live_next;
 
 /* The calling thread's stripe: assigned round-robin at its first use. */
@@ -106,7 +106,7 @@ static pthread_once_t gz_alloc_route_once = PTHREAD_ONCE_INIT;
 #ifndef GZ_METER_BLOCKS
 #define GZ_METER_BLOCKS 256
 #endif
-static _Thread_local bool gz_meter_on GZ_TLS_FAST;
+static _Thread_local bool gz_meter_on;
 static _Thread_local struct {
 	uint64_t live, peak;
 	unsigned int n;

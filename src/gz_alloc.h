@@ -18,12 +18,12 @@
  */
 void *gz_malloc(size_t nbytes);
 
-/* The TLS model of a small thread-local variable read on every request:
- * initial-exec reaches it at a fixed offset from the thread pointer, where
- * the default for a shared library calls __tls_get_addr at each access.
- * glibc keeps static TLS room for a dlopen()ed library's few bytes of it;
- * a large thread-local (gz_alloc.c's meter) keeps the default. */
-#define GZ_TLS_FAST __attribute__((tls_model("initial-exec")))
+/* The thread-locals of the library keep the default TLS model of a shared
+ * library, never initial-exec: one initial-exec access marks the library
+ * DF_STATIC_TLS, and a dlopen()ed library so marked needs its whole TLS
+ * block (gz_alloc.c's 4 KiB meter and mhdgz_strerror's detail too) in the
+ * few hundred bytes of static TLS glibc keeps spare, which it does not fit:
+ * dlopen() fails with "cannot allocate memory in static TLS block". */
 
 void *gz_calloc(size_t count, size_t nbytes);
 void gz_free(void *ptr);

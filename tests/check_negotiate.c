@@ -3,12 +3,15 @@
 #include <config.h>
 #endif
 
+#include <dlfcn.h>
 #include <limits.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hnd_handle.h" /* mhdgz.h, and hnd_select() */
 #include "hnd_negotiate.h"
@@ -230,6 +233,63 @@ START_TEST(test_ae_many_lines)
 	lines[1000] = "gzip;q=0.125";
 	ck_assert_uint_eq(hnd_accept_gzip_q_lines(lines, 1001), 125);
 	ck_assert_uint_eq(hnd_accept_gzip_q_lines(lines, 1000), 0);
+}
+END_TEST
+
+/*
+ * Field names, codings and media types are case-insensitive in ASCII
+ * whatever the process's locale: in a Turkish one the C library's
+ * strcasecmp() takes 'I' and 'i' for different letters (tolower('I') is
+ * not 'i' there), so "GZIP", "IDENTITY" or a long media type in capitals
+ * compared through it did not match. Checked where such a locale is
+ * installed (LOCPATH counts) and strcasecmp() is the C library's.
+ */
+START_TEST(test_ae_locale)
+{
+	static const char *const locales[] = { "tr_TR.UTF-8", "tr_TR.ISO-8859-9", "az_AZ.UTF-8",
+					       NULL };
+	const char *const gzip_caps[] = { "GZIP" };
+	const char *const ident_caps[] = { "IDENTITY;q=1, gzip;q=0.5" };
+	const enum mhdgz_coding offered[] = { MHDGZ_CODING_GZIP };
+	enum mhdgz_coding k = MHDGZ_CODING_ZSTD;
+	const char *const skip[] = { NULL };
+	char type[160];
+	struct hnd_types t;
+	locale_t loc = (locale_t)0;
+	size_t i;
+
+#ifdef __SANITIZE_ADDRESS__
+	/* Its strcasecmp() ignores the locale, and glibc keeps a loaded
+	 * locale's name for good, a leak to LeakSanitizer. */
+	return;
+#endif
+	for (i = 0; locales[i] && !loc; i++)
+		loc = newlocale(LC_ALL_MASK, locales[i], (locale_t)0);
+	if (!loc)
+		return;
+	uselocale(loc);
+	if (strcasecmp("I", "i") == 0) { /* another sanitizer's strcasecmp, say */
+		uselocale(LC_GLOBAL_LOCALE);
+		freelocale(loc);
+		return;
+	}
+	ck_assert_uint_eq(hnd_accept_gzip_q_lines(gzip_caps, 1), 1000);
+	ck_assert_int_eq(mhdgz_accept_coding(gzip_caps, 1, offered, 1, &k), 1);
+	ck_assert_int_eq(k, MHDGZ_CODING_GZIP);
+	ck_assert_int_eq(mhdgz_accept_coding(ident_caps, 1, offered, 1, &k), 0);
+	/* A media type longer than HND_TYPE_LOWER_MAX is matched by a scan. */
+	ck_assert_int_eq(hnd_typelist_init(&t.compress, hnd_default_compress_types), 0);
+	ck_assert_int_eq(hnd_typelist_init(&t.skip, skip), 0);
+	ck_assert_int_eq(hnd_types_index(&t), 0);
+	memset(type, 'I', sizeof type);
+	memcpy(type, "TEXT/", 5);
+	ck_assert(hnd_types_compressible(&t, type, sizeof type));
+	memcpy(type, "IMAGE/", 6);
+	memcpy(type + sizeof type - 5, "+JSON", 5);
+	ck_assert(hnd_types_compressible(&t, type, sizeof type));
+	hnd_types_fini(&t);
+	uselocale(LC_GLOBAL_LOCALE);
+	freelocale(loc);
 }
 END_TEST
 
@@ -986,8 +1046,8 @@ START_TEST(test_select_identity_and_variant)
 END_TEST
 
 /* The flags of a response are fixed once it is queued: its variants and
- * streams were made with them. mhdgz_response_set_flags then refuses with
- * MHDGZ_EBUSY, and the next queue plans as the first did. */
+ * streams were made with them. mhdgz_response_set_flags then refuses other
+ * flags with MHDGZ_EBUSY, and the next queue plans as the first did. */
 START_TEST(test_set_flags_after_queue)
 {
 	static const char *const codings_gzip = "gzip";
@@ -1007,6 +1067,9 @@ START_TEST(test_set_flags_after_queue)
 	ck_assert_int_eq(why, MHDGZ_COMPRESSED);
 	ck_assert_int_eq(mhdgz_response_set_flags(gz, r, MHDGZ_RESPONSE_IDENTITY), MHDGZ_EBUSY);
 	ck_assert_int_eq(mhdgz_response_set_flags(gz, r, 0), MHDGZ_EBUSY);
+	/* The flags it has, set again (a reused response set up the same
+	 * way for each request): nothing changes, nothing to refuse. */
+	ck_assert_int_eq(mhdgz_response_set_flags(gz, r, MHDGZ_RESPONSE_NO_LENGTH_HIDING), 0);
 	ck_assert_int_eq(select_of(gz, &yes, 200, r, &q, &why), 0);
 	ck_assert_int_eq(why, MHDGZ_COMPRESSED);
 	ck_assert_str_eq(resp_hdr(q, "Content-Encoding"), "gzip");
@@ -1039,6 +1102,39 @@ START_TEST(test_select_bad_args)
 	MHD_destroy_response(r);
 	mhdgz_free(gz);
 	free(body);
+}
+END_TEST
+
+/*
+ * The shared library loaded with dlopen() by a program that was not linked
+ * with it (a plugin host, Python's ctypes): glibc places such a library's
+ * thread-locals in static TLS space only when the library asks for it
+ * (initial-exec accesses), and then needs room for its whole TLS block in
+ * the few hundred bytes it keeps spare; otherwise dlopen() fails with
+ * "cannot allocate memory in static TLS block". LIBMHDGZ_SO names the
+ * library (make check sets it); a build without one has nothing to load.
+ */
+START_TEST(test_dlopen)
+{
+	const char *so = getenv("LIBMHDGZ_SO");
+	int (*new_fn)(const struct mhdgz_options *, struct mhdgz **);
+	void (*free_fn)(struct mhdgz *);
+	struct mhdgz *gz = NULL;
+	void *h;
+
+	if (!so)
+		so = "handler/.libs/libmhdgz.so";
+	if (access(so, R_OK) != 0)
+		return; /* --disable-shared */
+	h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+	ck_assert_msg(h != NULL, "dlopen: %s", dlerror());
+	*(void **)&new_fn = dlsym(h, "mhdgz_new");
+	*(void **)&free_fn = dlsym(h, "mhdgz_free");
+	ck_assert_ptr_nonnull(new_fn);
+	ck_assert_ptr_nonnull(free_fn);
+	ck_assert_int_eq(new_fn(NULL, &gz), 0);
+	ck_assert_ptr_nonnull(gz);
+	free_fn(gz);
 }
 END_TEST
 
@@ -1851,7 +1947,8 @@ negotiate_suite(void)
 		  CK_CASE_TIMEOUT,
 		  { { test_ae_table, 0, (int)N_ELEMS(ae_cases) },
 		    { test_ae_commas, 0, 0 },
-		    { test_ae_many_lines, 0, 0 } } },
+		    { test_ae_many_lines, 0, 0 },
+		    { test_ae_locale, 0, 0 } } },
 		{ "etag",
 		  CK_CASE_TIMEOUT,
 		  { { test_etag_table, 0, (int)N_ELEMS(etag_cases) },
@@ -1868,7 +1965,8 @@ negotiate_suite(void)
 		    { test_stats_api, 0, 0 },
 		    { test_set_allocator, 0, 0 },
 		    { test_new_faults, 0, 3 },
-		    { test_response_api, 0, 0 } } },
+		    { test_response_api, 0, 0 },
+		    { test_dlopen, 0, 0 } } },
 		{ "select",
 		  CK_CASE_TIMEOUT,
 		  { { test_select_identity_and_variant, 0, 0 },

@@ -620,6 +620,10 @@ head -c 20000 /dev/urandom >"$T/rand"
 { printf '\xff\xd8\xff\xe0'; cat "$T/rand"; } >"$W/photo.jpg"
 { printf 'PK\x03\x04'; cat "$T/rand"; } >"$W/bundle.zip"
 seq 1 30000 >"$W/big.txt"
+# Ten seconds old: its Last-Modified is a strong validator (If-Range below).
+touch -d "@$(($(date +%s) - 10))" "$W/big.txt"
+seq 1 30000 >"$W/future.txt"
+touch -d '+2 hours' "$W/future.txt"
 : >"$W/empty.txt"
 seq 1 20000 | sed 's/^/precompressed line /' >"$W/pre.txt"
 gzip -9 -n -c "$W/pre.txt" >"$W/pre.txt.gz"
@@ -873,6 +877,18 @@ asctime=$(TZ=UTC date -d "$lastmod" '+%a %b %e %H:%M:%S %Y')
 fetch r10 "$S/big.txt" -r 0-9 -H "If-Range: $asctime"
 eq "If-Range with another form of that date: 200 whole" \
 	"$(status "$T/r10.h")|$(size "$T/r10.body")" "200|$len"
+# RFC 9110 section 8.8.2.1: a modification time after now (a file touched
+# into the future) is sent as now, never later than Date; such a date, of
+# a second not over yet, is weak (section 8.8.2.2) and If-Range ignores it
+# (section 13.1.5 step 1).
+fetch r11 "$S/future.txt" -r 0-9
+flm=$(hdr "$T/r11.h" Last-Modified)
+fdate=$(hdr "$T/r11.h" Date)
+check "Last-Modified of a future file is not after Date ($flm, $fdate)" \
+	test "$(date -d "$flm" +%s)" -le "$(date -d "$fdate" +%s)"
+fetch r12 "$S/future.txt" -r 0-9 -H "If-Range: $flm"
+eq "If-Range with a weak date: 200 whole" "$(status "$T/r12.h")|$(size "$T/r12.body")" \
+	"200|$(size "$W/future.txt")"
 fetch r7g "$S/big.txt" -r 0-9 -H "If-Range: $etag" -H 'Accept-Encoding: gzip'
 eq "206 carries the Vary its 200 would carry" "$(status "$T/r7g.h")|$(hdr "$T/r7g.h" Vary)" \
 	"206|Accept-Encoding"

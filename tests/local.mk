@@ -68,5 +68,6 @@ tests_check_gzserve_LDADD = examples/payload/libpayload.la $(tests_hnd_ldadd)
 endif
 TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = bash
-AM_TESTS_ENVIRONMENT = GZSERVE='$(abs_top_builddir)/examples/gzserve/gzserve'; export GZSERVE;
+AM_TESTS_ENVIRONMENT = GZSERVE='$(abs_top_builddir)/examples/gzserve/gzserve'; export GZSERVE; \
+	LIBMHDGZ_SO='$(abs_top_builddir)/handler/.libs/libmhdgz.so'; export LIBMHDGZ_SO;
 EXTRA_DIST += tests/gzserve_test.sh tests/testlib.sh

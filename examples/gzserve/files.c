@@ -99,6 +99,7 @@ struct file_req {
 	const struct mhdgz_dictionary *dict; /* FILE is this --dictionary */
 	enum mhdgz_coding coding;
 	char etag[80], lastmod[64];
+	bool date_strong;     /* lastmod is a strong validator (If-Range) */
 	uint64_t first, last; /* the one range to send (range > 0) */
 	int range;
 };
@@ -196,8 +197,16 @@ choose_sibling(struct server *s, struct MHD_Connection *conn, struct file_req *f
 static void
 validate(struct req *rq, struct file_req *f)
 {
+	time_t now = time(NULL), mtime = f->st.st_mtim.tv_sec;
+
 	file_etag(&f->st, f->etag, sizeof f->etag);
-	http_date(f->st.st_mtim.tv_sec, f->lastmod, sizeof f->lastmod);
+	/* Never a Last-Modified after now, the response's Date (RFC 9110
+	 * section 8.8.2.1: a file touched into the future, a clock set back).
+	 * The date names one version of the file only once the second it
+	 * covers is over: a write later in that second keeps it (section
+	 * 8.8.2.2), so until then it is weak, and If-Range ignores it. */
+	http_date(mtime < now ? mtime : now, f->lastmod, sizeof f->lastmod);
+	f->date_strong = mtime < now;
 	rq->preconditions = true;
 }
 
@@ -208,7 +217,8 @@ static void
 choose_range(struct server *s, struct MHD_Connection *conn, const char *method, struct file_req *f)
 {
 	if (strcmp(method, "GET") != 0 || f->sibling ||
-	    !if_range_ok(conn, f->etag, f->lastmod, s->cfg.etag == MHDGZ_ETAG_KEEP))
+	    !if_range_ok(conn, f->etag, f->date_strong ? f->lastmod : NULL,
+			 s->cfg.etag == MHDGZ_ETAG_KEEP))
 		return;
 	f->range = parse_range(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							   MHD_HTTP_HEADER_RANGE),

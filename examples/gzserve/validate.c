@@ -105,7 +105,8 @@ parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret
  * entity-tag must match strongly; a date must be exactly the
  * Last-Modified value sent (lastmod: the section's step 2 compares field
  * values, so no date is parsed here; the library parses the dates of the
- * other preconditions). With
+ * other preconditions; lastmod NULL: a weak date, which never applies,
+ * step 1). With
  * --etag keep the gzip representation carries the identity's entity-tag,
  * so a tag names both: the bytes the client holds may be gzip, and ranges
  * are of the identity body, so such a range is refused (the whole body). */
@@ -121,5 +122,5 @@ if_range_ok(struct MHD_Connection *conn, const char *etag, const char *lastmod, 
 		return !etag_shared && strcmp(v, etag) == 0;
 	if (v[0] == 'W' && v[1] == '/')
 		return false;
-	return strcmp(v, lastmod) == 0;
+	return lastmod && strcmp(v, lastmod) == 0;
 }
