@@ -218,7 +218,7 @@ parse_codings(struct mhdgz *gz, const char *list)
 		len = strcspn(p, ", \t");
 		for (k = 0; k < GZ_CODING_COUNT; k++)
 			if (len == strlen(gz_coding_name(k)) &&
-			    hnd_strncasecmp(p, gz_coding_name(k), len) == 0)
+			    hnd_ascii_ieq(p, gz_coding_name(k), len))
 				break;
 		if (k == GZ_CODING_COUNT || seen[k])
 			return opt_error(

@@ -113,17 +113,17 @@ precond_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *va
 	(void)kind;
 	if (!value)
 		return MHD_YES;
-	if (hnd_strcasecmp(key, MHD_HTTP_HEADER_IF_MATCH) == 0) {
+	if (hnd_ascii_eq(key, MHD_HTTP_HEADER_IF_MATCH)) {
 		c->if_match = true;
 		if (hnd_etag_match(value, c->etag ? c->etag : "", 0))
 			c->if_match_ok = true;
-	} else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_IF_NONE_MATCH) == 0) {
+	} else if (hnd_ascii_eq(key, MHD_HTTP_HEADER_IF_NONE_MATCH)) {
 		c->if_none_match = true;
 		if (hnd_etag_match(value, c->etag ? c->etag : "", 1))
 			c->if_none_match_hit = true;
-	} else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_IF_MODIFIED_SINCE) == 0) {
+	} else if (hnd_ascii_eq(key, MHD_HTTP_HEADER_IF_MODIFIED_SINCE)) {
 		c->if_modified_since = value;
-	} else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_IF_UNMODIFIED_SINCE) == 0) {
+	} else if (hnd_ascii_eq(key, MHD_HTTP_HEADER_IF_UNMODIFIED_SINCE)) {
 		c->if_unmodified_since = value;
 	}
 	return MHD_YES;

@@ -99,7 +99,7 @@ hnd_decide(const struct hnd_policy *pol, bool opt_out, unsigned int status,
 		return;
 	}
 #endif
-	encoded = f->content_encoding && hnd_strcasecmp(f->content_encoding, "identity") != 0;
+	encoded = f->content_encoding && !hnd_ascii_eq(f->content_encoding, "identity");
 	if (status == 206 || f->content_range) {
 		/* Ranges are of the identity body; but a 206 carries the Vary
 		 * its 200 would carry (RFC 9110 section 15.3.7). */
@@ -165,7 +165,7 @@ is_event_stream(const char *content_type)
 	if (!content_type)
 		return false;
 	mt = hnd_media_type(content_type, &len);
-	return len == 17 && hnd_strncasecmp(mt, "text/event-stream", 17) == 0;
+	return len == 17 && hnd_ascii_ieq(mt, "text/event-stream", 17);
 }
 
 /* Dictionaries (RFC 9842): the one a dcz response would use. */

@@ -17,7 +17,7 @@ struct mhdgz;
 struct hnd_body;
 struct hnd_stream;
 
-/* Shards of the response table, each with its own spin lock: a thread pool
+/* Shards of the response table, each with its own lock: a thread pool
  * creating and freeing a response per request takes the table's lock three
  * times per response (insert, lookup, remove), and one lock for all would
  * bounce between the cores. A power of two. */
@@ -26,7 +26,7 @@ struct hnd_stream;
 #endif
 
 struct hnd_table_shard {
-	pthread_spinlock_t lock;
+	pthread_mutex_t lock;
 	struct hnd_entry **bucket;
 	size_t nbuckets; /* power of two */
 	size_t count;

@@ -18,36 +18,48 @@
 #define HND_ETAG_MAX 256
 #endif
 
+/* Is the field name key (n bytes) name, in any ASCII case? The lengths
+ * first: one field costs one compare of bytes at most. */
+static inline bool
+field_is(const char *key, size_t n, const char *name)
+{
+	return n == strlen(name) && hnd_ascii_ieq(key, name, n);
+}
+
 static enum MHD_Result
 facts_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct hnd_facts_ctx *c = cls;
 	struct hnd_facts *f = c->f;
+	size_t n;
 
 	if (!value)
 		return MHD_YES;
-	if (kind == MHD_FOOTER_KIND && hnd_strcasecmp(key, "Content-Digest") == 0)
+	n = strlen(key);
+	if (kind == MHD_FOOTER_KIND && field_is(key, n, "Content-Digest"))
 		f->content_digest = true;
 	if (kind != MHD_HEADER_KIND)
 		return MHD_YES;
-	if (!f->content_type && hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
-		f->content_type = value;
-	else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0) {
+	if (field_is(key, n, MHD_HTTP_HEADER_CONTENT_TYPE)) {
+		if (!f->content_type)
+			f->content_type = value;
+	} else if (field_is(key, n, MHD_HTTP_HEADER_CONTENT_ENCODING)) {
 		/* Several lines: any non-identity one means already encoded. */
-		if (!f->content_encoding || hnd_strcasecmp(value, "identity") != 0)
+		if (!f->content_encoding || !hnd_ascii_eq(value, "identity"))
 			f->content_encoding = value;
-	} else if (!f->etag && hnd_strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0)
-		f->etag = value;
-	else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_RANGE) == 0)
+	} else if (field_is(key, n, MHD_HTTP_HEADER_ETAG)) {
+		if (!f->etag)
+			f->etag = value;
+	} else if (field_is(key, n, MHD_HTTP_HEADER_CONTENT_RANGE)) {
 		f->content_range = true;
-	else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+	} else if (field_is(key, n, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
 		f->te_chunked = hnd_list_has_token(value, "chunked");
-	else if (hnd_strcasecmp(key, "Content-Digest") == 0)
+	} else if (field_is(key, n, "Content-Digest")) {
 		f->content_digest = true;
-	else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_CACHE_CONTROL) == 0) {
+	} else if (field_is(key, n, MHD_HTTP_HEADER_CACHE_CONTROL)) {
 		if (hnd_list_has_token(value, "no-transform"))
 			f->no_transform = true;
-	} else if (hnd_strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0) {
+	} else if (field_is(key, n, MHD_HTTP_HEADER_VARY)) {
 		if (hnd_list_has_token(value, "accept-encoding") || hnd_list_has_token(value, "*"))
 			f->vary_has_ae = true;
 		if (hnd_list_has_token(value, "available-dictionary") ||
@@ -205,9 +217,9 @@ hnd_is_digest_field(const char *name)
 	 * content coding) and Repr-Digest over the selected representation,
 	 * whose coding is part of it; Digest (RFC 3230) and Content-MD5
 	 * (RFC 1864) likewise describe the bytes they were computed from. */
-	return hnd_strcasecmp(name, "Content-MD5") == 0 || hnd_strcasecmp(name, "Digest") == 0 ||
-	       hnd_strcasecmp(name, "Content-Digest") == 0 ||
-	       hnd_strcasecmp(name, "Repr-Digest") == 0;
+	return hnd_ascii_eq(name, "Content-MD5") || hnd_ascii_eq(name, "Digest") ||
+	       hnd_ascii_eq(name, "Content-Digest") ||
+	       hnd_ascii_eq(name, "Repr-Digest");
 }
 
 struct copy_ctx {
@@ -231,9 +243,9 @@ coded_leaves_out(enum MHD_ValueKind kind, const char *key)
 	if (hnd_is_digest_field(key))
 		return true;
 	return kind == MHD_HEADER_KIND &&
-	       (hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
-		hnd_strcasecmp(key, MHD_HTTP_HEADER_ETAG) == 0 ||
-		hnd_strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_RANGES) == 0);
+	       (hnd_ascii_eq(key, MHD_HTTP_HEADER_CONTENT_ENCODING) ||
+		hnd_ascii_eq(key, MHD_HTTP_HEADER_ETAG) ||
+		hnd_ascii_eq(key, MHD_HTTP_HEADER_ACCEPT_RANGES));
 }
 
 /* Copy the fields of the identity response to a variant: all but
@@ -253,17 +265,17 @@ copy_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 		return MHD_YES;
 	}
 	if (c->not_modified && kind == MHD_HEADER_KIND &&
-	    (hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 ||
-	     hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_RANGE) == 0))
+	    (hnd_ascii_eq(key, MHD_HTTP_HEADER_CONTENT_ENCODING) ||
+	     hnd_ascii_eq(key, MHD_HTTP_HEADER_CONTENT_RANGE)))
 		return MHD_YES;
 	if (kind == MHD_FOOTER_KIND) {
 		ok = MHD_add_response_footer(c->to, key, value);
 	} else {
-		if (hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+		if (hnd_ascii_eq(key, MHD_HTTP_HEADER_CONTENT_LENGTH))
 			return MHD_YES;
-		if (!c->framing && hnd_strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+		if (!c->framing && hnd_ascii_eq(key, MHD_HTTP_HEADER_TRANSFER_ENCODING))
 			return MHD_YES;
-		if (c->skip_vary && hnd_strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0)
+		if (c->skip_vary && hnd_ascii_eq(key, MHD_HTTP_HEADER_VARY))
 			return MHD_YES;
 		ok = MHD_add_response_header(c->to, key, value);
 	}
@@ -336,8 +348,8 @@ drop_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 		return MHD_YES;
 	drop = coded_leaves_out(kind, key) ||
 	       (kind == MHD_HEADER_KIND &&
-		(hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0 ||
-		 (c->skip_vary && hnd_strcasecmp(key, MHD_HTTP_HEADER_VARY) == 0)));
+		(hnd_ascii_eq(key, MHD_HTTP_HEADER_CONTENT_LENGTH) ||
+		 (c->skip_vary && hnd_ascii_eq(key, MHD_HTTP_HEADER_VARY))));
 	if (drop) {
 		c->digests += hnd_is_digest_field(key);
 		MHD_del_response_header(c->r, key, value);
@@ -356,7 +368,7 @@ cl_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 	struct cl_ctx *c = cls;
 
 	if (kind != MHD_HEADER_KIND || !value ||
-	    hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 ||
+	    !hnd_ascii_eq(key, MHD_HTTP_HEADER_CONTENT_LENGTH) ||
 	    strlen(key) >= sizeof c->key || strlen(value) >= sizeof c->value)
 		return MHD_YES;
 	memcpy(c->key, key, strlen(key) + 1); /* deleted by its exact spelling */

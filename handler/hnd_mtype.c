@@ -108,21 +108,6 @@ compile_pattern(const char *src, struct hnd_pattern *p)
 	return 0;
 }
 
-/* ASCII lowercase of the eight bytes in w at once: 'A'..'Z' gain 0x20,
- * every other byte (non-ASCII ones included) stays. Per byte, its low
- * seven bits plus 0x3f (0x25) carry into bit 7 when they are at least 'A'
- * (above 'Z'), without carrying into the next byte. */
-static inline uint64_t
-lower8(uint64_t w)
-{
-	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-	uint64_t low7 = w & ~high;
-	uint64_t upper = ((low7 + ones * (0x80 - 'A')) ^ (low7 + ones * (0x80 - 'Z' - 1))) & ~w &
-			 high;
-
-	return w | (upper >> 2);
-}
-
 /* One step of the hash of a type: eight bytes (the last ones zero-padded). */
 static inline uint64_t
 hash_step(uint64_t h, uint64_t w)
@@ -143,7 +128,7 @@ lower_hash(char *out, const char *s, size_t len)
 	for (; i + 8 <= len; i += 8) {
 		memcpy(&w, s + i, 8);
 		if (out) {
-			w = lower8(w);
+			w = hnd_lower8(w);
 			memcpy(out + i, &w, 8);
 		}
 		h = hash_step(h, w);
@@ -226,7 +211,7 @@ hnd_typelist_fini(struct hnd_typelist *tl)
 /* Every pattern in turn, case-insensitively: the lookup of a media type
  * longer than HND_TYPE_LOWER_MAX. One byte compared first, case folded by
  * | 0x20 (bytes equal ignoring ASCII case stay equal; a false "maybe" only
- * costs the hnd_strncasecmp that decides). */
+ * costs the hnd_ascii_ieq that decides). */
 static bool
 typelist_scan(const struct hnd_typelist *tl, const char *mt, size_t len, const char *slash)
 {
@@ -239,18 +224,18 @@ typelist_scan(const struct hnd_typelist *tl, const char *mt, size_t len, const c
 			return true;
 		case HND_PAT_EXACT:
 			if (len == p->len && (mt[len - 1] | 0x20) == (p->text[len - 1] | 0x20) &&
-			    hnd_strncasecmp(mt, p->text, len) == 0)
+			    hnd_ascii_ieq(mt, p->text, len))
 				return true;
 			break;
 		case HND_PAT_TYPE:
 			if ((size_t)(slash - mt) == p->len &&
 			    (mt[0] | 0x20) == (p->text[0] | 0x20) &&
-			    hnd_strncasecmp(mt, p->text, p->len) == 0)
+			    hnd_ascii_ieq(mt, p->text, p->len))
 				return true;
 			break;
 		case HND_PAT_SUFFIX:
 			if (len > p->len && (mt[len - 1] | 0x20) == (p->text[p->len - 1] | 0x20) &&
-			    hnd_strncasecmp(mt + len - p->len, p->text, p->len) == 0)
+			    hnd_ascii_ieq(mt + len - p->len, p->text, p->len))
 				return true;
 			break;
 		}

@@ -38,35 +38,53 @@ hnd_is_tchar(char c)
 	return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
-/* strncasecmp() and strcasecmp() in ASCII, for field names, codings and
- * media types, which are case-insensitive in ASCII whatever the locale:
- * the C library's follow the process's locale (LC_CTYPE), and in a Turkish
- * one 'I' and 'i' are not the same letter there. */
-static inline int
-hnd_strncasecmp(const char *a, const char *b, size_t n)
+/* ASCII lowercase of the eight bytes in w at once: 'A'..'Z' gain 0x20,
+ * every other byte (non-ASCII ones included) stays. Per byte, its low
+ * seven bits plus 0x3f (0x25) carry into bit 7 when they are at least 'A'
+ * (above 'Z'), without carrying into the next byte. */
+static inline uint64_t
+hnd_lower8(uint64_t w)
 {
-	size_t i;
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t low7 = w & ~high;
+	uint64_t upper = ((low7 + ones * (0x80 - 'A')) ^ (low7 + ones * (0x80 - 'Z' - 1))) & ~w &
+			 high;
 
-	for (i = 0; i < n; i++) {
-		unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
-
-		if (x == y) { /* the usual case: the same spelling */
-			if (x == '\0')
-				return 0;
-			continue;
-		}
-		x = (unsigned char)hnd_lower((char)x);
-		y = (unsigned char)hnd_lower((char)y);
-		if (x != y)
-			return x - y;
-	}
-	return 0;
+	return w | (upper >> 2);
 }
 
-static inline int
-hnd_strcasecmp(const char *a, const char *b)
+/* Are a[0..n) and b[0..n) the same in ASCII case-insensitively? Eight
+ * bytes at a time (n is known: neither is read past it). */
+static inline bool
+hnd_ascii_ieq(const char *a, const char *b, size_t n)
 {
-	return hnd_strncasecmp(a, b, SIZE_MAX);
+	uint64_t x, y;
+	size_t i;
+
+	for (; n >= 8; a += 8, b += 8, n -= 8) {
+		memcpy(&x, a, 8);
+		memcpy(&y, b, 8);
+		if (x != y && hnd_lower8(x) != hnd_lower8(y))
+			return false;
+	}
+	for (x = y = 0, i = 0; i < n; i++) {
+		x |= (uint64_t)(uint8_t)a[i] << (8 * i);
+		y |= (uint64_t)(uint8_t)b[i] << (8 * i);
+	}
+	return x == y || hnd_lower8(x) == hnd_lower8(y);
+}
+
+/* Are the NUL-terminated a and b the same in ASCII case-insensitively?
+ * Field names, codings and media types are case-insensitive in ASCII
+ * whatever the locale: the C library's strcasecmp() follows the process's
+ * (LC_CTYPE), and in a Turkish one 'I' and 'i' are not the same letter
+ * there (test_ae_locale). */
+static inline bool
+hnd_ascii_eq(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+
+	return n == strlen(b) && hnd_ascii_ieq(a, b, n);
 }
 
 /* A media type list compiled: its patterns, and the few that are not

@@ -22,7 +22,7 @@ static bool
 ieq(const char *a, size_t alen, const char *b)
 {
 	size_t blen = strlen(b);
-	return alen == blen && hnd_strncasecmp(a, b, alen) == 0;
+	return alen == blen && hnd_ascii_ieq(a, b, alen);
 }
 
 /* Trim OWS from both ends of [*s, *s + *len). */
@@ -246,7 +246,7 @@ accept_iter(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size
 
 	(void)kind, (void)value_size;
 	if (!value || key_size != sizeof MHD_HTTP_HEADER_ACCEPT_ENCODING - 1 ||
-	    hnd_strcasecmp(key, MHD_HTTP_HEADER_ACCEPT_ENCODING) != 0)
+	    !hnd_ascii_ieq(key, MHD_HTTP_HEADER_ACCEPT_ENCODING, key_size))
 		return MHD_YES;
 	hnd_accept_parse(lines, 1, &one);
 	acc->present = true;

@@ -37,7 +37,7 @@ struct hnd_codings {
 static bool
 token_is(const char *t, size_t len, const char *name)
 {
-	return strlen(name) == len && hnd_strncasecmp(t, name, len) == 0;
+	return strlen(name) == len && hnd_ascii_ieq(t, name, len);
 }
 
 /* One field value: a comma-separated list of codings (RFC 9110 section
@@ -70,7 +70,7 @@ static enum MHD_Result
 each_field(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	(void)kind;
-	if (key && hnd_strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0)
+	if (key && hnd_ascii_eq(key, MHD_HTTP_HEADER_CONTENT_ENCODING))
 		scan_codings(value, cls);
 	return MHD_YES;
 }
