@@ -218,8 +218,7 @@ hnd_is_digest_field(const char *name)
 	 * whose coding is part of it; Digest (RFC 3230) and Content-MD5
 	 * (RFC 1864) likewise describe the bytes they were computed from. */
 	return hnd_ascii_eq(name, "Content-MD5") || hnd_ascii_eq(name, "Digest") ||
-	       hnd_ascii_eq(name, "Content-Digest") ||
-	       hnd_ascii_eq(name, "Repr-Digest");
+	       hnd_ascii_eq(name, "Content-Digest") || hnd_ascii_eq(name, "Repr-Digest");
 }
 
 struct copy_ctx {
@@ -242,10 +241,9 @@ coded_leaves_out(enum MHD_ValueKind kind, const char *key)
 {
 	if (hnd_is_digest_field(key))
 		return true;
-	return kind == MHD_HEADER_KIND &&
-	       (hnd_ascii_eq(key, MHD_HTTP_HEADER_CONTENT_ENCODING) ||
-		hnd_ascii_eq(key, MHD_HTTP_HEADER_ETAG) ||
-		hnd_ascii_eq(key, MHD_HTTP_HEADER_ACCEPT_RANGES));
+	return kind == MHD_HEADER_KIND && (hnd_ascii_eq(key, MHD_HTTP_HEADER_CONTENT_ENCODING) ||
+					   hnd_ascii_eq(key, MHD_HTTP_HEADER_ETAG) ||
+					   hnd_ascii_eq(key, MHD_HTTP_HEADER_ACCEPT_RANGES));
 }
 
 /* Copy the fields of the identity response to a variant: all but
@@ -368,8 +366,8 @@ cl_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 	struct cl_ctx *c = cls;
 
 	if (kind != MHD_HEADER_KIND || !value ||
-	    !hnd_ascii_eq(key, MHD_HTTP_HEADER_CONTENT_LENGTH) ||
-	    strlen(key) >= sizeof c->key || strlen(value) >= sizeof c->value)
+	    !hnd_ascii_eq(key, MHD_HTTP_HEADER_CONTENT_LENGTH) || strlen(key) >= sizeof c->key ||
+	    strlen(value) >= sizeof c->value)
 		return MHD_YES;
 	memcpy(c->key, key, strlen(key) + 1); /* deleted by its exact spelling */
 	memcpy(c->value, value, strlen(value) + 1);
