@@ -216,9 +216,12 @@ validate(struct req *rq, struct file_req *f)
 static void
 choose_range(struct server *s, struct MHD_Connection *conn, const char *method, struct file_req *f)
 {
+	enum mhdgz_coding k;
+
 	if (strcmp(method, "GET") != 0 || f->sibling ||
 	    !if_range_ok(conn, f->etag, f->date_strong ? f->lastmod : NULL,
-			 s->cfg.etag == MHDGZ_ETAG_KEEP))
+			 s->cfg.etag == MHDGZ_ETAG_KEEP,
+			 preferred_coding(conn, s->order, s->norder, &k)))
 		return;
 	f->range = parse_range(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							   MHD_HTTP_HEADER_RANGE),

@@ -205,7 +205,7 @@ void file_etag(const struct stat *st, char *out, size_t cap);
 void http_date(time_t t, char *out, size_t cap);
 int parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret);
 bool if_range_ok(struct MHD_Connection *conn, const char *etag, const char *lastmod,
-		 bool etag_shared);
+		 bool etag_shared, bool coded);
 
 /* files.c: the files under --root; a target's path beneath it (fuzz_gzserve). */
 enum MHD_Result serve_file(struct req *rq, struct MHD_Connection *conn, const char *method);
@@ -220,6 +220,8 @@ int open_in_root(const struct server *s, const char *rel, struct stat *st,
 /* siblings.c: --precompressed. The sibling of rel (whose fstat is
  * file_st) to send: its descriptor (and *st, *coding_ret), or -1 for
  * FILE; *any_ret: some sibling is usable (the response varies). */
+bool preferred_coding(struct MHD_Connection *conn, const enum mhdgz_coding *offered, size_t noffered,
+		      enum mhdgz_coding *coding_ret);
 int choose_precompressed(const struct server *s, struct MHD_Connection *conn, const char *rel,
 			 const struct stat *file_st, struct stat *st, enum mhdgz_coding *coding_ret,
 			 bool *any_ret);

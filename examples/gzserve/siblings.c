@@ -103,7 +103,7 @@ ae_line(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
  * server's order), chosen as the handler chooses on the fly
  * (mhdgz_accept_coding): true and *coding_ret, or false (identity, or
  * out of memory). */
-static bool
+bool
 preferred_coding(struct MHD_Connection *conn, const enum mhdgz_coding *offered, size_t noffered,
 		 enum mhdgz_coding *coding_ret)
 {

@@ -106,12 +106,14 @@ parse_range(const char *v, uint64_t len, uint64_t *first_ret, uint64_t *last_ret
  * Last-Modified value sent (lastmod: the section's step 2 compares field
  * values, so no date is parsed here; the library parses the dates of the
  * other preconditions; lastmod NULL: a weak date, which never applies,
- * step 1). With
+ * step 1; and only when the client accepts none of the codings offered,
+ * coded: the date names the coded 200 too). With
  * --etag keep the gzip representation carries the identity's entity-tag,
  * so a tag names both: the bytes the client holds may be gzip, and ranges
  * are of the identity body, so such a range is refused (the whole body). */
 bool
-if_range_ok(struct MHD_Connection *conn, const char *etag, const char *lastmod, bool etag_shared)
+if_range_ok(struct MHD_Connection *conn, const char *etag, const char *lastmod, bool etag_shared,
+	    bool coded)
 {
 	const char *v;
 
@@ -122,5 +124,7 @@ if_range_ok(struct MHD_Connection *conn, const char *etag, const char *lastmod, 
 		return !etag_shared && strcmp(v, etag) == 0;
 	if (v[0] == 'W' && v[1] == '/')
 		return false;
-	return lastmod && strcmp(v, lastmod) == 0;
+	/* The coded and identity 200s share the date: a client that accepts
+	 * a coding may hold coded bytes, and ranges are of the identity. */
+	return lastmod && !coded && strcmp(v, lastmod) == 0;
 }
