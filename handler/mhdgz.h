@@ -524,9 +524,8 @@ MHDGZ_API int mhdgz_response_set_options(struct mhdgz *gz, struct MHD_Response *
  * @param flags MHDGZ_RESPONSE_* flags.
  * @return 0; MHDGZ_EINVAL if @a response was not created by @a gz, for an
  *         unknown flag, for both LENGTH_HIDING and NO_LENGTH_HIDING, or for
- *         LOW_LATENCY on a response that is not a stream; MHDGZ_EBUSY once
- *         it has been queued, for flags other than those it was queued
- *         with (which stay; the same flags again are a no-op).
+ *         LOW_LATENCY on a response that is not a stream; MHDGZ_EBUSY for
+ *         other flags than it was queued with (the same again: a no-op).
  * @note Thread-safe; call before the response is first queued.
  */
 MHDGZ_API int mhdgz_response_set_flags(struct mhdgz *gz, struct MHD_Response *response,
