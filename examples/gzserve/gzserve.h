@@ -217,11 +217,13 @@ unsigned int target_to_relpath(const char *target, char **rel_ret, bool *slash_r
 int open_in_root(const struct server *s, const char *rel, struct stat *st,
 		 unsigned int *status_ret);
 
+/* siblings.c: the coding the request's Accept-Encoding lines prefer
+ * among offered (mhdgz_accept_coding): true and *coding_ret, or false. */
+bool preferred_coding(struct MHD_Connection *conn, const enum mhdgz_coding *offered,
+		      size_t noffered, enum mhdgz_coding *coding_ret);
 /* siblings.c: --precompressed. The sibling of rel (whose fstat is
  * file_st) to send: its descriptor (and *st, *coding_ret), or -1 for
  * FILE; *any_ret: some sibling is usable (the response varies). */
-bool preferred_coding(struct MHD_Connection *conn, const enum mhdgz_coding *offered, size_t noffered,
-		      enum mhdgz_coding *coding_ret);
 int choose_precompressed(const struct server *s, struct MHD_Connection *conn, const char *rel,
 			 const struct stat *file_st, struct stat *st, enum mhdgz_coding *coding_ret,
 			 bool *any_ret);
