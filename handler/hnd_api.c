@@ -217,8 +217,7 @@ parse_codings(struct mhdgz *gz, const char *list)
 			p++;
 		len = strcspn(p, ", \t");
 		for (k = 0; k < GZ_CODING_COUNT; k++)
-			if (len == strlen(gz_coding_name(k)) &&
-			    hnd_ascii_ieq(p, gz_coding_name(k), len))
+			if (hnd_ascii_is(p, len, gz_coding_name(k)))
 				break;
 		if (k == GZ_CODING_COUNT || seen[k])
 			return opt_error(

@@ -165,7 +165,7 @@ is_event_stream(const char *content_type)
 	if (!content_type)
 		return false;
 	mt = hnd_media_type(content_type, &len);
-	return len == 17 && hnd_ascii_ieq(mt, "text/event-stream", 17);
+	return hnd_ascii_is(mt, len, "text/event-stream");
 }
 
 /* Dictionaries (RFC 9842): the one a dcz response would use. */

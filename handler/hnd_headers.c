@@ -18,14 +18,6 @@
 #define HND_ETAG_MAX 256
 #endif
 
-/* Is the field name key (n bytes) name, in any ASCII case? The lengths
- * first: one field costs one compare of bytes at most. */
-static inline bool
-field_is(const char *key, size_t n, const char *name)
-{
-	return n == strlen(name) && hnd_ascii_ieq(key, name, n);
-}
-
 static enum MHD_Result
 facts_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
@@ -35,31 +27,31 @@ facts_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *valu
 
 	if (!value)
 		return MHD_YES;
-	n = strlen(key);
-	if (kind == MHD_FOOTER_KIND && field_is(key, n, "Content-Digest"))
+	n = strlen(key); /* lengths first: one compare of bytes per field at most */
+	if (kind == MHD_FOOTER_KIND && hnd_ascii_is(key, n, "Content-Digest"))
 		f->content_digest = true;
 	if (kind != MHD_HEADER_KIND)
 		return MHD_YES;
-	if (field_is(key, n, MHD_HTTP_HEADER_CONTENT_TYPE)) {
+	if (hnd_ascii_is(key, n, MHD_HTTP_HEADER_CONTENT_TYPE)) {
 		if (!f->content_type)
 			f->content_type = value;
-	} else if (field_is(key, n, MHD_HTTP_HEADER_CONTENT_ENCODING)) {
+	} else if (hnd_ascii_is(key, n, MHD_HTTP_HEADER_CONTENT_ENCODING)) {
 		/* Several lines: any non-identity one means already encoded. */
 		if (!f->content_encoding || !hnd_ascii_eq(value, "identity"))
 			f->content_encoding = value;
-	} else if (field_is(key, n, MHD_HTTP_HEADER_ETAG)) {
+	} else if (hnd_ascii_is(key, n, MHD_HTTP_HEADER_ETAG)) {
 		if (!f->etag)
 			f->etag = value;
-	} else if (field_is(key, n, MHD_HTTP_HEADER_CONTENT_RANGE)) {
+	} else if (hnd_ascii_is(key, n, MHD_HTTP_HEADER_CONTENT_RANGE)) {
 		f->content_range = true;
-	} else if (field_is(key, n, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+	} else if (hnd_ascii_is(key, n, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
 		f->te_chunked = hnd_list_has_token(value, "chunked");
-	} else if (field_is(key, n, "Content-Digest")) {
+	} else if (hnd_ascii_is(key, n, "Content-Digest")) {
 		f->content_digest = true;
-	} else if (field_is(key, n, MHD_HTTP_HEADER_CACHE_CONTROL)) {
+	} else if (hnd_ascii_is(key, n, MHD_HTTP_HEADER_CACHE_CONTROL)) {
 		if (hnd_list_has_token(value, "no-transform"))
 			f->no_transform = true;
-	} else if (field_is(key, n, MHD_HTTP_HEADER_VARY)) {
+	} else if (hnd_ascii_is(key, n, MHD_HTTP_HEADER_VARY)) {
 		if (hnd_list_has_token(value, "accept-encoding") || hnd_list_has_token(value, "*"))
 			f->vary_has_ae = true;
 		if (hnd_list_has_token(value, "available-dictionary") ||

@@ -74,6 +74,14 @@ hnd_ascii_ieq(const char *a, const char *b, size_t n)
 	return x == y || hnd_lower8(x) == hnd_lower8(y);
 }
 
+/* Is a[0..alen) the NUL-terminated name b, in any ASCII case? (A token
+ * or field name of known length against a constant.) */
+static inline bool
+hnd_ascii_is(const char *a, size_t alen, const char *b)
+{
+	return alen == strlen(b) && hnd_ascii_ieq(a, b, alen);
+}
+
 /* Are the NUL-terminated a and b the same in ASCII case-insensitively?
  * Field names, codings and media types are case-insensitive in ASCII
  * whatever the locale: the C library's strcasecmp() follows the process's
@@ -82,9 +90,7 @@ hnd_ascii_ieq(const char *a, const char *b, size_t n)
 static inline bool
 hnd_ascii_eq(const char *a, const char *b)
 {
-	size_t n = strlen(a);
-
-	return n == strlen(b) && hnd_ascii_ieq(a, b, n);
+	return hnd_ascii_is(a, strlen(a), b);
 }
 
 /* A media type list compiled: its patterns, and the few that are not

@@ -18,13 +18,6 @@ is_ows(char c)
 	return c == ' ' || c == '\t';
 }
 
-static bool
-ieq(const char *a, size_t alen, const char *b)
-{
-	size_t blen = strlen(b);
-	return alen == blen && hnd_ascii_ieq(a, b, alen);
-}
-
 /* Trim OWS from both ends of [*s, *s + *len). */
 static void
 trim(const char **s, size_t *len)
@@ -134,7 +127,7 @@ parse_element(const char *s, size_t len, const char **tok, size_t *tok_len, int 
 				i++;
 		}
 		val_len = i - val;
-		if (ieq(s + name, name_len, "q")) {
+		if (hnd_ascii_is(s + name, name_len, "q")) {
 			*q = parse_qvalue(s + val, val_len);
 			if (*q < 0)
 				return false;
@@ -155,15 +148,15 @@ add_element(const char *el, size_t el_len, struct hnd_accept *acc)
 	trim(&el, &el_len);
 	if (!el_len || !parse_element(el, el_len, &tok, &tok_len, &q))
 		return;
-	if (ieq(tok, tok_len, "gzip") || ieq(tok, tok_len, "x-gzip"))
+	if (hnd_ascii_is(tok, tok_len, "gzip") || hnd_ascii_is(tok, tok_len, "x-gzip"))
 		slot = &acc->gzip;
-	else if (ieq(tok, tok_len, "zstd"))
+	else if (hnd_ascii_is(tok, tok_len, "zstd"))
 		slot = &acc->zstd;
-	else if (ieq(tok, tok_len, "br"))
+	else if (hnd_ascii_is(tok, tok_len, "br"))
 		slot = &acc->br;
-	else if (ieq(tok, tok_len, "dcz"))
+	else if (hnd_ascii_is(tok, tok_len, "dcz"))
 		slot = &acc->dcz;
-	else if (ieq(tok, tok_len, "identity"))
+	else if (hnd_ascii_is(tok, tok_len, "identity"))
 		slot = &acc->identity;
 	else if (tok_len == 1 && tok[0] == '*')
 		slot = &acc->star;
@@ -392,7 +385,7 @@ hnd_list_has_token(const char *value, const char *token)
 		size_t len = end ? (size_t)(end - p) : strlen(p);
 
 		trim(&el, &len);
-		if (ieq(el, len, token))
+		if (hnd_ascii_is(el, len, token))
 			return true;
 		p = end ? end + 1 : NULL;
 	}

@@ -34,12 +34,6 @@ struct hnd_codings {
 	bool other;        /* an element that is neither those nor identity */
 };
 
-static bool
-token_is(const char *t, size_t len, const char *name)
-{
-	return strlen(name) == len && hnd_ascii_ieq(t, name, len);
-}
-
 /* One field value: a comma-separated list of codings (RFC 9110 section
  * 5.6.1: empty elements and OWS around them are allowed). */
 static void
@@ -56,10 +50,10 @@ scan_codings(const char *v, struct hnd_codings *c)
 		end = v;
 		while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
 			end--;
-		if (end == start || token_is(start, (size_t)(end - start), "identity"))
+		if (end == start || hnd_ascii_is(start, (size_t)(end - start), "identity"))
 			continue;
-		if (token_is(start, (size_t)(end - start), "gzip") ||
-		    token_is(start, (size_t)(end - start), "x-gzip"))
+		if (hnd_ascii_is(start, (size_t)(end - start), "gzip") ||
+		    hnd_ascii_is(start, (size_t)(end - start), "x-gzip"))
 			c->gzip++;
 		else
 			c->other = true;
