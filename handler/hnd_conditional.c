@@ -1,6 +1,5 @@
 /* hnd_conditional.c: conditional requests: RFC 9110 section 13.2.2 preconditions and the 304 response. */
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "hnd_stats.h"

@@ -1,6 +1,5 @@
 /* hnd_decide.c: the decision (compress or not, and why) and the plan built on it: what is sent in a queued response's place. */
 #include <string.h>
-#include <strings.h>
 
 #include <nettle/base64.h>
 #include <nettle/sha2.h>

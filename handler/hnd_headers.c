@@ -1,7 +1,6 @@
 /* hnd_headers.c: header rewriting: the facts the decision reads, Vary merging, the fields copied to a variant. */
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "gz_alloc.h"
 #include "hnd_stats.h"

@@ -2,7 +2,6 @@
 #define _GNU_SOURCE /* strptime, timegm */
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "gz_alloc.h"

@@ -1,7 +1,6 @@
 /* hnd_upload.c: request bodies: Content-Encoding read, gzip inflated within limits (gz_inflate), refusals. */
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "gz_inflate.h"
 #include "gz_alloc.h"
